@@ -1,0 +1,54 @@
+# gpu-platform developer entry points. Everything runs inside ./.venv, created on demand.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+# System packages the system tests need (Debian names); `make deps` installs them as root.
+SYSTEM_DEPS := hwloc-nox golang-etcd-server-dev iproute2 procps
+
+.PHONY: run test lint typecheck contracts unit bench deps clean help
+
+help:
+	@echo "make run    - create .venv, install, start 'gpu-platform serve' (embedded single node)"
+	@echo "make test   - create .venv, install .[dev], run ruff, mypy, import-linter, pytest"
+	@echo "make lint   - ruff + mypy + import-linter only"
+	@echo "make bench  - run every benchmark; writes bench/results.json and a table"
+	@echo "make deps   - install the system packages the system tests need (root, apt-get)"
+
+$(VENV)/bin/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.installed: $(VENV)/bin/activate pyproject.toml
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/bin/activate pyproject.toml
+	$(PIP) install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(VENV)/bin/gpu-platform serve
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+test: lint
+	$(VENV)/bin/pytest -q
+
+unit: $(VENV)/.installed-dev
+	$(VENV)/bin/pytest -q tests/unit tests/property
+
+bench: $(VENV)/.installed-dev
+	$(PY) tests/benchmarks/run_all.py --out bench/results.json
+
+deps:
+	@if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root (apt-get install -y $(SYSTEM_DEPS))"; exit 1; fi
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_DEPS)
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache bench/results.json

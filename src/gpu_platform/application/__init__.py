@@ -1,0 +1,1 @@
+"""Use cases: the control plane (commands, queries) and the scheduler loop."""

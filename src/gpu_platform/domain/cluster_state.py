@@ -1,0 +1,308 @@
+"""The cluster state machine: commands in, new state and events out.
+
+Theory of operation: every change to jobs and allocations is a command applied by `apply`.
+`apply` validates the command against the current state (a bind re-checks that its GPUs are free
+and healthy; a report carries the epoch of the attempt it speaks for and is ignored when that
+attempt is no longer current), moves jobs only through the job state machine, and returns the
+events that describe what happened. It is deterministic — the same commands in the same order
+give the same state — which is what lets a replicated log (Raft, issue 10) drive it.
+
+Invariants (`check_invariants`): every GPU is held by at most one job; the held-GPU index equals
+the allocations of jobs that hold GPUs; epochs are unique and below `next_epoch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
+from gpu_platform.domain.events import (
+    DomainEvent,
+    JobBound,
+    JobCancelled,
+    JobFinished,
+    JobRequeued,
+    JobStarted,
+    JobSubmitted,
+    StaleReportIgnored,
+)
+from gpu_platform.domain.faults.job_fsm import JobEffect, JobInput, transition
+from gpu_platform.domain.model.gpu import Gpu, GpuState
+from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState
+from gpu_platform.domain.model.node import Inventory, Node
+from gpu_platform.domain.placement.first_fit import NodeView
+
+__all__ = [
+    "BindJob",
+    "CancelJob",
+    "ClusterState",
+    "Command",
+    "FinishJob",
+    "RequeueJob",
+    "StartJob",
+    "SubmitJob",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitJob:
+    job_id: str
+    spec: JobSpec
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class BindJob:
+    job_id: str
+    node: str
+    gpu_indices: tuple[int, ...]
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class StartJob:
+    job_id: str
+    epoch: int
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class FinishJob:
+    """The attempt `epoch` ended with `exit_code` (None: it never started or was signalled)."""
+
+    job_id: str
+    epoch: int
+    exit_code: int | None
+    now: float
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelJob:
+    job_id: str
+    now: float
+    reason: str = "cancelled by user"
+
+
+@dataclass(frozen=True, slots=True)
+class RequeueJob:
+    """Attempt `epoch` was lost or preempted; put the job back in the queue."""
+
+    job_id: str
+    epoch: int
+    now: float
+    reason: str
+
+
+Command = SubmitJob | BindJob | StartJob | FinishJob | CancelJob | RequeueJob
+
+
+class ClusterState:
+    """Nodes, GPUs, jobs and allocations; mutated only through `apply`."""
+
+    def __init__(self, inventory: Inventory, jobs: Iterable[Job] = ()) -> None:
+        self._nodes: dict[str, Node] = {n.name: n for n in inventory.nodes}
+        self._jobs: dict[str, Job] = {}
+        self._held: dict[str, str] = {}  # gpu uuid -> job id
+        self.next_epoch = 1
+        self.next_seq = 1
+        for job in sorted(jobs, key=lambda j: j.seq):
+            self._jobs[job.id] = job
+            self.next_seq = max(self.next_seq, job.seq + 1)
+            if job.allocation is not None:
+                self.next_epoch = max(self.next_epoch, job.allocation.epoch + 1)
+            if job.holds_gpus:
+                assert job.allocation is not None
+                for uuid in job.allocation.gpu_uuids:
+                    if uuid in self._held:
+                        raise Conflict(
+                            f"restored jobs {self._held[uuid]} and {job.id} share {uuid}"
+                        )
+                    self._held[uuid] = job.id
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        return tuple(self._nodes.values())
+
+    def job(self, job_id: str) -> Job:
+        try:
+            return self._jobs[job_id]
+        except KeyError:
+            raise NotFound("job", job_id) from None
+
+    def jobs(self) -> tuple[Job, ...]:
+        """All jobs in submission order."""
+        return tuple(self._jobs.values())
+
+    def queued(self) -> list[Job]:
+        """QUEUED jobs in FIFO order (submission sequence)."""
+        return sorted((j for j in self._jobs.values() if j.state is JobState.QUEUED), key=_seq)
+
+    def holder(self, gpu: Gpu) -> str | None:
+        """The id of the job holding `gpu`, if any."""
+        return self._held.get(gpu.uuid)
+
+    def gpu_state(self, gpu: Gpu) -> GpuState:
+        """Effective state: ALLOCATED/IN_USE while a job holds it, else the GPU's own state."""
+        holder = self._held.get(gpu.uuid)
+        if holder is None:
+            return gpu.state
+        running = self._jobs[holder].state is JobState.RUNNING
+        return GpuState.IN_USE if running else GpuState.ALLOCATED
+
+    def node_views(self) -> list[NodeView]:
+        """The placement snapshot: per node, the GPUs that are schedulable and not held."""
+        return [
+            NodeView(n.name, tuple(g for g in n.gpus if g.schedulable and g.uuid not in self._held))
+            for n in self._nodes.values()
+        ]
+
+    def max_gpus_per_node(self) -> int:
+        return max((len(n.gpus) for n in self._nodes.values()), default=0)
+
+    # -- commands --------------------------------------------------------------------------
+
+    def apply(self, command: Command) -> list[DomainEvent]:
+        """Apply one command; return its events. Raises DomainError subclasses on bad commands."""
+        match command:
+            case SubmitJob():
+                return self._submit(command)
+            case BindJob():
+                return self._bind(command)
+            case StartJob():
+                return self._start(command)
+            case FinishJob():
+                return self._finish(command)
+            case CancelJob():
+                return self._cancel(command)
+            case RequeueJob():
+                return self._requeue(command)
+        raise TypeError(f"unknown command {command!r}")  # pragma: no cover
+
+    def _submit(self, cmd: SubmitJob) -> list[DomainEvent]:
+        if cmd.job_id in self._jobs:
+            raise Conflict(f"job {cmd.job_id} already exists")
+        capacity = self.max_gpus_per_node()
+        if cmd.spec.gpus > capacity:
+            raise InvalidRequest(
+                "gpus",
+                f"requests {cmd.spec.gpus} GPUs but the largest node has {capacity}; "
+                "this job could never be placed",
+            )
+        job = Job(cmd.job_id, cmd.spec, JobState.PENDING, cmd.now, seq=self.next_seq)
+        job, _ = transition(job, JobInput.ACCEPT, cmd.now, reason="admitted")
+        self.next_seq += 1
+        self._jobs[job.id] = job
+        return [JobSubmitted(job.id, cmd.spec.gpus)]
+
+    def _bind(self, cmd: BindJob) -> list[DomainEvent]:
+        job = self.job(cmd.job_id)
+        if job.state is not JobState.QUEUED:
+            raise Conflict(f"job {job.id} is {job.state}, not QUEUED")
+        node = self._nodes.get(cmd.node)
+        if node is None:
+            raise NotFound("node", cmd.node)
+        if len(cmd.gpu_indices) != job.spec.gpus or len(set(cmd.gpu_indices)) != job.spec.gpus:
+            raise Conflict(
+                f"job {job.id} needs {job.spec.gpus} distinct GPUs, got {cmd.gpu_indices}"
+            )
+        gpus = []
+        for index in cmd.gpu_indices:
+            try:
+                gpu = node.gpu(index)
+            except KeyError:
+                raise NotFound("gpu", f"{node.name}/{index}") from None
+            if not gpu.schedulable:
+                raise Conflict(f"gpu {node.name}/{index} is {gpu.state}")
+            if gpu.uuid in self._held:
+                raise Conflict(f"gpu {node.name}/{index} is held by {self._held[gpu.uuid]}")
+            gpus.append(gpu)
+        allocation = Allocation(
+            node=node.name,
+            gpu_indices=tuple(g.index for g in gpus),
+            gpu_uuids=tuple(g.uuid for g in gpus),
+            epoch=self.next_epoch,
+            numa_nodes=tuple(sorted({g.numa_node for g in gpus if g.numa_node >= 0})),
+        )
+        self.next_epoch += 1
+        job, _ = transition(job, JobInput.BIND, cmd.now, reason="bound", allocation=allocation)
+        self._jobs[job.id] = job
+        for uuid in allocation.gpu_uuids:
+            self._held[uuid] = job.id
+        return [JobBound(job.id, allocation, job.attempt)]
+
+    def _current(self, job: Job, epoch: int, states: tuple[JobState, ...]) -> bool:
+        return job.state in states and job.allocation is not None and job.allocation.epoch == epoch
+
+    def _start(self, cmd: StartJob) -> list[DomainEvent]:
+        job = self.job(cmd.job_id)
+        if not self._current(job, cmd.epoch, (JobState.SCHEDULED,)):
+            return [StaleReportIgnored(job.id, cmd.epoch, f"start report while {job.state}")]
+        job, _ = transition(job, JobInput.START, cmd.now, reason="started")
+        self._jobs[job.id] = job
+        return [JobStarted(job.id, cmd.epoch)]
+
+    def _finish(self, cmd: FinishJob) -> list[DomainEvent]:
+        job = self.job(cmd.job_id)
+        if not self._current(job, cmd.epoch, (JobState.SCHEDULED, JobState.RUNNING)):
+            return [StaleReportIgnored(job.id, cmd.epoch, f"exit report while {job.state}")]
+        ok = cmd.exit_code == 0 and job.state is JobState.RUNNING
+        event = JobInput.COMPLETE if ok else JobInput.FAIL
+        reason = cmd.reason or ("exited 0" if ok else f"exited {cmd.exit_code}")
+        job, effects = transition(job, event, cmd.now, reason=reason, exit_code=cmd.exit_code)
+        self._release(job, effects)
+        return [JobFinished(job.id, cmd.epoch, job.state, cmd.exit_code, reason)]
+
+    def _cancel(self, cmd: CancelJob) -> list[DomainEvent]:
+        job = self.job(cmd.job_id)
+        if job.terminal:
+            raise Conflict(f"job {job.id} already ended {job.state}")
+        job, effects = transition(job, JobInput.CANCEL, cmd.now, reason=cmd.reason)
+        self._release(job, effects)
+        stop = job.allocation if JobEffect.STOP_PROCESS in effects else None
+        return [JobCancelled(job.id, stop)]
+
+    def _requeue(self, cmd: RequeueJob) -> list[DomainEvent]:
+        job = self.job(cmd.job_id)
+        if not self._current(job, cmd.epoch, (JobState.SCHEDULED, JobState.RUNNING)):
+            return [StaleReportIgnored(job.id, cmd.epoch, f"requeue while {job.state}")]
+        stop = job.allocation
+        job, effects = transition(job, JobInput.PREEMPT, cmd.now, reason=cmd.reason)
+        self._release(job, effects)
+        job, _ = transition(job, JobInput.REQUEUE, cmd.now, reason=cmd.reason)
+        self._jobs[job.id] = job
+        return [JobRequeued(job.id, stop, cmd.reason)]
+
+    def _release(self, job: Job, effects: JobEffect) -> None:
+        self._jobs[job.id] = job
+        if JobEffect.RELEASE_GPUS in effects and job.allocation is not None:
+            for uuid in job.allocation.gpu_uuids:
+                if self._held.get(uuid) == job.id:
+                    del self._held[uuid]
+
+    # -- invariants ------------------------------------------------------------------------
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError if any invariant of the module docstring is broken."""
+        expected: dict[str, str] = {}
+        epochs: set[int] = set()
+        for job in self._jobs.values():
+            if job.allocation is not None:
+                assert job.allocation.epoch < self.next_epoch, "epoch from the future"
+            if job.holds_gpus:
+                assert job.allocation is not None
+                assert job.allocation.epoch not in epochs, "two live attempts share an epoch"
+                epochs.add(job.allocation.epoch)
+                for uuid in job.allocation.gpu_uuids:
+                    assert uuid not in expected, (
+                        f"gpu {uuid} held by {expected.get(uuid)} and {job.id}"
+                    )
+                    expected[uuid] = job.id
+        assert expected == self._held, "held-GPU index disagrees with job allocations"
+
+
+def _seq(job: Job) -> int:
+    return job.seq

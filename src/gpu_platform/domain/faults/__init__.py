@@ -1,0 +1,1 @@
+"""Fault and lifecycle state machines, each one transition table."""

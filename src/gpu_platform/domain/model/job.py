@@ -1,0 +1,99 @@
+"""Jobs: what the user asked for (JobSpec), where it runs (Allocation) and where it stands (Job).
+
+A Job is an immutable snapshot; every change goes through the job state machine
+(`domain.faults.job_fsm`) and yields a new snapshot, so the replicated state, the store and the
+API always agree on one value.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+__all__ = ["TERMINAL_JOB_STATES", "Allocation", "Job", "JobSpec", "JobState"]
+
+
+class JobState(enum.StrEnum):
+    """DESIGN §4: PENDING → QUEUED → SCHEDULED → RUNNING → COMPLETED | FAILED;
+    RUNNING → PREEMPTED → QUEUED; any non-terminal → CANCELLED."""
+
+    PENDING = "PENDING"
+    QUEUED = "QUEUED"
+    SCHEDULED = "SCHEDULED"
+    RUNNING = "RUNNING"
+    PREEMPTED = "PREEMPTED"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+TERMINAL_JOB_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A user's request. `gpus` is a count of whole GPUs on one node; `command` is an argv."""
+
+    command: tuple[str, ...]
+    gpus: int = 0
+    name: str = ""
+    tenant: str = "default"
+    priority: int = 0
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.command or not self.command[0]:
+            raise ValueError("command must name a program")
+        if self.gpus < 0:
+            raise ValueError(f"gpus must be >= 0, got {self.gpus}")
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """GPUs bound to one attempt of a job. `epoch` is cluster-unique and strictly increasing:
+    reports carrying an older epoch are stale and ignored (fencing)."""
+
+    node: str
+    gpu_indices: tuple[int, ...]
+    gpu_uuids: tuple[str, ...]
+    epoch: int
+    numa_nodes: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.gpu_indices) != len(self.gpu_uuids):
+            raise ValueError("gpu_indices and gpu_uuids must pair up")
+        if len(set(self.gpu_uuids)) != len(self.gpu_uuids):
+            raise ValueError("an allocation cannot hold one GPU twice")
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job snapshot. Times are seconds since the epoch as given by the caller's clock.
+
+    `seq` is the submission order; `attempt` counts starts (0 before the first bind);
+    `allocation` is set while SCHEDULED or RUNNING and kept afterwards as a record of where
+    the last attempt ran.
+    """
+
+    id: str
+    spec: JobSpec
+    state: JobState
+    submitted_at: float
+    seq: int = 0
+    attempt: int = 0
+    allocation: Allocation | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    history: tuple[tuple[float, JobState, str], ...] = field(default=())
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_JOB_STATES
+
+    @property
+    def holds_gpus(self) -> bool:
+        """True while the job's allocation counts against its GPUs."""
+        return self.state in (JobState.SCHEDULED, JobState.RUNNING) and self.allocation is not None

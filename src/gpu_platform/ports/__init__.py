@@ -1,0 +1,1 @@
+"""Ports: the Protocols the application offers (inbound) and needs (outbound)."""

@@ -1,0 +1,1 @@
+"""Inbound ports: what the application offers to REST, gRPC and the CLI."""

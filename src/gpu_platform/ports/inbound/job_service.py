@@ -1,0 +1,54 @@
+"""JobService: the use cases REST, gRPC and the CLI drive, and the read models they return."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from gpu_platform.domain.model.gpu import Gpu, GpuState
+from gpu_platform.domain.model.job import Job, JobSpec
+
+__all__ = ["ClusterStatus", "GpuInfo", "JobService"]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    """A GPU with its effective state and the job holding it (if any)."""
+
+    gpu: Gpu
+    state: GpuState
+    job_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterStatus:
+    inventory_source: str
+    simulated: bool
+    nodes: int
+    gpus_total: int
+    gpus_free: int
+    jobs_by_state: dict[str, int]
+    notes: tuple[str, ...]
+
+
+@runtime_checkable
+class JobService(Protocol):
+    """Submit, inspect and cancel jobs; inspect GPUs and the cluster.
+
+    Errors: `InvalidRequest` (field named) for a request that can never run, `NotFound` for an
+    unknown id, `Conflict` for cancelling a job that has already ended. Thread-safe.
+    """
+
+    def submit(self, spec: JobSpec) -> Job: ...
+
+    def get(self, job_id: str) -> Job: ...
+
+    def list_jobs(self, state: str | None = None) -> list[Job]: ...
+
+    def cancel(self, job_id: str, reason: str = "cancelled by user") -> Job: ...
+
+    def logs(self, job_id: str, attempt: int | None = None, tail_bytes: int = 65536) -> str: ...
+
+    def gpus(self) -> list[GpuInfo]: ...
+
+    def status(self) -> ClusterStatus: ...

@@ -1,0 +1,1 @@
+"""Outbound ports: what the application needs from the world."""

@@ -1,0 +1,70 @@
+"""JobRunner: starts, stops and reports on the processes of job attempts on a node."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = ["ExitReport", "JobRunner", "LaunchError", "LaunchSpec"]
+
+
+class LaunchError(Exception):
+    """The attempt could not be started (program not found, permission, bad cwd)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    """One attempt of one job. `env` is added to the runner's base environment."""
+
+    job_id: str
+    epoch: int
+    attempt: int
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    gpu_indices: tuple[int, ...]
+    gpu_uuids: tuple[str, ...]
+    cwd: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExitReport:
+    """How an attempt ended: `exit_code` for a normal exit, `signal` when killed by one."""
+
+    job_id: str
+    epoch: int
+    exit_code: int | None
+    signal: int | None = None
+
+    @property
+    def reason(self) -> str:
+        if self.signal is not None:
+            return f"killed by signal {self.signal}"
+        return f"exited {self.exit_code}"
+
+
+@runtime_checkable
+class JobRunner(Protocol):
+    """Runs job attempts as processes on this node.
+
+    Promises: `start` returns once the attempt is running, or raises LaunchError; each started
+    attempt is reported to `on_exit` exactly once, from a runner thread, after it has ended and
+    left no process behind. `stop` is idempotent and non-blocking: SIGTERM now, SIGKILL of the
+    whole process group after `grace_s` seconds. `stop_all` blocks until every attempt has
+    ended. `reap(job_id, epoch)` kills survivors of an attempt a previous incarnation started
+    (after a crash). Thread-safe.
+    """
+
+    def start(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None]) -> None: ...
+
+    def stop(self, job_id: str, epoch: int, grace_s: float) -> None: ...
+
+    def stop_all(self, grace_s: float) -> None: ...
+
+    def reap(self, job_id: str, epoch: int) -> int:
+        """Kill processes left by attempt (job_id, epoch); return how many were killed."""
+        ...
+
+    def read_log(self, job_id: str, attempt: int, tail_bytes: int) -> str:
+        """The last `tail_bytes` of the attempt's combined stdout/stderr ('' if none)."""
+        ...
