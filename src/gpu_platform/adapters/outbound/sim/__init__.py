@@ -1,0 +1,10 @@
+"""Simulated hardware: inventories for machines without GPUs, tests and the simulator."""
+
+from gpu_platform.adapters.outbound.sim.inventory import (
+    FileGpuDiscovery,
+    SimulatedGpuDiscovery,
+    default_node,
+    load_inventory_file,
+)
+
+__all__ = ["FileGpuDiscovery", "SimulatedGpuDiscovery", "default_node", "load_inventory_file"]
