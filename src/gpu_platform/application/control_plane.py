@@ -125,7 +125,6 @@ class ControlPlane:
         if self._thread is not None:
             self._thread.join(timeout=30)
         self._runner.stop_all(self._grace)
-        self._store.close()
 
     # -- JobService --------------------------------------------------------------------------
 
