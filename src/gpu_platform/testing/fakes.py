@@ -144,11 +144,14 @@ class FakeJobRunner:
             self._live[(spec.job_id, spec.epoch)] = attempt
             self.started.append(spec)
 
-    def stop(self, job_id: str, epoch: int, grace_s: float) -> None:
+    def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
         with self._lock:
             attempt = self._live.get((job_id, epoch))
-            if attempt is not None and attempt.exit_code is None and attempt.signal is None:
+            if attempt is None:
+                return False
+            if attempt.exit_code is None and attempt.signal is None:
                 attempt.signal = 15
+            return True
 
     def stop_all(self, grace_s: float) -> None:
         with self._lock:
@@ -176,11 +179,12 @@ class FakeJobRunner:
             return [a.spec for a in self._live.values()]
 
     def finish(self, job_id: str, exit_code: int) -> None:
-        """Make the live attempt of `job_id` end with `exit_code` (reported at deliver())."""
+        """Make the live attempt of `job_id` end with `exit_code` (reported at deliver()), even
+        one that was asked to stop: a process may exit on its own before the signal lands."""
         with self._lock:
             for (jid, _), attempt in self._live.items():
-                if jid == job_id and attempt.signal is None:
-                    attempt.exit_code = exit_code
+                if jid == job_id:
+                    attempt.exit_code, attempt.signal = exit_code, None
                     return
         raise KeyError(f"no live attempt of {job_id}")
 

@@ -71,17 +71,20 @@ class ProcessJobRunner:
         self._requests.put((spec, on_exit, done))
         done.result()
 
-    def stop(self, job_id: str, epoch: int, grace_s: float) -> None:
+    def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
         with self._lock:
             attempt = self._live.get((job_id, epoch))
-            if attempt is None or attempt.kill_timer is not None:
-                return
+            if attempt is None:
+                return False
+            if attempt.kill_timer is not None:
+                return True
             _signal_group(attempt.proc.pid, signal.SIGTERM)
             timer = threading.Timer(grace_s, _signal_group, (attempt.proc.pid, signal.SIGKILL))
             timer.daemon = True
             attempt.kill_timer = timer
             timer.start()
         log.info("stopping attempt", job_id=job_id, epoch=epoch, grace_s=grace_s)
+        return True
 
     def stop_all(self, grace_s: float) -> None:
         with self._lock:

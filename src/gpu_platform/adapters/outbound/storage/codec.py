@@ -25,6 +25,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "finished_at": job.finished_at,
         "exit_code": job.exit_code,
         "reason": job.reason,
+        "releasing": job.releasing,
         "history": [[t, s.value, r] for t, s, r in job.history],
         "spec": {
             "command": list(spec.command),
@@ -80,5 +81,6 @@ def job_from_dict(data: dict[str, Any]) -> Job:
         finished_at=data["finished_at"],
         exit_code=data["exit_code"],
         reason=data["reason"],
+        releasing=data["releasing"],
         history=tuple((t, JobState(st), r) for t, st, r in data["history"]),
     )
