@@ -1,13 +1,16 @@
 """`gpu-platform serve`: build the container, run the REST server, shut down cleanly.
 
-uvicorn turns SIGINT/SIGTERM into a graceful exit; then `shutdown_resources()` applies the
-shutdown policy to running jobs (see application/control_plane.py) and closes the store.
+uvicorn turns SIGINT/SIGTERM into a graceful exit of the HTTP server and then re-raises the
+signal with the handler that was installed before it; ours only records it, so the process goes
+on to `shutdown_resources()` (the shutdown policy for running jobs, see
+application/control_plane.py; the store is closed) and exits 0.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import signal
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -100,7 +103,12 @@ def serve_settings(settings: Settings) -> None:
             access_log=False,
             lifespan="off",
         )
+        received: list[int] = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda signum, _frame: received.append(signum))
         uvicorn.Server(config).run()
+        if received:
+            log.info("signal received", signal=signal.Signals(received[0]).name)
     finally:
         log.info("shutting down", policy=settings.shutdown_policy)
         container.shutdown_resources()
