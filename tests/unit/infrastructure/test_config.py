@@ -72,3 +72,9 @@ def test_a_bad_environment_value_is_an_error(monkeypatch: pytest.MonkeyPatch) ->
 def test_every_setting_is_documented() -> None:
     for name, field in Settings.model_fields.items():
         assert field.description, f"setting {name} has no description"
+
+
+def test_the_operations_guide_lists_every_setting() -> None:
+    guide = (Path(__file__).resolve().parents[3] / "docs" / "operations.md").read_text()
+    for name in Settings.model_fields:
+        assert f"`{name}`" in guide and f"`GPU_PLATFORM_{name.upper()}`" in guide, name
