@@ -45,7 +45,12 @@ from gpu_platform.domain.events import (
 )
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
 from gpu_platform.domain.model.node import Inventory
-from gpu_platform.domain.placement.first_fit import Placement, PlacementRequest, first_fit
+from gpu_platform.domain.placement.first_fit import (
+    NodeView,
+    Placement,
+    PlacementRequest,
+    first_fit,
+)
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
 from gpu_platform.ports.outbound.clock import Clock, IdGenerator
 from gpu_platform.ports.outbound.events import EventPublisher
@@ -209,14 +214,22 @@ class ControlPlane:
         """
         launched = 0
         with self._lock:
+            views = self._state.node_views()  # one snapshot per cycle, narrowed as we bind
             for job in self._state.queued():
                 if self._stopping.is_set():
                     break
-                placed = first_fit(PlacementRequest(job.spec.gpus), self._state.node_views())
+                placed = first_fit(PlacementRequest(job.spec.gpus), views)
                 if not isinstance(placed, Placement):
                     break
                 self._bind_and_launch(job, placed)
                 launched += 1
+                taken = {g.uuid for g in placed.gpus}
+                views = [
+                    NodeView(v.name, tuple(g for g in v.free if g.uuid not in taken))
+                    if v.name == placed.node
+                    else v
+                    for v in views
+                ]
         return launched
 
     def _bind_and_launch(self, job: Job, placed: Placement) -> None:

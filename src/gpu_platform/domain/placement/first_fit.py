@@ -53,10 +53,10 @@ def first_fit(request: PlacementRequest, nodes: Sequence[NodeView]) -> Placement
         return Placement(nodes[0].name, ())
     best_free = 0
     for node in nodes:
-        free = sorted(node.free, key=lambda g: g.index)
-        best_free = max(best_free, len(free))
-        if len(free) < request.gpus:
+        if len(node.free) < request.gpus:
+            best_free = max(best_free, len(node.free))
             continue
+        free = sorted(node.free, key=lambda g: g.index)
         by_numa: dict[int, list[Gpu]] = {}
         for gpu in free:
             by_numa.setdefault(gpu.numa_node, []).append(gpu)
