@@ -79,6 +79,7 @@ class ControlPlane:
         stop_grace_s: float = 10.0,
         shutdown_policy: ShutdownPolicy = "requeue",
         schedule_interval_s: float = 1.0,
+        pin_cpus: bool = False,
     ) -> None:
         self._inventory = inventory
         self._store = store
@@ -89,6 +90,7 @@ class ControlPlane:
         self._grace = stop_grace_s
         self._shutdown_policy = shutdown_policy
         self._interval = schedule_interval_s
+        self._pin = pin_cpus
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -237,6 +239,11 @@ class ControlPlane:
         events = self._execute(BindJob(job.id, placed.node, indices, self._now()))
         bound = next(e for e in events if isinstance(e, JobBound))
         alloc = bound.allocation
+        node = self._state.node(alloc.node)
+        cpus: tuple[int, ...] = ()
+        if self._pin and alloc.numa_nodes:
+            local = {n.id: n.cpus for n in node.numa_nodes}
+            cpus = tuple(sorted(c for numa in alloc.numa_nodes for c in local.get(numa, ())))
         spec = LaunchSpec(
             job_id=job.id,
             epoch=alloc.epoch,
@@ -246,6 +253,11 @@ class ControlPlane:
             gpu_indices=alloc.gpu_indices,
             gpu_uuids=alloc.gpu_uuids,
             cwd=job.spec.cwd,
+            vendor=str(placed.gpus[0].vendor) if placed.gpus else "nvidia",
+            cpus=cpus,
+            mems=alloc.numa_nodes if cpus else (),
+            memory_bytes=job.spec.memory_bytes,
+            time_limit_s=job.spec.time_limit_s,
         )
         try:
             self._runner.start(spec, self._on_exit)

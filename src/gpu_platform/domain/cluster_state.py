@@ -144,6 +144,12 @@ class ClusterState:
     def nodes(self) -> tuple[Node, ...]:
         return tuple(self._nodes.values())
 
+    def node(self, name: str) -> Node:
+        try:
+            return self._nodes[name]
+        except KeyError:
+            raise NotFound("node", name) from None
+
     def job(self, job_id: str) -> Job:
         try:
             return self._jobs[job_id]

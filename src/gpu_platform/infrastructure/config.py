@@ -67,6 +67,25 @@ class Settings(BaseSettings):
         description="What a graceful shutdown does to running jobs: requeue (they run again "
         "on the next start) or fail (they end FAILED).",
     )
+    isolation: Literal["auto", "cgroup-v1", "cgroup-v2", "none"] = Field(
+        "auto",
+        description="Job confinement: auto (cgroup v2 if usable, else v1, else none, logged), "
+        "cgroup-v1, cgroup-v2, or none.",
+    )
+    cpu_pinning: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Pin jobs to the CPUs and memory of their GPUs' NUMA nodes: auto = on for "
+        "real inventories, off for simulated ones (their NUMA layout is not this host's).",
+    )
+    visible_devices: Literal["index", "uuid"] = Field(
+        "index", description="How visible-device masks name GPUs: node-local indices or UUIDs."
+    )
+    job_log_max_bytes: int = Field(
+        100 << 20, gt=0, description="Cap on each attempt's log file; the rest is discarded."
+    )
+    job_pids_max: int | None = Field(
+        None, gt=0, description="Cap on processes per job (pids cgroup); none = no cap."
+    )
     schedule_interval_seconds: float = Field(
         1.0, gt=0, description="Longest pause between scheduling cycles (they also run on events)."
     )

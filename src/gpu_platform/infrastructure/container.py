@@ -9,13 +9,20 @@ from `gpu_platform.testing`.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 
+import structlog
 from dependency_injector import containers, providers
 from fastapi import FastAPI
 from opentelemetry.sdk.trace import TracerProvider
 
 from gpu_platform.adapters.inbound.rest import create_app
+from gpu_platform.adapters.outbound.cgroups import (
+    CgroupV1Isolation,
+    CgroupV2Isolation,
+    detect_isolation,
+)
 from gpu_platform.adapters.outbound.observability import StructlogEventPublisher
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
 from gpu_platform.adapters.outbound.sim import FileGpuDiscovery, SimulatedGpuDiscovery
@@ -29,6 +36,7 @@ from gpu_platform.infrastructure.metrics import Metrics
 from gpu_platform.infrastructure.tracing import configure_tracing
 from gpu_platform.ports.outbound.events import EventPublisher
 from gpu_platform.ports.outbound.gpu_discovery import GpuDiscovery
+from gpu_platform.ports.outbound.isolation import Isolation
 from gpu_platform.ports.outbound.job_runner import JobRunner
 from gpu_platform.ports.outbound.job_store import JobStore
 
@@ -70,8 +78,26 @@ def _sqlite_store(settings: Settings) -> Iterator[JobStore]:
     store.close()
 
 
-def _process_runner(settings: Settings) -> Iterator[JobRunner]:
-    runner = ProcessJobRunner(settings.data_dir / "jobs")
+def _isolation(settings: Settings) -> Isolation:
+    isolation = detect_isolation(settings.isolation)
+    if isinstance(isolation, CgroupV1Isolation | CgroupV2Isolation):
+        # One cgroup subtree per data directory, so two servers never sweep each other's jobs.
+        instance = hashlib.sha256(str(settings.data_dir.resolve()).encode()).hexdigest()[:12]
+        isolation.use_prefix(f"gpu-platform/{instance}")
+    return isolation
+
+
+def _process_runner(settings: Settings, isolation: Isolation) -> Iterator[JobRunner]:
+    swept = isolation.sweep()  # confinement left by a crashed earlier run
+    if swept:
+        structlog.get_logger(__name__).warning("removed stale job cgroups", names=swept)
+    runner = ProcessJobRunner(
+        settings.data_dir / "jobs",
+        isolation=isolation,
+        visible_devices=settings.visible_devices,
+        log_max_bytes=settings.job_log_max_bytes,
+        pids_max=settings.job_pids_max,
+    )
     yield runner
     runner.close(settings.stop_grace_seconds)
 
@@ -95,6 +121,8 @@ def _running_control_plane(
         stop_grace_s=settings.stop_grace_seconds,
         shutdown_policy=settings.shutdown_policy,
         schedule_interval_s=settings.schedule_interval_seconds,
+        pin_cpus=settings.cpu_pinning == "on"
+        or (settings.cpu_pinning == "auto" and not inventory.simulated),
     )
     plane.start()
     yield plane
@@ -121,7 +149,8 @@ class Adapters(containers.DeclarativeContainer):
     discovery = providers.Singleton(select_discovery, settings)
     inventory = providers.Singleton(_discover, discovery)
     store = providers.Resource(_sqlite_store, settings)
-    runner = providers.Resource(_process_runner, settings)
+    isolation = providers.Singleton(_isolation, settings)
+    runner = providers.Resource(_process_runner, settings, isolation)
 
 
 class Container(containers.DeclarativeContainer):

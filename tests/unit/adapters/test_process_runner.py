@@ -165,3 +165,54 @@ def _marker(proc: Path) -> bytes | None:
     except OSError:
         return None
     return next((e for e in env if e.startswith(b"GPU_PLATFORM_ATTEMPT=")), None)
+
+
+def test_visibility_masks_follow_the_vendor_and_the_naming_mode() -> None:
+    from gpu_platform.adapters.outbound.process.runner import visibility_env
+
+    nvidia = spec(("true",))
+    assert visibility_env(nvidia)["CUDA_VISIBLE_DEVICES"] == "2,5"
+    assert visibility_env(nvidia, "uuid")["NVIDIA_VISIBLE_DEVICES"] == "a,b"
+    amd = visibility_env(spec(("true",), vendor="amd"))
+    assert (
+        amd["ROCR_VISIBLE_DEVICES"],
+        amd["HIP_VISIBLE_DEVICES"],
+        amd["CUDA_VISIBLE_DEVICES"],
+    ) == ("2,5", "2,5", "")
+    assert visibility_env(spec(("true",), vendor="intel"))["ZE_AFFINITY_MASK"] == "2,5"
+    none = visibility_env(spec(("true",), gpu_indices=(), gpu_uuids=()))
+    assert none["CUDA_VISIBLE_DEVICES"] == "" and none["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert none["ROCR_VISIBLE_DEVICES"] == "" and none["ZE_AFFINITY_MASK"] == ""
+
+
+def test_a_single_task_job_gets_torchrun_style_rank_variables(runner: ProcessJobRunner) -> None:
+    code = "import os; print(*(os.environ[k] for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_ADDR')), int(os.environ['MASTER_PORT']) > 0)"
+    reports: list[ExitReport] = []
+    runner.start(spec((sys.executable, "-c", code)), reports.append)
+    assert wait_for(lambda: bool(reports))
+    assert runner.read_log("j-1", 1, 1000) == "0 0 1 127.0.0.1 True\n"
+
+
+def test_a_job_over_its_time_limit_is_stopped_and_reported_as_timed_out(
+    runner: ProcessJobRunner,
+) -> None:
+    reports: list[ExitReport] = []
+    runner.start(spec(("sleep", "600"), time_limit_s=0.3), reports.append)
+    assert wait_for(lambda: bool(reports))
+    assert reports[0].signal == signal.SIGTERM
+    assert reports[0].reason == "time limit of 0.3s exceeded"
+
+
+def test_the_log_is_capped_and_the_cut_is_marked(tmp_path: Path) -> None:
+    r = ProcessJobRunner(tmp_path / "jobs", log_max_bytes=1000)
+    try:
+        reports: list[ExitReport] = []
+        code = "import sys; sys.stdout.write('x' * 100000); print('tail')"
+        r.start(spec((sys.executable, "-c", code)), reports.append)
+        assert wait_for(lambda: bool(reports))
+        assert reports[0].exit_code == 0  # the job was not blocked or killed by the cap
+        text = r.read_log("j-1", 1, 1 << 20)
+        assert text.startswith("x" * 1000) and "tail" not in text
+        assert text.endswith("[gpu-platform: log truncated at 1000 bytes]\n")
+    finally:
+        r.close(grace_s=1)

@@ -228,3 +228,29 @@ def test_the_scheduler_thread_launches_without_being_asked(inventory: Inventory)
     finally:
         rig.plane.shutdown()
     assert rig.state(job_id) is JobState.QUEUED
+
+
+def test_with_pinning_a_job_is_bound_to_the_cpus_and_memory_of_its_gpus_numa_node(
+    inventory: Inventory,
+) -> None:
+    rig = Rig(inventory, pin_cpus=True)
+    rig.submit(2)
+    rig.submit(1, "fake-forever")
+    rig.plane.schedule_once()
+    first, _second = rig.runner.started
+    assert first.mems == (0,) and first.cpus == tuple(range(64))
+    assert first.vendor == "nvidia"
+
+
+def test_without_pinning_no_cpu_set_is_asked_for(rig: Rig) -> None:
+    rig.submit(2)
+    rig.plane.schedule_once()
+    (launched,) = rig.runner.started
+    assert (launched.cpus, launched.mems) == ((), ())
+
+
+def test_limits_of_the_request_reach_the_runner(rig: Rig) -> None:
+    rig.plane.submit(JobSpec(("fake-forever",), gpus=1, memory_bytes=1 << 30, time_limit_s=60))
+    rig.plane.schedule_once()
+    (launched,) = rig.runner.started
+    assert (launched.memory_bytes, launched.time_limit_s) == (1 << 30, 60)

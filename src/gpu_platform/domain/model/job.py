@@ -32,7 +32,9 @@ TERMINAL_JOB_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.C
 
 @dataclass(frozen=True, slots=True)
 class JobSpec:
-    """A user's request. `gpus` is a count of whole GPUs on one node; `command` is an argv."""
+    """A user's request. `gpus` is a count of whole GPUs on one node; `command` is an argv;
+    `memory_bytes` caps host memory (None = no cap); `time_limit_s` bounds the run time of
+    each attempt in seconds (None = unbounded)."""
 
     command: tuple[str, ...]
     gpus: int = 0
@@ -41,12 +43,18 @@ class JobSpec:
     priority: int = 0
     env: tuple[tuple[str, str], ...] = ()
     cwd: str | None = None
+    memory_bytes: int | None = None
+    time_limit_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.command or not self.command[0]:
             raise ValueError("command must name a program")
         if self.gpus < 0:
             raise ValueError(f"gpus must be >= 0, got {self.gpus}")
+        if self.memory_bytes is not None and self.memory_bytes <= 0:
+            raise ValueError(f"memory_bytes must be > 0, got {self.memory_bytes}")
+        if self.time_limit_s is not None and self.time_limit_s <= 0:
+            raise ValueError(f"time_limit_s must be > 0, got {self.time_limit_s}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,10 @@ class LaunchError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class LaunchSpec:
-    """One attempt of one job. `env` is added to the runner's base environment."""
+    """One attempt of one job. `env` is added to the runner's base environment. `cpus`/`mems`
+    (host CPU ids and NUMA nodes) pin the attempt when non-empty; `memory_bytes` caps its
+    host memory; `time_limit_s` bounds its run time (then it is stopped and reported timed out).
+    """
 
     job_id: str
     epoch: int
@@ -25,6 +28,11 @@ class LaunchSpec:
     gpu_indices: tuple[int, ...]
     gpu_uuids: tuple[str, ...]
     cwd: str | None = None
+    vendor: str = "nvidia"
+    cpus: tuple[int, ...] = ()
+    mems: tuple[int, ...] = ()
+    memory_bytes: int | None = None
+    time_limit_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +43,12 @@ class ExitReport:
     epoch: int
     exit_code: int | None
     signal: int | None = None
+    timed_out_after_s: float | None = None
 
     @property
     def reason(self) -> str:
+        if self.timed_out_after_s is not None:
+            return f"time limit of {self.timed_out_after_s:g}s exceeded"
         if self.signal is not None:
             return f"killed by signal {self.signal}"
         return f"exited {self.exit_code}"

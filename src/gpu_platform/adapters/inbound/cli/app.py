@@ -20,7 +20,7 @@ from rich.table import Table
 
 from gpu_platform.adapters.inbound.cli.client import ApiClient, ApiError
 
-__all__ = ["CliHooks", "ServeOptions", "build_cli"]
+__all__ = ["CliHooks", "ServeOptions", "build_cli", "parse_duration", "parse_size"]
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 ServerOpt = Annotated[
@@ -42,6 +42,39 @@ class CliHooks:
     """What the entry point provides: `serve` runs the server until a signal stops it."""
 
     serve: Callable[[ServeOptions], None]
+
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """'4G' -> 4 GiB in bytes; plain numbers are bytes."""
+    raw = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = raw[-1:] if raw[-1:] in _UNITS else ""
+    number = raw[: len(raw) - len(unit)]
+    try:
+        value = float(number) * _UNITS[unit]
+    except ValueError:
+        raise ValueError(f"--memory {text!r}: expected a size like 512M or 4G") from None
+    if value <= 0:
+        raise ValueError(f"--memory {text!r}: must be positive")
+    return int(value)
+
+
+def parse_duration(text: str) -> float:
+    """'90' -> 90 s; '01:30' -> 90 s; '1:00:00' -> 3600 s."""
+    parts = text.strip().split(":")
+    try:
+        if len(parts) > 3:
+            raise ValueError
+        seconds = 0.0
+        for part in parts:
+            seconds = seconds * 60 + float(part)
+    except ValueError:
+        raise ValueError(f"--time-limit {text!r}: expected SECONDS or [HH:]MM:SS") from None
+    if seconds <= 0:
+        raise ValueError(f"--time-limit {text!r}: must be positive")
+    return seconds
 
 
 def _fail(message: str) -> typer.Exit:
@@ -106,6 +139,12 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         priority: Annotated[int, typer.Option()] = 0,
         tenant: Annotated[str, typer.Option()] = "default",
         cwd: Annotated[str | None, typer.Option(help="Working directory on the node.")] = None,
+        memory: Annotated[
+            str | None, typer.Option(help="Host memory cap, e.g. 512M, 4G (binary units).")
+        ] = None,
+        time_limit: Annotated[
+            str | None, typer.Option(help="Run-time limit per attempt: SECONDS or [HH:]MM:SS.")
+        ] = None,
         server: ServerOpt = DEFAULT_SERVER,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the id.")] = False,
     ) -> None:
@@ -116,7 +155,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             if not sep or not key:
                 raise _fail(f"--env {item!r}: expected KEY=VALUE")
             env_map[key] = value
-        body = {
+        body: dict[str, Any] = {
             "command": command,
             "gpus": gpus,
             "name": name,
@@ -125,6 +164,13 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             "tenant": tenant,
             "cwd": cwd,
         }
+        try:
+            if memory is not None:
+                body["memory_bytes"] = parse_size(memory)
+            if time_limit is not None:
+                body["time_limit_s"] = parse_duration(time_limit)
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
         job = call(server, "POST", "/v1/jobs", json=body)
         out.print(job["id"] if quiet else f"submitted {job['id']} ({job['state']})")
 
@@ -166,6 +212,8 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             ("Reason", j["reason"] or "-"),
             ("Command", " ".join(j["command"])),
             ("GPUs requested", str(j["gpus"])),
+            ("Memory cap", "-" if j["memory_bytes"] is None else f"{j['memory_bytes']} bytes"),
+            ("Time limit", "-" if j["time_limit_s"] is None else f"{j['time_limit_s']:g}s"),
             ("Node", a["node"] if a else "-"),
             ("GPU indices", ",".join(map(str, a["gpu_indices"])) if a else "-"),
             ("GPU UUIDs", ",".join(a["gpu_uuids"]) if a else "-"),

@@ -26,6 +26,8 @@ class JobSubmit(BaseModel):
     priority: int = Field(0, ge=-1000, le=1000)
     env: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = {}
     cwd: str | None = Field(None, description="working directory on the node")
+    memory_bytes: int | None = Field(None, gt=0, description="host memory cap in bytes")
+    time_limit_s: float | None = Field(None, gt=0, description="run-time limit per attempt, s")
 
     def to_spec(self) -> JobSpec:
         return JobSpec(
@@ -36,6 +38,8 @@ class JobSubmit(BaseModel):
             priority=self.priority,
             env=tuple(sorted(self.env.items())),
             cwd=self.cwd,
+            memory_bytes=self.memory_bytes,
+            time_limit_s=self.time_limit_s,
         )
 
 
@@ -59,6 +63,8 @@ class JobOut(BaseModel):
     state: str
     command: list[str]
     gpus: int
+    memory_bytes: int | None
+    time_limit_s: float | None
     tenant: str
     priority: int
     attempt: int
@@ -79,6 +85,8 @@ class JobOut(BaseModel):
             state=str(job.state),
             command=list(job.spec.command),
             gpus=job.spec.gpus,
+            memory_bytes=job.spec.memory_bytes,
+            time_limit_s=job.spec.time_limit_s,
             tenant=job.spec.tenant,
             priority=job.spec.priority,
             attempt=job.attempt,

@@ -1,8 +1,9 @@
 """Exec shim for job processes: die with the control plane, then become the job.
 
-Run as `python -I -S _shim.py PARENT_PID -- ARGV...`. It asks the kernel to SIGKILL this
-process when its parent thread dies (PR_SET_PDEATHSIG), checks the parent is still the one that
-launched it (closing the fork/prctl race), and execs the job. Standalone: stdlib only, no
+Run as `python -I -S _shim.py PARENT_PID [--join FILE]... -- ARGV...`. It asks the kernel to
+SIGKILL this process when its parent thread dies (PR_SET_PDEATHSIG), checks the parent is still
+the one that launched it (closing the fork/prctl race), writes its pid into each FILE (the
+attempt's cgroup.procs: the job starts confined), and execs the job. Standalone: stdlib only, no
 package imports, because it runs before (and instead of) anything else in the child.
 """
 
@@ -16,7 +17,9 @@ PR_SET_PDEATHSIG = 1
 
 def main() -> None:
     parent = int(sys.argv[1])
-    argv = sys.argv[3:]
+    sep = sys.argv.index("--")
+    options, argv = sys.argv[2:sep], sys.argv[sep + 1 :]
+    joins = [options[i + 1] for i in range(0, len(options), 2) if options[i] == "--join"]
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -24,6 +27,13 @@ def main() -> None:
         pass  # not Linux: the runner's reap() on restart still removes leftovers
     if os.getppid() != parent:
         os._exit(137)
+    for path in joins:
+        try:
+            with open(path, "w") as f:
+                f.write(str(os.getpid()))
+        except OSError as exc:
+            sys.stderr.write(f"gpu-platform: cannot join {path}: {exc.strerror}\n")
+            os._exit(126)
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:

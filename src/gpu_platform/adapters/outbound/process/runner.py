@@ -2,13 +2,17 @@
 
 - Launches happen on one long-lived launcher thread: the exec shim's PR_SET_PDEATHSIG fires
   when the *thread* that forked dies, so that thread must live as long as the runner.
-- stdout and stderr go to `<root>/<job_id>/attempt-<n>.log`.
-- The environment is the runner's own plus the job's, plus CUDA_VISIBLE_DEVICES (the node-local
-  indices; empty for a CPU-only job) and GPU_PLATFORM_JOB_ID / GPU_PLATFORM_ATTEMPT markers.
-- When the attempt's main process exits, the rest of its process group is SIGKILLed before the
-  exit is reported, so no process outlives its report.
+- The attempt is confined by the Isolation adapter (cgroups) before it execs: the shim writes
+  its own pid into the attempt's cgroups first.
+- stdout and stderr go through a pipe to `<root>/<job_id>/attempt-<n>.log`, capped at
+  `log_max_bytes` (the rest is discarded and the cut is marked in the log).
+- The environment is the runner's own plus the job's, plus the vendor's visible-device masks
+  (see `visibility_env`), single-task rank variables, and the GPU_PLATFORM_JOB_ID /
+  GPU_PLATFORM_ATTEMPT markers.
+- When the attempt's main process exits, the rest of its process group is SIGKILLed and its
+  cgroups are emptied and removed before the exit is reported: nothing outlives the report.
 - `reap` finds leftovers of an attempt started by an earlier incarnation through the
-  GPU_PLATFORM_ATTEMPT marker in /proc/*/environ and kills them.
+  GPU_PLATFORM_ATTEMPT marker in /proc/*/environ, kills them, and removes its cgroups.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import queue
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -25,35 +30,76 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 import structlog
 
+from gpu_platform.adapters.outbound.cgroups.devices import gpu_device_rules
+from gpu_platform.adapters.outbound.cgroups.noop import NoopIsolation
+from gpu_platform.ports.outbound.isolation import Isolation, IsolationError, IsolationSpec
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
 
-__all__ = ["ProcessJobRunner"]
+__all__ = ["ProcessJobRunner", "visibility_env"]
 
 log = structlog.get_logger(__name__)
 _SHIM = str(Path(__file__).with_name("_shim.py"))
 MARKER = "GPU_PLATFORM_ATTEMPT"
+_MASKS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+          "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")  # fmt: skip
+
+
+def visibility_env(spec: LaunchSpec, mode: Literal["index", "uuid"] = "index") -> dict[str, str]:
+    """The visible-device masks for the attempt's vendor. A job without GPUs gets every mask
+    empty, so no runtime of any vendor sees a GPU."""
+    env = dict.fromkeys(_MASKS, "")
+    if not spec.gpu_indices:
+        env["NVIDIA_VISIBLE_DEVICES"] = "void"
+        return env
+    ids = spec.gpu_uuids if mode == "uuid" else tuple(str(i) for i in spec.gpu_indices)
+    mask = ",".join(ids)
+    if spec.vendor == "nvidia":
+        env.update(CUDA_VISIBLE_DEVICES=mask, NVIDIA_VISIBLE_DEVICES=mask)
+    elif spec.vendor == "amd":
+        env.update(ROCR_VISIBLE_DEVICES=mask, HIP_VISIBLE_DEVICES=mask)
+    elif spec.vendor == "intel":
+        env["ZE_AFFINITY_MASK"] = ",".join(str(i) for i in spec.gpu_indices)
+    return {k: v for k, v in env.items() if v or k != "NVIDIA_VISIBLE_DEVICES"}
 
 
 @dataclass
 class _Attempt:
     spec: LaunchSpec
     proc: subprocess.Popen[bytes]
-    log_file: IO[bytes]
-    waiter: threading.Thread
+    pump: threading.Thread
+    waiter: threading.Thread | None = None
     kill_timer: threading.Timer | None = None
+    limit_timer: threading.Timer | None = None
+    timed_out: bool = False
+    cgroups: bool = False
 
 
 class ProcessJobRunner:
     """Implements JobRunner with subprocesses. Thread-safe."""
 
-    def __init__(self, log_root: str | Path, base_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        log_root: str | Path,
+        base_env: dict[str, str] | None = None,
+        *,
+        isolation: Isolation | None = None,
+        visible_devices: Literal["index", "uuid"] = "index",
+        log_max_bytes: int = 100 << 20,
+        pids_max: int | None = None,
+        device_majors: dict[str, int] | None = None,
+    ) -> None:
         self.log_root = Path(log_root)
         self.log_root.mkdir(parents=True, exist_ok=True)
+        self.isolation = isolation or NoopIsolation()
         self._base_env = dict(os.environ if base_env is None else base_env)
+        self._visible = visible_devices
+        self._log_max = log_max_bytes
+        self._pids_max = pids_max
+        self._majors = device_majors
         self._lock = threading.Lock()
         self._live: dict[tuple[str, int], _Attempt] = {}
         self._requests: queue.Queue[
@@ -92,7 +138,7 @@ class ProcessJobRunner:
         for job_id, epoch in keys:
             self.stop(job_id, epoch, grace_s)
         with self._lock:
-            waiters = [a.waiter for a in self._live.values()]
+            waiters = [a.waiter for a in self._live.values() if a.waiter is not None]
         for waiter in waiters:
             waiter.join(timeout=grace_s + 10)
 
@@ -116,6 +162,7 @@ class ProcessJobRunner:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(entry.name), signal.SIGKILL)
                     killed += 1
+        self._release(job_id, epoch)
         if killed:
             log.warning("reaped leftover processes", job_id=job_id, epoch=epoch, killed=killed)
         return killed
@@ -140,10 +187,26 @@ class ProcessJobRunner:
     def environment(self, spec: LaunchSpec) -> dict[str, str]:
         env = dict(self._base_env)
         env.update(dict(spec.env))
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in spec.gpu_indices)
+        env.update(visibility_env(spec, self._visible))
+        env.setdefault("RANK", "0")
+        env.setdefault("LOCAL_RANK", "0")
+        env.setdefault("WORLD_SIZE", "1")
+        env.setdefault("LOCAL_WORLD_SIZE", "1")
+        env.setdefault("MASTER_ADDR", "127.0.0.1")
+        env.setdefault("MASTER_PORT", str(_free_port()))
         env["GPU_PLATFORM_JOB_ID"] = spec.job_id
         env[MARKER] = f"{spec.job_id}:{spec.epoch}"
         return env
+
+    def isolation_spec(self, spec: LaunchSpec) -> IsolationSpec:
+        return IsolationSpec(
+            name=f"{spec.job_id}.{spec.epoch}",
+            cpus=spec.cpus,
+            mems=spec.mems,
+            memory_bytes=spec.memory_bytes,
+            pids_max=self._pids_max,
+            devices=gpu_device_rules(spec.vendor, spec.gpu_indices, self._majors),
+        )
 
     def _launch_loop(self) -> None:
         while (item := self._requests.get()) is not None:
@@ -165,50 +228,114 @@ class ProcessJobRunner:
         cwd = spec.cwd or str(path.parent)
         if not Path(cwd).is_dir():
             raise LaunchError(f"working directory {cwd!r} does not exist")
-        log_file = path.open("ab")
+        try:
+            joins = self.isolation.prepare(self.isolation_spec(spec))
+        except IsolationError as exc:
+            raise LaunchError(f"isolation ({self.isolation.name}): {exc}") from exc
+        shim = [sys.executable, "-I", "-S", _SHIM, str(os.getpid())]
+        for join in joins:
+            shim += ["--join", join]
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", _SHIM, str(os.getpid()), "--", *spec.argv],
+                [*shim, "--", *spec.argv],
                 env=env,
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
-                stdout=log_file,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
         except OSError as exc:
-            log_file.close()
+            self._release(spec.job_id, spec.epoch)
             raise LaunchError(f"cannot start {program!r}: {exc.strerror or exc}") from exc
-        waiter = threading.Thread(
-            target=self._wait, args=(spec, on_exit), name=f"wait-{spec.job_id}", daemon=True
+        assert proc.stdout is not None
+        pump = threading.Thread(
+            target=_pump,
+            args=(proc.stdout, path, self._log_max),
+            name=f"log-{spec.job_id}",
+            daemon=True,
         )
+        attempt = _Attempt(spec, proc, pump, cgroups=bool(joins))
+        attempt.waiter = threading.Thread(
+            target=self._wait, args=(attempt, on_exit), name=f"wait-{spec.job_id}", daemon=True
+        )
+        if spec.time_limit_s is not None:
+            attempt.limit_timer = threading.Timer(spec.time_limit_s, self._time_up, (attempt,))
+            attempt.limit_timer.daemon = True
         with self._lock:
-            self._live[(spec.job_id, spec.epoch)] = _Attempt(spec, proc, log_file, waiter)
-        waiter.start()
+            self._live[(spec.job_id, spec.epoch)] = attempt
+        pump.start()
+        attempt.waiter.start()
+        if attempt.limit_timer is not None:
+            attempt.limit_timer.start()
         log.info(
-            "attempt started", job_id=spec.job_id, epoch=spec.epoch, pid=proc.pid, log=str(path)
+            "attempt started",
+            job_id=spec.job_id,
+            epoch=spec.epoch,
+            pid=proc.pid,
+            isolation=self.isolation.name,
+            log=str(path),
         )
 
-    def _wait(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None]) -> None:
-        with self._lock:
-            attempt = self._live[(spec.job_id, spec.epoch)]
+    def _time_up(self, attempt: _Attempt) -> None:
+        attempt.timed_out = True
+        log.warning(
+            "time limit reached", job_id=attempt.spec.job_id, limit_s=attempt.spec.time_limit_s
+        )
+        self.stop(attempt.spec.job_id, attempt.spec.epoch, grace_s=10.0)
+
+    def _wait(self, attempt: _Attempt, on_exit: Callable[[ExitReport], None]) -> None:
+        spec = attempt.spec
         code = attempt.proc.wait()
         _signal_group(attempt.proc.pid, signal.SIGKILL)  # nothing of the attempt outlives it
-        if attempt.kill_timer is not None:
-            attempt.kill_timer.cancel()
-        attempt.log_file.close()
+        for timer in (attempt.kill_timer, attempt.limit_timer):
+            if timer is not None:
+                timer.cancel()
+        if attempt.cgroups:
+            self._release(spec.job_id, spec.epoch)
+        attempt.pump.join(timeout=10)
         with self._lock:
             self._live.pop((spec.job_id, spec.epoch), None)
+        limit = spec.time_limit_s if attempt.timed_out else None
         if code < 0:
-            report = ExitReport(spec.job_id, spec.epoch, None, signal=-code)
+            report = ExitReport(
+                spec.job_id, spec.epoch, None, signal=-code, timed_out_after_s=limit
+            )
         else:
-            report = ExitReport(spec.job_id, spec.epoch, code)
+            report = ExitReport(spec.job_id, spec.epoch, code, timed_out_after_s=limit)
         try:
             on_exit(report)
         except Exception:
             log.exception("exit callback failed", job_id=spec.job_id, epoch=spec.epoch)
 
+    def _release(self, job_id: str, epoch: int) -> None:
+        try:
+            self.isolation.release(f"{job_id}.{epoch}")
+        except IsolationError as exc:
+            log.error("could not remove isolation", job_id=job_id, epoch=epoch, error=str(exc))
+
+
+def _pump(stream: IO[bytes], path: Path, cap: int) -> None:
+    """Copy the job's output to its log, up to `cap` bytes; keep draining after the cut."""
+    written = 0
+    with stream, path.open("ab") as out:
+        while chunk := stream.read1(65536):  # type: ignore[attr-defined]
+            if written >= cap:
+                continue
+            part = chunk[: cap - written]
+            out.write(part)
+            written += len(part)
+            if written >= cap:
+                out.write(f"\n[gpu-platform: log truncated at {cap} bytes]\n".encode())
+            out.flush()
+
 
 def _signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

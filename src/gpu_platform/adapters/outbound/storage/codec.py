@@ -35,6 +35,8 @@ def job_to_dict(job: Job) -> dict[str, Any]:
             "priority": spec.priority,
             "env": [list(kv) for kv in spec.env],
             "cwd": spec.cwd,
+            "memory_bytes": spec.memory_bytes,
+            "time_limit_s": spec.time_limit_s,
         },
         "allocation": None
         if alloc is None
@@ -64,6 +66,8 @@ def job_from_dict(data: dict[str, Any]) -> Job:
             priority=s["priority"],
             env=tuple((k, v) for k, v in s["env"]),
             cwd=s["cwd"],
+            memory_bytes=s.get("memory_bytes"),
+            time_limit_s=s.get("time_limit_s"),
         ),
         state=JobState(data["state"]),
         submitted_at=data["submitted_at"],

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import pytest
+
+from gpu_platform.adapters.inbound.cli import app as cli
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("1024", 1024), ("512M", 512 << 20), ("4G", 4 << 30), ("4GiB", 4 << 30), ("1.5k", 1536)],
+)
+def test_sizes_read_in_binary_units(text: str, value: int) -> None:
+    assert cli.parse_size(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "G", "4X", "-1G", "0"])
+def test_bad_sizes_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="--memory"):
+        cli.parse_size(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("90", 90), ("01:30", 90), ("1:00:00", 3600), ("0.5", 0.5)]
+)
+def test_durations_read_as_seconds_or_clock_time(text: str, value: float) -> None:
+    assert cli.parse_duration(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "a", "1:2:3:4", "0", "-5"])
+def test_bad_durations_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="--time-limit"):
+        cli.parse_duration(text)
