@@ -72,7 +72,7 @@ def build_node(
             uuid=sim_uuid(name, int(s["index"])),
             index=int(s["index"]),
             node=name,
-            vendor=Vendor(s.get("vendor", vendor_v)),
+            vendor=Vendor(str(s.get("vendor", vendor_v))),
             model=str(s.get("model", model)),
             memory_bytes=int(float(s.get("memory_gib", memory_gib)) * GIB),
             numa_node=int(s.get("numa", 0)),
@@ -114,7 +114,7 @@ class SimulatedGpuDiscovery:
         self._reason = reason
 
     def discover(self) -> Inventory:
-        notes = ("SIMULATED inventory: no real GPU is managed",)
+        notes: tuple[str, ...] = ("SIMULATED inventory: no real GPU is managed",)
         if self._reason:
             notes += (self._reason,)
         return Inventory(self._nodes, source=self.name, simulated=True, notes=notes)
