@@ -140,7 +140,8 @@ def _tree_lines(topo: HostTopology) -> list[str]:
     lines = [f"Machine {topo.node}"]
     hosts = children.get(None, [])
     for pkg in topo.packages:
-        lines.append(f"├─ Package {pkg.id} {pkg.model} (cpus {format_cpus(pkg.cpus)})".rstrip())
+        model = f" {pkg.model}" if pkg.model else ""
+        lines.append(f"├─ Package {pkg.id}{model} (cpus {format_cpus(pkg.cpus)})")
         for k, nid in enumerate(pkg.numa_nodes):
             numa = next((n for n in topo.numa_nodes if n.id == nid), None)
             mem = f", {numa.memory_bytes / _GIB:.1f} GiB" if numa and numa.memory_bytes else ""
