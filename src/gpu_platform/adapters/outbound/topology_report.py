@@ -138,7 +138,7 @@ def _tree_lines(topo: HostTopology) -> list[str]:
             out.append(f"{prefix}{'   ' if last else '│  '}└─ (+{hidden} other PCI)")
 
     lines = [f"Machine {topo.node}"]
-    hosts = children.get(None, [])
+    hosts = [h for h in children.get(None, []) if h.kind is PciKind.HOST_BRIDGE]
     for pkg in topo.packages:
         model = f" {pkg.model}" if pkg.model else ""
         lines.append(f"├─ Package {pkg.id}{model} (cpus {format_cpus(pkg.cpus)})")

@@ -125,7 +125,8 @@ class Package:
 
 @dataclass(frozen=True, slots=True)
 class GpuSite:
-    """Where a GPU sits: node-local `index`, PCI bus id, vendor, model, NUMA node (-1 unknown)."""
+    """Where a GPU sits: node-local `index`, PCI bus id, vendor, model, NUMA node (-1 unknown),
+    memory in bytes (0 unknown) and the CPUs local to it when the vendor reports them."""
 
     index: int
     pci_bus_id: str
@@ -134,6 +135,7 @@ class GpuSite:
     uuid: str = ""
     numa_node: int = -1
     memory_bytes: int = 0
+    cpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -139,5 +139,5 @@ def build_matrix(topo: HostTopology, nics: Sequence[str] | None = None) -> Topol
         gpu_nic=nic_rows,
         nic_nic=nic_nic,
         gpu_numa=numa,
-        gpu_cpus=tuple(cpus_by_numa.get(n, ()) for n in numa),
+        gpu_cpus=tuple(g.cpus or cpus_by_numa.get(n, ()) for g, n in zip(gpus, numa, strict=True)),
     )
