@@ -43,22 +43,22 @@ class NVMLError(Exception):
         self.value = value
 
 
-class NVMLError_InvalidArgument(NVMLError):  # noqa: N801 (pynvml's names)
+class NVMLError_InvalidArgument(NVMLError):
     def __init__(self) -> None:
         super().__init__(2)
 
 
-class NVMLError_NotSupported(NVMLError):  # noqa: N801 (pynvml's names)
+class NVMLError_NotSupported(NVMLError):
     def __init__(self) -> None:
         super().__init__(3)
 
 
-class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801 (pynvml's names)
+class NVMLError_LibraryNotFound(NVMLError):
     def __init__(self) -> None:
         super().__init__(12)
 
 
-class NVMLError_GpuIsLost(NVMLError):  # noqa: N801 (pynvml's names)
+class NVMLError_GpuIsLost(NVMLError):
     def __init__(self) -> None:
         super().__init__(15)
 
