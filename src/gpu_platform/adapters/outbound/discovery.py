@@ -51,7 +51,9 @@ BUILTIN = ("auto", "nvml", "amdsmi", "levelzero", "sysfs", "hwloc", "sim", "file
 
 class LocalityProbe:
     """Implements TopologyProbe: hwloc (an XML, or lstopo when installed), falling back to
-    sysfs when lstopo is missing or fails. `fallbacks` records why a source was skipped."""
+    sysfs when lstopo is missing or fails. A `sysfs_root` other than "/" (a chroot, a test
+    tree) is read with sysfs directly, since lstopo only sees the real host. `fallbacks`
+    records why a source was skipped."""
 
     name = "locality"
 
@@ -72,16 +74,20 @@ class LocalityProbe:
         self.fallbacks: list[str] = []
 
     def probe(self) -> HostTopology:
+        self.fallbacks = []
         if self._xml is not None:  # an explicit file: its errors are the caller's to see
             return HwlocTopologyProbe(self._xml, node=self._node, labels=self._labels).probe()
         tool = self._lstopo or find_lstopo()
+        if Path(self._root) != Path("/"):
+            tool = None
+            self.fallbacks.append(f"sysfs root {self._root}: reading sysfs, not lstopo")
+        elif tool is None:
+            self.fallbacks.append("lstopo not installed (Debian hwloc-nox); using sysfs")
         if tool is not None:
             try:
                 return HwlocTopologyProbe(node=self._node, lstopo=tool, labels=self._labels).probe()
             except TopologyError as exc:
                 self.fallbacks.append(f"hwloc failed ({exc}); using sysfs")
-        else:
-            self.fallbacks.append("lstopo not installed (Debian hwloc-nox); using sysfs")
         return SysfsTopologyProbe(self._root, node=self._node, labels=self._labels).probe()
 
 

@@ -222,11 +222,16 @@ class LevelZeroGpuDiscovery:
                     temperature_c=self._temperature(z, dev, caps, i),
                 )
             )
+        not_read = Capability(
+            "levelzero.utilization",
+            CapabilityStatus.NOT_SUPPORTED,
+            "engine activity needs two timed samples; this adapter takes one snapshot",
+        )
         return TelemetrySnapshot(
             self._node,
             self.name,
             tuple(readings),
-            (cap, *_caps(caps), *((err,) if err else ())),
+            (cap, not_read, *_caps(caps), *((err,) if err else ())),
         )
 
 
