@@ -118,5 +118,5 @@ def topology_command(
         )
         lines.extend(f"  {n}" for n in inventory.notes)
         lines.append("")
-    text = "\n".join(lines)
+    text = "\n".join(lines) + ("\n" if lines else "")
     return text + "\n".join(render_text(topo, title=title) for title, topo in views)

@@ -85,13 +85,20 @@ def _matrix_lines(topo: HostTopology, m: TopologyMatrix) -> list[str]:
     return lines
 
 
+def _affinity_matrix(topo: HostTopology) -> TopologyMatrix:
+    """RDMA NICs when there are any (what NCCL and GPUDirect use), else every NIC."""
+    rdma = matrix_for_display(topo)
+    return rdma if rdma.nics else build_matrix(topo)
+
+
 def _affinity_lines(topo: HostTopology) -> list[str]:
     if not topo.gpus:
         return []
-    m = build_matrix(topo)
+    m = _affinity_matrix(topo)
     if not m.nics:
         return ["GPU-NIC affinity: no NIC found"]
-    lines = ["GPU-NIC affinity (nearest NICs by PCIe path):"]
+    kind = "RDMA NICs" if any(n.kind == "rdma" for n in topo.nics) else "NICs"
+    lines = [f"GPU-NIC affinity (nearest {kind} by PCIe path):"]
     for g in m.gpus:
         near = m.nearest_nics(g)
         level = m.gpu_nic[m.gpus.index(g)][m.nics.index(near[0])].label
@@ -190,7 +197,7 @@ def render_text(topo: HostTopology, *, title: str = "") -> str:
 def topology_dict(topo: HostTopology) -> dict[str, Any]:
     """A JSON-ready description: inventory, tree, matrix labels and affinities."""
     m = matrix_for_display(topo)
-    full = build_matrix(topo)
+    full = _affinity_matrix(topo)
     return {
         "node": topo.node,
         "source": topo.source,

@@ -268,7 +268,7 @@ def _pci_device(
         kind = PciKind.NVSWITCH
     elif cls >> 8 == 0x03 and vendor in GPU_VENDORS and (vendor, device) not in _BMC_VGA:
         kind = PciKind.GPU
-        fallback = f"{GPU_VENDORS[vendor].value} {vendor:04x}:{device:04x}"
+        fallback = f"PCI {vendor:04x}:{device:04x}"
         model = info.get("PCIDevice", "") or fallback
         state.gpus.append((ident, GPU_VENDORS[vendor], model, "", 0))
     elif cls >> 8 == 0x02 or cls == _CLASS_INFINIBAND:
