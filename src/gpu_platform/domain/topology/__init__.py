@@ -10,6 +10,7 @@ from gpu_platform.domain.topology.affinity import (
     pair_score,
     set_affinity,
 )
+from gpu_platform.domain.topology.cross_node import NodeLevel, gang_spread, node_level
 from gpu_platform.domain.topology.matrix import Cell, TopologyMatrix, build_matrix
 from gpu_platform.domain.topology.pcie import PciIndex, classify_bridges
 
@@ -17,6 +18,7 @@ __all__ = [
     "LINK_POINTS",
     "PCIE_POINTS",
     "Cell",
+    "NodeLevel",
     "PciIndex",
     "SetAffinity",
     "TopologyMatrix",
@@ -24,6 +26,8 @@ __all__ = [
     "build_matrix",
     "classify_bridges",
     "distance",
+    "gang_spread",
+    "node_level",
     "pair_score",
     "set_affinity",
 ]
