@@ -1,4 +1,4 @@
-"""Entry point: builds the CLI with the composition root's hooks (see infrastructure/)."""
+"""Entry point: the `gpu-platform` console script. Wires the CLI to the composition root."""
 
 from __future__ import annotations
 
@@ -6,4 +6,11 @@ __all__ = ["main"]
 
 
 def main() -> None:
-    raise SystemExit("not wired yet")
+    from gpu_platform.adapters.inbound.cli import CliHooks, build_cli
+    from gpu_platform.infrastructure.server import serve
+
+    build_cli(CliHooks(serve=serve))()
+
+
+if __name__ == "__main__":
+    main()

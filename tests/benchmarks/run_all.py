@@ -60,13 +60,13 @@ def main() -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": machine(), "results": rows}, indent=2) + "\n")
-    print(f"\n{'name':<44} {'params':<44} {'p50_us':>10} {'p99_us':>10} {'ops/s':>12}  baseline")
+    print(f"\n{'name':<44} {'params':<64} {'p50_us':>10} {'p99_us':>10} {'ops/s':>12}  baseline")
     for row in rows:
         params = ",".join(f"{k}={v}" for k, v in row["params"].items())
         base = row.get("baseline") or {}
         base_s = ", ".join(f"{k}={fmt(v)}" for k, v in base.items())
         print(
-            f"{row['name']:<44} {params[:44]:<44} {fmt(row['p50_us']):>10} "
+            f"{row['name']:<44} {params[:64]:<64} {fmt(row['p50_us']):>10} "
             f"{fmt(row['p99_us']):>10} {fmt(row['ops_per_s']):>12}  {base_s}"
         )
     print(f"\nwrote {out}")

@@ -29,7 +29,30 @@ MIXED = profile_topology("mixed-vendor", "mixed")
 XMLS = ["nvidiaDGX2.xml", "24em64t-2n6c2t-pci.xml", "16intel64-manyVFs.xml"]
 
 
-class FakeTree:
+class Made:
+    """Every contract fixture is the adapter `make()` builds."""
+
+    def make(self) -> Any:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def discovery(self) -> Any:
+        return self.make()
+
+    @pytest.fixture
+    def telemetry(self) -> Any:
+        return self.make()
+
+    @pytest.fixture
+    def probe(self) -> Any:
+        return self.make()
+
+    @pytest.fixture
+    def fabric_discovery(self) -> Any:
+        return self.make()
+
+
+class FakeTree(Made):
     @pytest.fixture(autouse=True)
     def _tree(self, tmp_path: Path) -> None:
         two_socket_gpu_host(tmp_path)
@@ -37,7 +60,7 @@ class FakeTree:
 
 
 @pytest.mark.parametrize("name", XMLS)
-class TestHwlocFiles(TopologyProbeContract, FabricDiscoveryContract):
+class TestHwlocFiles(Made, TopologyProbeContract, FabricDiscoveryContract):
     @pytest.fixture(autouse=True)
     def _name(self, name: str) -> None:
         self.name = name
@@ -47,7 +70,7 @@ class TestHwlocFiles(TopologyProbeContract, FabricDiscoveryContract):
         return _Both(probe, HwlocFabricDiscovery(probe))
 
 
-class TestHwlocLstopoOnThisMachine(TopologyProbeContract, FabricDiscoveryContract):
+class TestHwlocLstopoOnThisMachine(Made, TopologyProbeContract, FabricDiscoveryContract):
     def make(self) -> Any:
         probe = HwlocTopologyProbe(lstopo=require_tool("lstopo", "hwloc-nox"))
         return _Both(probe, HwlocFabricDiscovery(probe))
@@ -59,24 +82,24 @@ class TestSysfsOnAFakeTree(FakeTree, TopologyProbeContract, FabricDiscoveryContr
         return _Both(probe, SysfsFabricDiscovery(probe))
 
 
-class TestSysfsForRealOnThisMachine(TopologyProbeContract, FabricDiscoveryContract):
+class TestSysfsForRealOnThisMachine(Made, TopologyProbeContract, FabricDiscoveryContract):
     def make(self) -> Any:
         probe = SysfsTopologyProbe()
         return _Both(probe, SysfsFabricDiscovery(probe))
 
 
-class TestNvmlOnFakePynvml(TopologyProbeContract):
-    def make(self) -> TopologyProbe:
+class TestNvmlOnFakePynvml(Made, TopologyProbeContract):
+    def make(self) -> Any:
         return NvmlGpuDiscovery(FakePynvml(profile_topology("dgx-h100")), node="h100")
 
 
-class TestAmdSmiOnFakeAmdSmi(TopologyProbeContract):
-    def make(self) -> TopologyProbe:
+class TestAmdSmiOnFakeAmdSmi(Made, TopologyProbeContract):
+    def make(self) -> Any:
         return AmdSmiGpuDiscovery(FakeAmdSmi(MIXED), node="mixed")
 
 
-class TestLevelZeroOnFakePyzes(TopologyProbeContract):
-    def make(self) -> TopologyProbe:
+class TestLevelZeroOnFakePyzes(Made, TopologyProbeContract):
+    def make(self) -> Any:
         return LevelZeroGpuDiscovery(FakePyzes(MIXED), node="mixed")
 
 
@@ -87,7 +110,7 @@ class TestJoinedNvmlAndFakeSysfs(FakeTree, TopologyProbeContract, FabricDiscover
 
 
 @pytest.mark.parametrize("profile", ["dgx-a100", "dgx-h100", "hgx-8x-pcie", "mixed-vendor"])
-class TestSimulatedProfiles(TopologyProbeContract, FabricDiscoveryContract):
+class TestSimulatedProfiles(Made, TopologyProbeContract, FabricDiscoveryContract):
     @pytest.fixture(autouse=True)
     def _profile(self, profile: str) -> None:
         self.profile = profile
@@ -96,7 +119,7 @@ class TestSimulatedProfiles(TopologyProbeContract, FabricDiscoveryContract):
         return ProfileGpuDiscovery(self.profile, labels={"rack": "r2", "leaf": "l1"})
 
 
-class TestInMemoryFakes(TopologyProbeContract, FabricDiscoveryContract):
+class TestInMemoryFakes(Made, TopologyProbeContract, FabricDiscoveryContract):
     def make(self) -> Any:
         topo = profile_topology("hgx-8x-pcie", "static")
         return _Both(

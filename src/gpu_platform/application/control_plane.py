@@ -5,11 +5,14 @@ jobs are saved to the JobStore before the call returns (nothing acknowledged is 
 events are published. Launching holds the same lock, so an attempt's exit report can never be
 applied before its start.
 
+A stopped attempt (cancel, requeue, abort) keeps its GPUs until the runner reports its process
+ended; if the runner does not know the attempt, nothing is running and the GPUs are freed at once.
+
 Child-process policy (documented in docs/operations.md): on graceful shutdown every running
 attempt is first recorded as requeued (or failed, per `shutdown_policy`), then stopped with
-SIGTERM, a grace period and SIGKILL of its process group; the late exit reports are fenced off
-by epoch. On start-up, attempts recorded as SCHEDULED/RUNNING belonged to a previous incarnation:
-their leftover processes are reaped and the jobs requeued.
+SIGTERM, a grace period and SIGKILL of its process group. On start-up, attempts that held GPUs
+belonged to a previous incarnation: their leftover processes are reaped, running jobs are
+requeued and the GPUs freed.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Literal
 import structlog
 
 from gpu_platform.domain.cluster_state import (
+    AbortJob,
     BindJob,
     CancelJob,
     ClusterState,
@@ -33,6 +37,7 @@ from gpu_platform.domain.cluster_state import (
 from gpu_platform.domain.errors import InvalidRequest, NotFound
 from gpu_platform.domain.events import (
     DomainEvent,
+    JobAborted,
     JobBound,
     JobCancelled,
     JobRequeued,
@@ -92,12 +97,17 @@ class ControlPlane:
         recovered = []
         with self._lock:
             for job in self._state.jobs():
-                if job.holds_gpus and job.allocation is not None:
-                    killed = self._runner.reap(job.id, job.allocation.epoch)
-                    reason = f"attempt {job.attempt} lost: control plane restarted"
-                    if killed:
-                        reason += f" ({killed} leftover processes killed)"
-                    self._execute(RequeueJob(job.id, job.allocation.epoch, self._now(), reason))
+                if not (job.holds_gpus and job.allocation is not None):
+                    continue
+                epoch = job.allocation.epoch
+                killed = self._runner.reap(job.id, epoch)
+                reason = f"attempt {job.attempt} lost: control plane restarted"
+                if killed:
+                    reason += f" ({killed} leftover processes killed)"
+                if job.releasing:  # it was being stopped; its process is gone now
+                    self._execute(FinishJob(job.id, epoch, None, self._now(), reason))
+                else:  # the runner does not know it, so the GPUs are freed at once
+                    self._execute(RequeueJob(job.id, epoch, self._now(), reason))
                     recovered.append(job.id)
         if recovered:
             log.warning("recovered lost attempts", jobs=recovered)
@@ -117,15 +127,16 @@ class ControlPlane:
                 if not (job.holds_gpus and job.allocation is not None):
                     continue
                 epoch, now = job.allocation.epoch, self._now()
+                if job.releasing:
+                    continue
                 if self._shutdown_policy == "requeue":
                     self._execute(RequeueJob(job.id, epoch, now, "control plane shut down"))
                 else:
-                    self._execute(FinishJob(job.id, epoch, None, now, "control plane shut down"))
+                    self._execute(AbortJob(job.id, epoch, now, "control plane shut down"))
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
         self._runner.stop_all(self._grace)
-        self._store.close()
 
     # -- JobService --------------------------------------------------------------------------
 
@@ -258,8 +269,17 @@ class ControlPlane:
             self._store.save([self._state.job(j) for j in sorted(changed)])
             for event in events:
                 self._publisher.publish(event)
-                if isinstance(event, JobCancelled | JobRequeued) and event.stop is not None:
-                    self._runner.stop(event.job_id, event.stop.epoch, self._grace)
+            for event in events:
+                stop = (
+                    event.stop
+                    if isinstance(event, JobCancelled | JobRequeued | JobAborted)
+                    else None
+                )
+                if stop is not None and not self._runner.stop(
+                    event.job_id, stop.epoch, self._grace
+                ):
+                    why = "attempt was not running"
+                    self._execute(FinishJob(event.job_id, stop.epoch, None, self._now(), why))
             return events
 
     def _now(self) -> float:

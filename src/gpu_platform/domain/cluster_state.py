@@ -7,18 +7,24 @@ attempt is no longer current), moves jobs only through the job state machine, an
 events that describe what happened. It is deterministic — the same commands in the same order
 give the same state — which is what lets a replicated log (Raft, issue 10) drive it.
 
+A stopped attempt (cancel, preempt, abort) keeps its GPUs until its process is reported ended
+(a FinishJob for its epoch); only then are they free for the next bind.
+
 Invariants (`check_invariants`): every GPU is held by at most one job; the held-GPU index equals
-the allocations of jobs that hold GPUs; epochs are unique and below `next_epoch`.
+the allocations of jobs that hold GPUs (running, or releasing a stopped attempt); epochs are
+unique and below `next_epoch`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
 from gpu_platform.domain.events import (
+    AttemptEnded,
     DomainEvent,
+    JobAborted,
     JobBound,
     JobCancelled,
     JobFinished,
@@ -34,6 +40,7 @@ from gpu_platform.domain.model.node import Inventory, Node
 from gpu_platform.domain.placement.first_fit import NodeView
 
 __all__ = [
+    "AbortJob",
     "BindJob",
     "CancelJob",
     "ClusterState",
@@ -86,6 +93,16 @@ class CancelJob:
 
 
 @dataclass(frozen=True, slots=True)
+class AbortJob:
+    """Fail the job now while attempt `epoch` may still run (fault, shutdown policy)."""
+
+    job_id: str
+    epoch: int
+    now: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class RequeueJob:
     """Attempt `epoch` was lost or preempted; put the job back in the queue."""
 
@@ -95,7 +112,7 @@ class RequeueJob:
     reason: str
 
 
-Command = SubmitJob | BindJob | StartJob | FinishJob | CancelJob | RequeueJob
+Command = SubmitJob | BindJob | StartJob | FinishJob | CancelJob | RequeueJob | AbortJob
 
 
 class ClusterState:
@@ -138,8 +155,10 @@ class ClusterState:
         return tuple(self._jobs.values())
 
     def queued(self) -> list[Job]:
-        """QUEUED jobs in FIFO order (submission sequence)."""
-        return sorted((j for j in self._jobs.values() if j.state is JobState.QUEUED), key=_seq)
+        """QUEUED jobs in FIFO order (submission sequence), leaving out those whose previous
+        attempt is still being stopped."""
+        ready = (j for j in self._jobs.values() if j.state is JobState.QUEUED and not j.releasing)
+        return sorted(ready, key=_seq)
 
     def holder(self, gpu: Gpu) -> str | None:
         """The id of the job holding `gpu`, if any."""
@@ -150,7 +169,8 @@ class ClusterState:
         holder = self._held.get(gpu.uuid)
         if holder is None:
             return gpu.state
-        running = self._jobs[holder].state is JobState.RUNNING
+        job = self._jobs[holder]
+        running = job.state is JobState.RUNNING and not job.releasing
         return GpuState.IN_USE if running else GpuState.ALLOCATED
 
     def node_views(self) -> list[NodeView]:
@@ -180,6 +200,8 @@ class ClusterState:
                 return self._cancel(command)
             case RequeueJob():
                 return self._requeue(command)
+            case AbortJob():
+                return self._abort(command)
         raise TypeError(f"unknown command {command!r}")  # pragma: no cover
 
     def _submit(self, cmd: SubmitJob) -> list[DomainEvent]:
@@ -202,6 +224,8 @@ class ClusterState:
         job = self.job(cmd.job_id)
         if job.state is not JobState.QUEUED:
             raise Conflict(f"job {job.id} is {job.state}, not QUEUED")
+        if job.releasing:
+            raise Conflict(f"job {job.id}: its previous attempt is still being stopped")
         node = self._nodes.get(cmd.node)
         if node is None:
             raise NotFound("node", cmd.node)
@@ -247,6 +271,11 @@ class ClusterState:
 
     def _finish(self, cmd: FinishJob) -> list[DomainEvent]:
         job = self.job(cmd.job_id)
+        alloc = job.allocation
+        if job.releasing and alloc is not None and alloc.epoch == cmd.epoch:
+            self._jobs[job.id] = replace(job, releasing=False)
+            self._unhold(job.id, alloc)
+            return [AttemptEnded(job.id, cmd.epoch, cmd.exit_code)]
         if not self._current(job, cmd.epoch, (JobState.SCHEDULED, JobState.RUNNING)):
             return [StaleReportIgnored(job.id, cmd.epoch, f"exit report while {job.state}")]
         ok = cmd.exit_code == 0 and job.state is JobState.RUNNING
@@ -265,6 +294,14 @@ class ClusterState:
         stop = job.allocation if JobEffect.STOP_PROCESS in effects else None
         return [JobCancelled(job.id, stop)]
 
+    def _abort(self, cmd: AbortJob) -> list[DomainEvent]:
+        job = self.job(cmd.job_id)
+        if not self._current(job, cmd.epoch, (JobState.SCHEDULED, JobState.RUNNING)):
+            return [StaleReportIgnored(job.id, cmd.epoch, f"abort while {job.state}")]
+        job, effects = transition(job, JobInput.ABORT, cmd.now, reason=cmd.reason)
+        self._release(job, effects)
+        return [JobAborted(job.id, job.allocation, cmd.reason)]
+
     def _requeue(self, cmd: RequeueJob) -> list[DomainEvent]:
         job = self.job(cmd.job_id)
         if not self._current(job, cmd.epoch, (JobState.SCHEDULED, JobState.RUNNING)):
@@ -279,9 +316,12 @@ class ClusterState:
     def _release(self, job: Job, effects: JobEffect) -> None:
         self._jobs[job.id] = job
         if JobEffect.RELEASE_GPUS in effects and job.allocation is not None:
-            for uuid in job.allocation.gpu_uuids:
-                if self._held.get(uuid) == job.id:
-                    del self._held[uuid]
+            self._unhold(job.id, job.allocation)
+
+    def _unhold(self, job_id: str, allocation: Allocation) -> None:
+        for uuid in allocation.gpu_uuids:
+            if self._held.get(uuid) == job_id:
+                del self._held[uuid]
 
     # -- invariants ------------------------------------------------------------------------
 

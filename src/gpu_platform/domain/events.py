@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from gpu_platform.domain.model.job import Allocation, JobState
 
 __all__ = [
+    "AttemptEnded",
     "DomainEvent",
+    "JobAborted",
     "JobBound",
     "JobCancelled",
     "JobFinished",
@@ -66,6 +68,24 @@ class JobRequeued:
 
 
 @dataclass(frozen=True, slots=True)
+class JobAborted:
+    """The job failed while its attempt may still run; `stop` is the allocation to stop."""
+
+    job_id: str
+    stop: Allocation | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEnded:
+    """A stopped attempt's process has ended; its GPUs are free again."""
+
+    job_id: str
+    epoch: int
+    exit_code: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class StaleReportIgnored:
     """A report from an attempt that is no longer current (fenced by its epoch)."""
 
@@ -81,5 +101,7 @@ DomainEvent = (
     | JobFinished
     | JobCancelled
     | JobRequeued
+    | JobAborted
+    | AttemptEnded
     | StaleReportIgnored
 )

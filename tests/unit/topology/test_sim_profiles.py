@@ -76,3 +76,13 @@ def test_any_hwloc_xml_is_a_profile() -> None:
 def test_an_unknown_profile_names_the_known_ones() -> None:
     with pytest.raises(DiscoveryError, match=r"unknown simulated profile 'dgx-b300'.*dgx-a100"):
         profile_topology("dgx-b300")
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_a_simulated_profile_says_so_loudly(profile: str) -> None:
+    inv = ProfileGpuDiscovery(profile, reason="because").discover()
+    assert inv.simulated
+    assert inv.notes == (
+        f"SIMULATED inventory (profile {profile}): no real GPU is managed",
+        "because",
+    )

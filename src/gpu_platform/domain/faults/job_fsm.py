@@ -3,12 +3,14 @@
 Theory of operation: a job moves only by feeding a `JobInput` to `transition`. The table maps
 (state, input) to (next state, effects); a pair that is not in the table is illegal and raises
 `IllegalTransition`, so no path exists that the table does not name. Effects tell the caller what
-the move implies outside the job record (release its GPUs, stop its process); the caller, not
-this module, carries them out.
+the move implies outside the job record; the caller, not this module, carries them out:
+RELEASE_GPUS frees the allocation now (the attempt's process has ended, or never started);
+STOP_PROCESS asks for the process to be stopped, and the allocation stays held until the
+runner reports the attempt ended — a GPU is never handed on while a process may still use it.
 
     PENDING --accept--> QUEUED --bind--> SCHEDULED --start--> RUNNING --complete--> COMPLETED
-                          ^                  |                   |  \\--fail--------> FAILED
-                          |                  |--fail/lose------->|   \\--preempt/lose-> PREEMPTED
+                          ^                  |                   |  \\--fail/abort--> FAILED
+                          |                  |--fail/abort------>|   \\--preempt-----> PREEMPTED
                           '-----requeue------------------------------------------------'
     any non-terminal --cancel--> CANCELLED;  PENDING --reject--> FAILED
 """
@@ -30,21 +32,22 @@ class JobInput(enum.StrEnum):
     BIND = "bind"  # GPUs reserved for a new attempt
     START = "start"  # the attempt's process is running
     COMPLETE = "complete"  # the attempt exited 0
-    FAIL = "fail"  # the attempt failed (non-zero exit, could not start)
-    PREEMPT = "preempt"  # the attempt was stopped to make room, or lost; will be requeued
+    FAIL = "fail"  # the attempt ended unsuccessfully (non-zero exit, signal, could not start)
+    ABORT = "abort"  # the job is failed while its process may still run (fault, shutdown)
+    PREEMPT = "preempt"  # the attempt is stopped to make room, or was lost; will be requeued
     REQUEUE = "requeue"  # a preempted job goes back to the queue
     CANCEL = "cancel"  # the user or an admin cancelled it
 
 
 class JobEffect(enum.Flag):
     NONE = 0
-    RELEASE_GPUS = enum.auto()  # the allocation stops counting against its GPUs
-    STOP_PROCESS = enum.auto()  # the attempt's process (if any) must be stopped
+    RELEASE_GPUS = enum.auto()  # the allocation stops counting against its GPUs now
+    STOP_PROCESS = enum.auto()  # stop the process; GPUs stay held until it has ended
 
 
 S, In, E = JobState, JobInput, JobEffect
 _RELEASE = E.RELEASE_GPUS
-_STOP = E.RELEASE_GPUS | E.STOP_PROCESS
+_STOP = E.STOP_PROCESS
 
 JOB_TRANSITIONS: dict[tuple[JobState, JobInput], tuple[JobState, JobEffect]] = {
     (S.PENDING, In.ACCEPT): (S.QUEUED, E.NONE),
@@ -53,11 +56,13 @@ JOB_TRANSITIONS: dict[tuple[JobState, JobInput], tuple[JobState, JobEffect]] = {
     (S.QUEUED, In.BIND): (S.SCHEDULED, E.NONE),
     (S.QUEUED, In.CANCEL): (S.CANCELLED, E.NONE),
     (S.SCHEDULED, In.START): (S.RUNNING, E.NONE),
-    (S.SCHEDULED, In.FAIL): (S.FAILED, _STOP),
+    (S.SCHEDULED, In.FAIL): (S.FAILED, _RELEASE),
+    (S.SCHEDULED, In.ABORT): (S.FAILED, _STOP),
     (S.SCHEDULED, In.PREEMPT): (S.PREEMPTED, _STOP),
     (S.SCHEDULED, In.CANCEL): (S.CANCELLED, _STOP),
     (S.RUNNING, In.COMPLETE): (S.COMPLETED, _RELEASE),
-    (S.RUNNING, In.FAIL): (S.FAILED, _STOP),
+    (S.RUNNING, In.FAIL): (S.FAILED, _RELEASE),
+    (S.RUNNING, In.ABORT): (S.FAILED, _STOP),
     (S.RUNNING, In.PREEMPT): (S.PREEMPTED, _STOP),
     (S.RUNNING, In.CANCEL): (S.CANCELLED, _STOP),
     (S.PREEMPTED, In.REQUEUE): (S.QUEUED, E.NONE),
@@ -102,6 +107,8 @@ def transition(
         changes["started_at"] = now
     if exit_code is not None:
         changes["exit_code"] = exit_code
+    if JobEffect.STOP_PROCESS in effects:
+        changes["releasing"] = True
     if new_state in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED):
         changes["finished_at"] = now
     return replace(job, **changes), effects  # type: ignore[arg-type]

@@ -73,7 +73,8 @@ class Job:
 
     `seq` is the submission order; `attempt` counts starts (0 before the first bind);
     `allocation` is set while SCHEDULED or RUNNING and kept afterwards as a record of where
-    the last attempt ran.
+    the last attempt ran. `releasing` is true while that attempt is being stopped: its GPUs
+    stay held until the runner reports the process ended, whatever the job's state says.
     """
 
     id: str
@@ -87,6 +88,7 @@ class Job:
     finished_at: float | None = None
     exit_code: int | None = None
     reason: str = ""
+    releasing: bool = False
     history: tuple[tuple[float, JobState, str], ...] = field(default=())
 
     @property
@@ -96,4 +98,6 @@ class Job:
     @property
     def holds_gpus(self) -> bool:
         """True while the job's allocation counts against its GPUs."""
-        return self.state in (JobState.SCHEDULED, JobState.RUNNING) and self.allocation is not None
+        if self.allocation is None:
+            return False
+        return self.releasing or self.state in (JobState.SCHEDULED, JobState.RUNNING)

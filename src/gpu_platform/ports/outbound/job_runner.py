@@ -50,14 +50,15 @@ class JobRunner(Protocol):
     Promises: `start` returns once the attempt is running, or raises LaunchError; each started
     attempt is reported to `on_exit` exactly once, from a runner thread, after it has ended and
     left no process behind. `stop` is idempotent and non-blocking: SIGTERM now, SIGKILL of the
-    whole process group after `grace_s` seconds. `stop_all` blocks until every attempt has
-    ended. `reap(job_id, epoch)` kills survivors of an attempt a previous incarnation started
-    (after a crash). Thread-safe.
+    whole process group after `grace_s` seconds; it returns False when the runner has no live
+    attempt of that name (never started, or already reported), so no report will follow.
+    `stop_all` blocks until every attempt has ended. `reap(job_id, epoch)` kills survivors of an
+    attempt a previous incarnation started (after a crash). Thread-safe.
     """
 
     def start(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None]) -> None: ...
 
-    def stop(self, job_id: str, epoch: int, grace_s: float) -> None: ...
+    def stop(self, job_id: str, epoch: int, grace_s: float) -> bool: ...
 
     def stop_all(self, grace_s: float) -> None: ...
 

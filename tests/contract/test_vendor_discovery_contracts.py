@@ -11,10 +11,8 @@ from gpu_platform.adapters.outbound.amdsmi import AmdSmiGpuDiscovery
 from gpu_platform.adapters.outbound.discovery import JoinedDiscovery, LocalityProbe, detect
 from gpu_platform.adapters.outbound.levelzero import LevelZeroGpuDiscovery
 from gpu_platform.adapters.outbound.nvml import NvmlGpuDiscovery
-from gpu_platform.adapters.outbound.sim import FileGpuDiscovery, SimulatedGpuDiscovery
 from gpu_platform.adapters.outbound.sim.profiles import ProfileGpuDiscovery, profile_topology
 from gpu_platform.adapters.outbound.sysfs import SysfsGpuDiscovery, SysfsTopologyProbe
-from gpu_platform.ports.outbound.gpu_discovery import GpuDiscovery
 from gpu_platform.testing.contracts import GpuDiscoveryContract, GpuTelemetryContract
 from gpu_platform.testing.fake_amdsmi import FakeAmdSmi
 from gpu_platform.testing.fake_pynvml import FakePynvml
@@ -26,12 +24,35 @@ MIXED = profile_topology("mixed-vendor", "mixed")
 A100 = profile_topology("dgx-a100", "a100")
 
 
-class TestNvmlOnFakePynvml(GpuDiscoveryContract, GpuTelemetryContract):
+class Made:
+    """Every contract fixture is the adapter `make()` builds."""
+
+    def make(self) -> Any:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def discovery(self) -> Any:
+        return self.make()
+
+    @pytest.fixture
+    def telemetry(self) -> Any:
+        return self.make()
+
+    @pytest.fixture
+    def probe(self) -> Any:
+        return self.make()
+
+    @pytest.fixture
+    def fabric_discovery(self) -> Any:
+        return self.make()
+
+
+class TestNvmlOnFakePynvml(Made, GpuDiscoveryContract, GpuTelemetryContract):
     def make(self) -> Any:
         return NvmlGpuDiscovery(FakePynvml(A100), node="a100", cpu_count=128)
 
 
-class TestNvmlOnFakePynvmlWithUnsupportedCalls(GpuDiscoveryContract, GpuTelemetryContract):
+class TestNvmlOnFakePynvmlWithUnsupportedCalls(Made, GpuDiscoveryContract, GpuTelemetryContract):
     def make(self) -> Any:
         calls = {
             "nvmlDeviceGetUtilizationRates",
@@ -43,52 +64,52 @@ class TestNvmlOnFakePynvmlWithUnsupportedCalls(GpuDiscoveryContract, GpuTelemetr
         return NvmlGpuDiscovery(FakePynvml(A100, not_supported=calls), node="a100")
 
 
-class TestNvmlWithoutItsLibrary(GpuDiscoveryContract, GpuTelemetryContract):
+class TestNvmlWithoutItsLibrary(Made, GpuDiscoveryContract, GpuTelemetryContract):
     def make(self) -> Any:
         return NvmlGpuDiscovery(FakePynvml(A100, library_present=False), node="a100")
 
 
-class TestNvmlForRealOnThisMachine(GpuDiscoveryContract, GpuTelemetryContract):
+class TestNvmlForRealOnThisMachine(Made, GpuDiscoveryContract, GpuTelemetryContract):
     def make(self) -> Any:
         return NvmlGpuDiscovery()
 
 
-class TestAmdSmiOnFakeAmdSmi(GpuDiscoveryContract, GpuTelemetryContract):
+class TestAmdSmiOnFakeAmdSmi(Made, GpuDiscoveryContract, GpuTelemetryContract):
     def make(self) -> Any:
         return AmdSmiGpuDiscovery(FakeAmdSmi(MIXED, power_na=True), node="mixed")
 
 
-class TestAmdSmiForRealOnThisMachine(GpuDiscoveryContract, GpuTelemetryContract):
+class TestAmdSmiForRealOnThisMachine(Made, GpuDiscoveryContract, GpuTelemetryContract):
     def make(self) -> Any:
         return AmdSmiGpuDiscovery()
 
 
-class TestLevelZeroOnFakePyzes(GpuDiscoveryContract, GpuTelemetryContract):
+class TestLevelZeroOnFakePyzes(Made, GpuDiscoveryContract, GpuTelemetryContract):
     def make(self) -> Any:
         return LevelZeroGpuDiscovery(FakePyzes(MIXED), node="mixed")
 
 
-class TestLevelZeroForRealOnThisMachine(GpuDiscoveryContract, GpuTelemetryContract):
+class TestLevelZeroForRealOnThisMachine(Made, GpuDiscoveryContract, GpuTelemetryContract):
     def make(self) -> Any:
         return LevelZeroGpuDiscovery()
 
 
-class TestSysfsOnAFakeTree(GpuDiscoveryContract):
+class TestSysfsOnAFakeTree(Made, GpuDiscoveryContract):
     @pytest.fixture(autouse=True)
     def _tree(self, tmp_path: Path) -> None:
         two_socket_gpu_host(tmp_path)
         self.root = tmp_path
 
-    def make(self) -> GpuDiscovery:
+    def make(self) -> Any:
         return SysfsGpuDiscovery(SysfsTopologyProbe(self.root))
 
 
-class TestSysfsForRealOnThisMachine(GpuDiscoveryContract):
-    def make(self) -> GpuDiscovery:
+class TestSysfsForRealOnThisMachine(Made, GpuDiscoveryContract):
+    def make(self) -> Any:
         return SysfsGpuDiscovery()
 
 
-class TestNvmlJoinedWithFakeSysfsLocality(GpuDiscoveryContract, GpuTelemetryContract):
+class TestNvmlJoinedWithFakeSysfsLocality(Made, GpuDiscoveryContract, GpuTelemetryContract):
     @pytest.fixture(autouse=True)
     def _tree(self, tmp_path: Path) -> None:
         two_socket_gpu_host(tmp_path)
@@ -101,7 +122,7 @@ class TestNvmlJoinedWithFakeSysfsLocality(GpuDiscoveryContract, GpuTelemetryCont
 
 
 @pytest.mark.parametrize("profile", ["dgx-a100", "dgx-h100", "hgx-8x-pcie", "mixed-vendor"])
-class TestSimulatedProfiles(GpuDiscoveryContract, GpuTelemetryContract):
+class TestSimulatedProfiles(Made, GpuDiscoveryContract, GpuTelemetryContract):
     @pytest.fixture(autouse=True)
     def _profile(self, profile: str) -> None:
         self.profile = profile
@@ -110,27 +131,12 @@ class TestSimulatedProfiles(GpuDiscoveryContract, GpuTelemetryContract):
         return ProfileGpuDiscovery(self.profile, "sim-node")
 
 
-class TestHwlocXmlAsSimulatedDiscovery(GpuDiscoveryContract, GpuTelemetryContract):
+class TestHwlocXmlAsSimulatedDiscovery(Made, GpuDiscoveryContract, GpuTelemetryContract):
     def make(self) -> Any:
         xml = require_shared("topologies", "hwloc", "nvidiaDGX2.xml")
         return ProfileGpuDiscovery(f"hwloc:{xml}", "dgx2")
 
 
-class TestDetectAutoOnThisMachine(GpuDiscoveryContract):
-    def make(self) -> GpuDiscovery:
+class TestDetectAutoOnThisMachine(Made, GpuDiscoveryContract):
+    def make(self) -> Any:
         return detect("auto")
-
-
-class TestLeadsDefaultSimulatedNode(GpuDiscoveryContract):
-    def make(self) -> GpuDiscovery:
-        return SimulatedGpuDiscovery()
-
-
-class TestLeadsInventoryFile(GpuDiscoveryContract):
-    @pytest.fixture(autouse=True)
-    def _file(self, tmp_path: Path) -> None:
-        self.path = tmp_path / "inv.toml"
-        self.path.write_text('[[nodes]]\nname = "a"\ngpus = 4\nnuma_nodes = 2\n')
-
-    def make(self) -> GpuDiscovery:
-        return FileGpuDiscovery(self.path)

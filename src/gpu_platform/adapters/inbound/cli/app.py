@@ -1,0 +1,256 @@
+"""`gpu-platform`: serve, submit, jobs list|describe|logs|cancel, gpus, status.
+
+The CLI is an inbound adapter: client commands talk to a server over HTTP; `serve` (and other
+commands that need local adapters) call hooks that the entry point (`gpu_platform.main`) wires
+from the composition root, so this module never imports outbound adapters.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpu_platform.adapters.inbound.cli.client import ApiClient, ApiError
+
+__all__ = ["CliHooks", "ServeOptions", "build_cli"]
+
+DEFAULT_SERVER = "http://127.0.0.1:8080"
+ServerOpt = Annotated[
+    str,
+    typer.Option("--server", envvar="GPU_PLATFORM_SERVER", help="REST API base URL."),
+]
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    host: str | None
+    port: int | None
+    data_dir: Path | None
+    config: Path | None
+
+
+@dataclass(frozen=True)
+class CliHooks:
+    """What the entry point provides: `serve` runs the server until a signal stops it."""
+
+    serve: Callable[[ServeOptions], None]
+
+
+def _fail(message: str) -> typer.Exit:
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(1)
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _gpus_of(job: dict[str, Any]) -> str:
+    a = job.get("allocation")
+    if not a:
+        return "-"
+    return f"{a['node']}:{','.join(str(i) for i in a['gpu_indices'])}"
+
+
+def build_cli(hooks: CliHooks) -> typer.Typer:
+    app = typer.Typer(
+        name="gpu-platform",
+        help="Data-center GPU cluster manager.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+    )
+    jobs = typer.Typer(help="List, describe, follow and cancel jobs.", no_args_is_help=True)
+    app.add_typer(jobs, name="jobs")
+    # Off a terminal (pipes, CI logs) rich would squeeze tables into 80 columns.
+    out = Console(highlight=False, width=None if sys.stdout.isatty() else 220)
+
+    def call(server: str, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            return ApiClient(server).json(method, path, **kwargs)
+        except ApiError as exc:
+            raise _fail(str(exc)) from None
+
+    @app.command()
+    def serve(
+        host: Annotated[
+            str | None, typer.Option(help="Listen address [env GPU_PLATFORM_HOST].")
+        ] = None,
+        port: Annotated[int | None, typer.Option(help="REST port [env GPU_PLATFORM_PORT].")] = None,
+        data_dir: Annotated[
+            Path | None, typer.Option(help="State directory [env GPU_PLATFORM_DATA_DIR].")
+        ] = None,
+        config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
+    ) -> None:
+        """Run the control plane, scheduler and node agent in one process (embedded mode)."""
+        hooks.serve(ServeOptions(host, port, data_dir, config))
+
+    @app.command(context_settings={"allow_interspersed_args": False})
+    def submit(
+        command: Annotated[list[str], typer.Argument(help="The program and its arguments.")],
+        gpus: Annotated[int, typer.Option(help="Whole GPUs on one node.")] = 0,
+        name: Annotated[str, typer.Option(help="A name for humans.")] = "",
+        env: Annotated[
+            list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE, repeatable.")
+        ] = None,
+        priority: Annotated[int, typer.Option()] = 0,
+        tenant: Annotated[str, typer.Option()] = "default",
+        cwd: Annotated[str | None, typer.Option(help="Working directory on the node.")] = None,
+        server: ServerOpt = DEFAULT_SERVER,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the id.")] = False,
+    ) -> None:
+        """Submit a job: gpu-platform submit --gpus 2 -- python3 train.py --epochs 3"""
+        env_map: dict[str, str] = {}
+        for item in env or []:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise _fail(f"--env {item!r}: expected KEY=VALUE")
+            env_map[key] = value
+        body = {
+            "command": command,
+            "gpus": gpus,
+            "name": name,
+            "env": env_map,
+            "priority": priority,
+            "tenant": tenant,
+            "cwd": cwd,
+        }
+        job = call(server, "POST", "/v1/jobs", json=body)
+        out.print(job["id"] if quiet else f"submitted {job['id']} ({job['state']})")
+
+    @jobs.command("list")
+    def jobs_list(
+        state: Annotated[str | None, typer.Option(help="Only jobs in this state.")] = None,
+        server: ServerOpt = DEFAULT_SERVER,
+    ) -> None:
+        """All jobs, oldest first."""
+        params = {"state": state.upper()} if state else {}
+        rows = call(server, "GET", "/v1/jobs", params=params)
+        table = Table("ID", "NAME", "STATE", "GPUS", "ASSIGNED", "ATTEMPT", "SUBMITTED", "REASON")
+        for j in rows:
+            table.add_row(
+                j["id"],
+                j["name"] or "-",
+                j["state"],
+                str(j["gpus"]),
+                _gpus_of(j),
+                str(j["attempt"]),
+                _when(j["submitted_at"]),
+                j["reason"],
+            )
+        out.print(table)
+
+    @jobs.command("describe")
+    def jobs_describe(
+        job_id: Annotated[str, typer.Argument(metavar="ID")],
+        server: ServerOpt = DEFAULT_SERVER,
+        tail: Annotated[int, typer.Option(help="Bytes of output to show.")] = 4096,
+    ) -> None:
+        """Everything about one job, with the tail of its output."""
+        j = call(server, "GET", f"/v1/jobs/{job_id}")
+        a = j["allocation"]
+        fields = [
+            ("ID", j["id"]),
+            ("Name", j["name"] or "-"),
+            ("State", j["state"]),
+            ("Reason", j["reason"] or "-"),
+            ("Command", " ".join(j["command"])),
+            ("GPUs requested", str(j["gpus"])),
+            ("Node", a["node"] if a else "-"),
+            ("GPU indices", ",".join(map(str, a["gpu_indices"])) if a else "-"),
+            ("GPU UUIDs", ",".join(a["gpu_uuids"]) if a else "-"),
+            ("NUMA nodes", ",".join(map(str, a["numa_nodes"])) if a else "-"),
+            ("Attempt", str(j["attempt"])),
+            ("Exit code", "-" if j["exit_code"] is None else str(j["exit_code"])),
+            ("Submitted", _when(j["submitted_at"])),
+            ("Started", _when(j["started_at"])),
+            ("Finished", _when(j["finished_at"])),
+        ]
+        width = max(len(k) for k, _ in fields)
+        for key, value in fields:
+            out.print(f"{key + ':':<{width + 1}} {value}", soft_wrap=True)
+        out.print("History:")
+        for h in j["history"]:
+            out.print(f"  {_when(h['at'])}  {h['state']:<10} {h['reason']}", soft_wrap=True)
+        if j["attempt"]:
+            try:
+                text = (
+                    ApiClient(server)
+                    .request("GET", f"/v1/jobs/{job_id}/logs", params={"tail_bytes": tail})
+                    .text
+                )
+            except ApiError as exc:
+                raise _fail(str(exc)) from None
+            out.print(f"Output (attempt {j['attempt']}):")
+            sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+
+    @jobs.command("logs")
+    def jobs_logs(
+        job_id: Annotated[str, typer.Argument(metavar="ID")],
+        attempt: Annotated[
+            int | None, typer.Option(help="Attempt number (default: latest).")
+        ] = None,
+        server: ServerOpt = DEFAULT_SERVER,
+    ) -> None:
+        """Print a job's output (combined stdout and stderr)."""
+        params: dict[str, Any] = {"tail_bytes": 16 << 20}
+        if attempt is not None:
+            params["attempt"] = attempt
+        try:
+            text = ApiClient(server).request("GET", f"/v1/jobs/{job_id}/logs", params=params).text
+        except ApiError as exc:
+            raise _fail(str(exc)) from None
+        sys.stdout.write(text)
+
+    @jobs.command("cancel")
+    def jobs_cancel(
+        job_id: Annotated[str, typer.Argument(metavar="ID")],
+        server: ServerOpt = DEFAULT_SERVER,
+    ) -> None:
+        """Cancel a job; a running one gets SIGTERM, then SIGKILL after the grace period."""
+        j = call(server, "POST", f"/v1/jobs/{job_id}/cancel")
+        out.print(f"{j['id']} {j['state']}")
+
+    @app.command()
+    def gpus(server: ServerOpt = DEFAULT_SERVER) -> None:
+        """Every GPU with its state and the job holding it."""
+        rows = call(server, "GET", "/v1/gpus")
+        table = Table("NODE", "IDX", "MODEL", "MEMORY", "NUMA", "STATE", "JOB", "UUID")
+        for g in rows:
+            table.add_row(
+                g["node"],
+                str(g["index"]),
+                g["model"],
+                f"{g['memory_bytes'] / (1 << 30):.0f} GiB",
+                str(g["numa_node"]),
+                g["state"],
+                g["job_id"] or "-",
+                g["uuid"],
+            )
+        out.print(table)
+
+    @app.command()
+    def status(server: ServerOpt = DEFAULT_SERVER) -> None:
+        """Cluster summary: inventory source, GPUs free/total, jobs by state."""
+        s = call(server, "GET", "/v1/status")
+        kind = "SIMULATED" if s["simulated"] else "real hardware"
+        out.print(f"Server:    {server}")
+        out.print(f"Inventory: {s['inventory_source']} ({kind})")
+        out.print(f"Nodes:     {s['nodes']}")
+        out.print(f"GPUs:      {s['gpus_free']} free / {s['gpus_total']} total")
+        jobs_line = ", ".join(f"{k}={v}" for k, v in sorted(s["jobs_by_state"].items())) or "none"
+        out.print(f"Jobs:      {jobs_line}")
+        for note in s["notes"]:
+            out.print(f"Note:      {note}", soft_wrap=True)
+
+    return app

@@ -1,0 +1,113 @@
+"""The REST API over the JobService port.
+
+Errors: 422 for bad input (malformed body, or a request that can never be satisfied — `detail`
+names the field, FastAPI's shape), 404 for unknown ids, 409 for conflicts (cancelling an ended
+job). Every request runs in an OpenTelemetry span when a tracer provider is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, PlainTextResponse
+from opentelemetry.trace import TracerProvider
+
+from gpu_platform import __version__
+from gpu_platform.adapters.inbound.rest.schemas import ClusterStatusOut, GpuOut, JobOut, JobSubmit
+from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
+from gpu_platform.domain.model.job import JobState
+from gpu_platform.ports.inbound.job_service import JobService
+
+__all__ = ["create_app"]
+
+
+def create_app(
+    service: JobService,
+    *,
+    metrics: Callable[[], tuple[bytes, str]] | None = None,
+    tracer_provider: TracerProvider | None = None,
+) -> FastAPI:
+    app = FastAPI(
+        title="gpu-platform",
+        version=__version__,
+        description="Submit, inspect and cancel GPU jobs; inspect GPUs and the cluster.",
+    )
+
+    @app.exception_handler(InvalidRequest)
+    async def _invalid(_: Request, exc: InvalidRequest) -> JSONResponse:
+        detail = [{"loc": ["body", exc.field], "msg": exc.reason, "type": "invalid_request"}]
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.exception_handler(NotFound)
+    async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(Conflict)
+    async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    if tracer_provider is not None:
+        tracer = tracer_provider.get_tracer("gpu_platform.rest")
+
+        @app.middleware("http")
+        async def _trace(
+            request: Request, call_next: Callable[[Request], Awaitable[Response]]
+        ) -> Response:
+            with tracer.start_as_current_span(f"{request.method} {request.url.path}") as span:
+                span.set_attribute("http.request.method", request.method)
+                span.set_attribute("url.path", request.url.path)
+                response = await call_next(request)
+                span.set_attribute("http.response.status_code", response.status_code)
+                return response
+
+    @app.post("/v1/jobs", status_code=201, response_model=JobOut)
+    async def submit(body: JobSubmit) -> JobOut:
+        job = await run_in_threadpool(service.submit, body.to_spec())
+        return JobOut.of(job)
+
+    @app.get("/v1/jobs", response_model=list[JobOut])
+    async def list_jobs(state: JobState | None = None) -> list[JobOut]:
+        jobs = await run_in_threadpool(service.list_jobs, None if state is None else str(state))
+        return [JobOut.of(j) for j in jobs]
+
+    @app.get("/v1/jobs/{job_id}", response_model=JobOut)
+    async def get_job(job_id: str) -> JobOut:
+        return JobOut.of(await run_in_threadpool(service.get, job_id))
+
+    @app.post("/v1/jobs/{job_id}/cancel", response_model=JobOut)
+    async def cancel(job_id: str) -> JobOut:
+        return JobOut.of(await run_in_threadpool(service.cancel, job_id))
+
+    @app.get("/v1/jobs/{job_id}/logs", response_class=PlainTextResponse)
+    async def logs(
+        job_id: str,
+        attempt: int | None = Query(None, ge=1),
+        tail_bytes: int = Query(65536, ge=1, le=16 << 20),
+    ) -> str:
+        return await run_in_threadpool(service.logs, job_id, attempt, tail_bytes)
+
+    @app.get("/v1/gpus", response_model=list[GpuOut])
+    async def gpus() -> list[GpuOut]:
+        return [GpuOut.of(g) for g in await run_in_threadpool(service.gpus)]
+
+    @app.get("/v1/status", response_model=ClusterStatusOut)
+    async def status() -> ClusterStatusOut:
+        return ClusterStatusOut.of(await run_in_threadpool(service.status))
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        s = await run_in_threadpool(service.status)
+        return {"status": "ok", "inventory": s.inventory_source, "simulated": s.simulated}
+
+    if metrics is not None:
+        render = metrics
+
+        @app.get("/metrics", include_in_schema=False)
+        async def prometheus() -> Response:
+            body, content_type = await run_in_threadpool(render)
+            return Response(body, media_type=content_type)
+
+    return app

@@ -1,0 +1,151 @@
+"""Wire models: validation at the edge (422 names the field), conversion to/from the domain."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from gpu_platform.domain.model.job import Job, JobSpec
+from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
+
+__all__ = ["ClusterStatusOut", "GpuOut", "JobOut", "JobSubmit"]
+
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+
+
+class JobSubmit(BaseModel):
+    """POST /v1/jobs body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: list[NonEmpty] = Field(min_length=1, description="argv; command[0] is the program")
+    gpus: int = Field(0, ge=0, le=4096, description="whole GPUs on one node")
+    name: str = Field("", max_length=128)
+    tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    priority: int = Field(0, ge=-1000, le=1000)
+    env: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = {}
+    cwd: str | None = Field(None, description="working directory on the node")
+
+    def to_spec(self) -> JobSpec:
+        return JobSpec(
+            command=tuple(self.command),
+            gpus=self.gpus,
+            name=self.name,
+            tenant=self.tenant,
+            priority=self.priority,
+            env=tuple(sorted(self.env.items())),
+            cwd=self.cwd,
+        )
+
+
+class AllocationOut(BaseModel):
+    node: str
+    gpu_indices: list[int]
+    gpu_uuids: list[str]
+    numa_nodes: list[int]
+    epoch: int
+
+
+class HistoryOut(BaseModel):
+    at: float
+    state: str
+    reason: str
+
+
+class JobOut(BaseModel):
+    id: str
+    name: str
+    state: str
+    command: list[str]
+    gpus: int
+    tenant: str
+    priority: int
+    attempt: int
+    submitted_at: float
+    started_at: float | None
+    finished_at: float | None
+    exit_code: int | None
+    reason: str
+    allocation: AllocationOut | None
+    history: list[HistoryOut]
+
+    @classmethod
+    def of(cls, job: Job) -> JobOut:
+        a = job.allocation
+        return cls(
+            id=job.id,
+            name=job.spec.name,
+            state=str(job.state),
+            command=list(job.spec.command),
+            gpus=job.spec.gpus,
+            tenant=job.spec.tenant,
+            priority=job.spec.priority,
+            attempt=job.attempt,
+            submitted_at=job.submitted_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            exit_code=job.exit_code,
+            reason=job.reason,
+            allocation=None
+            if a is None
+            else AllocationOut(
+                node=a.node,
+                gpu_indices=list(a.gpu_indices),
+                gpu_uuids=list(a.gpu_uuids),
+                numa_nodes=list(a.numa_nodes),
+                epoch=a.epoch,
+            ),
+            history=[HistoryOut(at=t, state=str(s), reason=r) for t, s, r in job.history],
+        )
+
+
+class GpuOut(BaseModel):
+    node: str
+    index: int
+    uuid: str
+    vendor: str
+    model: str
+    memory_bytes: int
+    numa_node: int
+    pci_bus_id: str
+    state: str
+    job_id: str | None
+
+    @classmethod
+    def of(cls, info: GpuInfo) -> GpuOut:
+        g = info.gpu
+        return cls(
+            node=g.node,
+            index=g.index,
+            uuid=g.uuid,
+            vendor=str(g.vendor),
+            model=g.model,
+            memory_bytes=g.memory_bytes,
+            numa_node=g.numa_node,
+            pci_bus_id=g.pci_bus_id,
+            state=str(info.state),
+            job_id=info.job_id,
+        )
+
+
+class ClusterStatusOut(BaseModel):
+    inventory_source: str
+    simulated: bool
+    nodes: int
+    gpus_total: int
+    gpus_free: int
+    jobs_by_state: dict[str, int]
+    notes: list[str]
+
+    @classmethod
+    def of(cls, s: ClusterStatus) -> ClusterStatusOut:
+        return cls(
+            inventory_source=s.inventory_source,
+            simulated=s.simulated,
+            nodes=s.nodes,
+            gpus_total=s.gpus_total,
+            gpus_free=s.gpus_free,
+            jobs_by_state=s.jobs_by_state,
+            notes=list(s.notes),
+        )

@@ -1,0 +1,86 @@
+"""Job <-> JSON-able dict, versioned so stored records survive schema growth."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState
+
+__all__ = ["SCHEMA_VERSION", "job_from_dict", "job_to_dict"]
+
+SCHEMA_VERSION = 1
+
+
+def job_to_dict(job: Job) -> dict[str, Any]:
+    spec = job.spec
+    alloc = job.allocation
+    return {
+        "v": SCHEMA_VERSION,
+        "id": job.id,
+        "seq": job.seq,
+        "state": job.state.value,
+        "submitted_at": job.submitted_at,
+        "attempt": job.attempt,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "exit_code": job.exit_code,
+        "reason": job.reason,
+        "releasing": job.releasing,
+        "history": [[t, s.value, r] for t, s, r in job.history],
+        "spec": {
+            "command": list(spec.command),
+            "gpus": spec.gpus,
+            "name": spec.name,
+            "tenant": spec.tenant,
+            "priority": spec.priority,
+            "env": [list(kv) for kv in spec.env],
+            "cwd": spec.cwd,
+        },
+        "allocation": None
+        if alloc is None
+        else {
+            "node": alloc.node,
+            "gpu_indices": list(alloc.gpu_indices),
+            "gpu_uuids": list(alloc.gpu_uuids),
+            "epoch": alloc.epoch,
+            "numa_nodes": list(alloc.numa_nodes),
+        },
+    }
+
+
+def job_from_dict(data: dict[str, Any]) -> Job:
+    if data.get("v") != SCHEMA_VERSION:
+        raise ValueError(f"job record schema {data.get('v')!r} is not {SCHEMA_VERSION}")
+    s = data["spec"]
+    a = data["allocation"]
+    return Job(
+        id=data["id"],
+        seq=data["seq"],
+        spec=JobSpec(
+            command=tuple(s["command"]),
+            gpus=s["gpus"],
+            name=s["name"],
+            tenant=s["tenant"],
+            priority=s["priority"],
+            env=tuple((k, v) for k, v in s["env"]),
+            cwd=s["cwd"],
+        ),
+        state=JobState(data["state"]),
+        submitted_at=data["submitted_at"],
+        attempt=data["attempt"],
+        allocation=None
+        if a is None
+        else Allocation(
+            node=a["node"],
+            gpu_indices=tuple(a["gpu_indices"]),
+            gpu_uuids=tuple(a["gpu_uuids"]),
+            epoch=a["epoch"],
+            numa_nodes=tuple(a["numa_nodes"]),
+        ),
+        started_at=data["started_at"],
+        finished_at=data["finished_at"],
+        exit_code=data["exit_code"],
+        reason=data["reason"],
+        releasing=data["releasing"],
+        history=tuple((t, JobState(st), r) for t, st, r in data["history"]),
+    )

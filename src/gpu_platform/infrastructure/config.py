@@ -1,0 +1,112 @@
+"""Settings: every knob typed and documented; sources in priority order
+
+    explicit overrides (CLI flags) > environment (GPU_PLATFORM_*) > TOML file (--config) > defaults
+
+Settings are built in `main()`, never at import time. Unknown keys in the TOML file are errors.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+__all__ = ["ConfigError", "Settings", "load_settings"]
+
+_toml_data: ContextVar[dict[str, Any] | None] = ContextVar("gpu_platform_toml", default=None)
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message names the file and/or the setting."""
+
+
+class Settings(BaseSettings):
+    """gpu-platform configuration. Environment variables are `GPU_PLATFORM_<NAME>`."""
+
+    model_config = SettingsConfigDict(env_prefix="GPU_PLATFORM_", extra="forbid")
+
+    host: str = Field("127.0.0.1", description="Address the REST API listens on.")
+    port: int = Field(8080, ge=0, le=65535, description="REST API port (0 = pick a free one).")
+    data_dir: Path = Field(
+        Path(".gpu-platform"),
+        description="Where the job database and job logs live (created if missing).",
+    )
+    inventory: Literal["auto", "sim", "file"] = Field(
+        "auto",
+        description="GPU inventory source: auto (real GPUs if a vendor adapter finds any, "
+        "else simulated), sim (the built-in simulated node), file (inventory_file).",
+    )
+    inventory_file: Path | None = Field(
+        None, description="TOML/YAML inventory file (used when inventory=file)."
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="Minimum log level."
+    )
+    log_format: Literal["auto", "console", "json"] = Field(
+        "auto", description="auto = pretty on a terminal, JSON lines otherwise."
+    )
+    otlp_endpoint: str | None = Field(
+        None,
+        description="OTLP/gRPC endpoint for traces (e.g. http://127.0.0.1:4317); none = no "
+        "exporter. Needs the 'otlp' extra.",
+    )
+    stop_grace_seconds: float = Field(
+        10.0, gt=0, description="SIGTERM-to-SIGKILL grace when stopping a job."
+    )
+    shutdown_policy: Literal["requeue", "fail"] = Field(
+        "requeue",
+        description="What a graceful shutdown does to running jobs: requeue (they run again "
+        "on the next start) or fail (they end FAILED).",
+    )
+    schedule_interval_seconds: float = Field(
+        1.0, gt=0, description="Longest pause between scheduling cycles (they also run on events)."
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = InitSettingsSource(settings_cls, init_kwargs=_toml_data.get() or {})
+        return (init_settings, env_settings, toml)
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Build Settings from overrides, environment and an optional TOML file.
+
+    `overrides` whose value is None are ignored (an unset CLI flag). Raises ConfigError.
+    """
+    data: dict[str, Any] = {}
+    if config_file is not None:
+        path = Path(config_file)
+        try:
+            data = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path}: not found") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path}: invalid TOML: {exc}") from None
+        data = data.get("gpu_platform", data)
+    token = _toml_data.set(data)
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        where = f"config file {config_file}" if config_file else "configuration"
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '?'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"{where}: {problems}") from None
+    finally:
+        _toml_data.reset(token)

@@ -1,0 +1,116 @@
+"""`gpu-platform serve`: build the container, run the REST server, shut down cleanly.
+
+uvicorn turns SIGINT/SIGTERM into a graceful exit of the HTTP server and then re-raises the
+signal with the handler that was installed before it; ours only records it, so the process goes
+on to `shutdown_resources()` (the shutdown policy for running jobs, see
+application/control_plane.py; the store is closed) and exits 0.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+from pathlib import Path
+from typing import IO, Protocol
+
+import structlog
+import uvicorn
+
+from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
+from gpu_platform.infrastructure.container import Container
+from gpu_platform.infrastructure.logging import configure_logging
+from gpu_platform.infrastructure.tracing import TracingError
+from gpu_platform.ports.outbound.gpu_discovery import DiscoveryError
+
+__all__ = ["DataDirLocked", "lock_data_dir", "serve", "serve_settings"]
+
+log = structlog.get_logger("gpu_platform.server")
+
+
+class _ServeOptions(Protocol):
+    @property
+    def host(self) -> str | None: ...
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def data_dir(self) -> Path | None: ...
+    @property
+    def config(self) -> Path | None: ...
+
+
+class DataDirLocked(Exception):
+    """Another server already uses this data directory."""
+
+
+def lock_data_dir(data_dir: Path) -> IO[str]:
+    """Hold an exclusive lock on `data_dir/lock` for the life of the returned file."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    handle = (data_dir / "lock").open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "?"
+        handle.close()
+        raise DataDirLocked(
+            f"data dir {data_dir} is in use by another server (pid {holder})"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
+
+
+def serve(options: _ServeOptions) -> None:
+    """The `serve` hook of the CLI. Exits with a one-line reason on bad configuration."""
+    try:
+        settings = load_settings(
+            options.config, host=options.host, port=options.port, data_dir=options.data_dir
+        )
+    except ConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        serve_settings(settings)
+    except (ConfigError, DiscoveryError, TracingError, DataDirLocked) as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+def serve_settings(settings: Settings) -> None:
+    lock = lock_data_dir(settings.data_dir)
+    container = Container(settings=settings)
+    container.init_resources()
+    try:
+        plane = container.control_plane()
+        status = plane.status()
+        if status.simulated:
+            for note in status.notes:
+                log.warning(note, inventory=status.inventory_source)
+        log.info(
+            "control plane ready",
+            gpus=status.gpus_total,
+            nodes=status.nodes,
+            inventory=status.inventory_source,
+            data_dir=str(settings.data_dir.resolve()),
+        )
+        config = uvicorn.Config(
+            container.rest_app(),
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+        )
+        received: list[int] = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda signum, _frame: received.append(signum))
+        uvicorn.Server(config).run()
+        if received:
+            log.info("signal received", signal=signal.Signals(received[0]).name)
+    finally:
+        log.info("shutting down", policy=settings.shutdown_policy)
+        container.shutdown_resources()
+        lock.close()
+        log.info("stopped")

@@ -1,0 +1,92 @@
+"""The JobStore contract."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpu_platform.domain.faults.job_fsm import JobInput, transition
+from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState
+from gpu_platform.ports.outbound.job_store import JobStore
+
+__all__ = ["JobStoreContract"]
+
+
+def _job(i: int, state: JobState = JobState.QUEUED) -> Job:
+    spec = JobSpec(command=("python3", "-c", f"print({i})"), gpus=i % 3, env=(("K", str(i)),))
+    return Job(f"j-{i:04d}", spec, state, 1000.0 + i, seq=i)
+
+
+class JobStoreContract:
+    """Subclass and provide `make_store`: a factory; calling it again must reopen the same data."""
+
+    @pytest.fixture
+    def make_store(self) -> Callable[[], JobStore]:
+        raise NotImplementedError
+
+    def test_a_saved_job_is_read_back_equal(self, make_store: Callable[[], JobStore]) -> None:
+        store = make_store()
+        job = _job(1)
+        store.save([job])
+        assert store.get(job.id) == job
+        assert store.load() == [job]
+
+    def test_an_unknown_id_reads_as_none(self, make_store: Callable[[], JobStore]) -> None:
+        assert make_store().get("j-missing") is None
+
+    def test_saving_again_replaces_the_record(self, make_store: Callable[[], JobStore]) -> None:
+        store = make_store()
+        job = _job(2)
+        alloc = Allocation("n0", (0, 1), ("GPU-a", "GPU-b"), epoch=7, numa_nodes=(0,))
+        bound, _ = transition(job, JobInput.BIND, 2000.0, reason="bound", allocation=alloc)
+        store.save([job])
+        store.save([bound])
+        assert store.get(job.id) == bound
+        assert len(store.load()) == 1
+
+    def test_load_returns_jobs_in_submission_order(
+        self, make_store: Callable[[], JobStore]
+    ) -> None:
+        store = make_store()
+        jobs = [_job(i) for i in (5, 1, 3)]
+        store.save(jobs)
+        assert [j.seq for j in store.load()] == [1, 3, 5]
+
+    def test_records_survive_reopening(self, make_store: Callable[[], JobStore]) -> None:
+        store = make_store()
+        jobs = [_job(i) for i in range(1, 4)]
+        store.save(jobs)
+        store.close()
+        assert make_store().load() == jobs
+
+    # The factory is reused across examples on purpose: the expectation starts from load().
+    # Subclasses share this method, hence differing executors.
+    @settings(
+        max_examples=25,
+        deadline=None,
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.differing_executors,
+        ],
+    )
+    @given(
+        st.lists(
+            st.tuples(st.integers(0, 9), st.sampled_from(list(JobState)), st.text(max_size=20)),
+            max_size=12,
+        )
+    )
+    def test_the_store_holds_the_last_snapshot_of_every_job(
+        self, make_store: Callable[[], JobStore], writes: list[tuple[int, JobState, str]]
+    ) -> None:
+        store = make_store()
+        expected = {j.id: j for j in store.load()}
+        for i, state, reason in writes:
+            job = replace(_job(i, state), reason=reason)
+            store.save([job])
+            expected[job.id] = job
+        assert store.load() == sorted(expected.values(), key=lambda j: j.seq)
+        store.close()

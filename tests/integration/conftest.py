@@ -1,0 +1,111 @@
+"""A real `gpu-platform serve` process on loopback, and the real CLI against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+BIN = Path(sys.executable).with_name("gpu-platform")
+ENTRY = [str(BIN)] if BIN.exists() else [sys.executable, "-m", "gpu_platform.main"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+class Server:
+    def __init__(self, data_dir: Path, port: int, extra_env: dict[str, str] | None = None) -> None:
+        self.data_dir, self.port = data_dir, port
+        self.url = f"http://127.0.0.1:{port}"
+        self.env = dict(
+            os.environ, GPU_PLATFORM_LOG_FORMAT="json", GPU_PLATFORM_STOP_GRACE_SECONDS="3"
+        )
+        self.env.update(extra_env or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = data_dir.parent / f"server-{port}.log"
+
+    def start(self) -> Server:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [*ENTRY, "serve", "--port", str(self.port), "--data-dir", str(self.data_dir)],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        if not wait_for(self.healthy):
+            self.stop(signal.SIGKILL)
+            raise AssertionError(f"server did not come up:\n{self.log.read_text()}")
+        return self
+
+    def healthy(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            return False
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=30)
+
+    def get(self, path: str) -> Any:
+        return httpx.get(f"{self.url}{path}", timeout=10).json()
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = dict(self.env, GPU_PLATFORM_SERVER=self.url)
+        return subprocess.run(
+            [*ENTRY, *args], check=False, env=env, capture_output=True, text=True, timeout=60
+        )
+
+    def wait_job(self, job_id: str, pred: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        last: dict[str, Any] = {}
+
+        def check() -> bool:
+            nonlocal last
+            last = self.get(f"/v1/jobs/{job_id}")
+            return pred(last)
+
+        assert wait_for(check), f"job never matched: {json.dumps(last, indent=1)}"
+        return last
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    started: list[Server] = []
+
+    def make(data_dir: Path | None = None, **env: str) -> Server:
+        server = Server(data_dir or tmp_path / "data", free_port(), env)
+        started.append(server)
+        return server.start()
+
+    yield make
+    for server in started:
+        if server.proc is not None and server.proc.poll() is None:
+            server.stop(signal.SIGKILL)

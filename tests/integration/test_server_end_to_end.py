@@ -1,0 +1,152 @@
+"""The README tour over real HTTP against a real server process, plus crash and shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.integration.conftest import Server, free_port, wait_for
+
+PRINT_MASK = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"
+SLEEPER = "import os, time; print(os.getpid(), flush=True); time.sleep(600)"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.split(")")[1].split()[0] != "Z"
+
+
+def submitted_id(result: object) -> str:
+    out = result.stdout.strip()  # type: ignore[attr-defined]
+    assert out.startswith("j-"), result
+    return out
+
+
+def test_submit_describe_then_a_crash_and_restart_keep_the_record(
+    server_factory: Callable[..., Server],
+) -> None:
+    server = server_factory()
+    r = server.cli("submit", "-q", "--gpus", "2", "--", "python3", "-c", PRINT_MASK)
+    assert r.returncode == 0, r.stderr
+    job_id = submitted_id(r)
+    done = server.wait_job(job_id, lambda j: j["state"] == "COMPLETED")
+    described = server.cli("jobs", "describe", job_id)
+    assert described.returncode == 0, described.stderr
+    lines = described.stdout.splitlines()
+    assert "State:          COMPLETED" in lines
+    assert "GPU indices:    0,1" in lines
+    assert lines[-1] == "0,1"  # the job's own output: its CUDA_VISIBLE_DEVICES
+    listed = server.cli("jobs", "list")
+    assert job_id in listed.stdout and "COMPLETED" in listed.stdout
+
+    assert server.stop(signal.SIGKILL) == -signal.SIGKILL
+    again = server_factory(server.data_dir)
+    assert again.get(f"/v1/jobs/{job_id}") == done
+    assert again.cli("jobs", "describe", job_id).stdout == described.stdout
+
+
+def test_a_running_job_dies_with_a_crashed_server_and_runs_again_after_restart(
+    server_factory: Callable[..., Server],
+) -> None:
+    server = server_factory()
+    job_id = submitted_id(
+        server.cli("submit", "-q", "--gpus", "8", "--", sys.executable, "-c", SLEEPER)
+    )
+    server.wait_job(job_id, lambda j: j["state"] == "RUNNING")
+    log = server.data_dir / "jobs" / job_id / "attempt-1.log"
+    assert wait_for(lambda: log.exists() and log.read_text().strip() != "")
+    first_pid = int(log.read_text())
+
+    server.stop(signal.SIGKILL)
+    assert wait_for(lambda: not pid_alive(first_pid)), "the job outlived its control plane"
+
+    again = server_factory(server.data_dir)
+    job = again.wait_job(job_id, lambda j: j["state"] == "RUNNING" and j["attempt"] == 2)
+    assert "control plane restarted" in [h["reason"] for h in job["history"]][-3]
+    log2 = server.data_dir / "jobs" / job_id / "attempt-2.log"
+    assert wait_for(lambda: log2.exists() and log2.read_text().strip() != "")
+    second_pid = int(log2.read_text())
+    assert again.cli("jobs", "cancel", job_id).returncode == 0
+    assert wait_for(lambda: not pid_alive(second_pid))
+    again.wait_job(job_id, lambda j: j["state"] == "CANCELLED")
+    assert wait_for(lambda: again.get("/v1/status")["gpus_free"] == 8)
+
+
+def test_sigterm_stops_jobs_cleanly_and_requeues_them(
+    server_factory: Callable[..., Server],
+) -> None:
+    server = server_factory()
+    job_id = submitted_id(
+        server.cli("submit", "-q", "--gpus", "1", "--", sys.executable, "-c", SLEEPER)
+    )
+    server.wait_job(job_id, lambda j: j["state"] == "RUNNING")
+    log = server.data_dir / "jobs" / job_id / "attempt-1.log"
+    assert wait_for(lambda: log.exists() and log.read_text().strip() != "")
+    pid = int(log.read_text())
+
+    assert server.stop(signal.SIGTERM) == 0
+    assert not pid_alive(pid)
+    server_log = server.log.read_text()
+    assert "shutting down" in server_log and '"stopped"' in server_log
+
+    again = server_factory(server.data_dir)
+    job = again.wait_job(job_id, lambda j: j["attempt"] == 2 and j["state"] == "RUNNING")
+    assert any(h["reason"] == "control plane shut down" for h in job["history"])
+
+
+def test_the_cli_says_what_is_wrong_in_one_line_and_exits_non_zero(
+    server_factory: Callable[..., Server], tmp_path: Path
+) -> None:
+    server = server_factory()
+    cases = [
+        (
+            ("submit", "--gpus", "9", "--", "true"),
+            "gpus: requests 9 GPUs but the largest node has 8",
+        ),
+        (("jobs", "describe", "j-nope"), "job 'j-nope' not found"),
+        (("jobs", "cancel", "j-nope"), "not found"),
+        (("submit", "--env", "NOEQUALS", "--", "true"), "expected KEY=VALUE"),
+        (("jobs", "list", "--state", "sleeping"), "state"),
+    ]
+    for args, needle in cases:
+        r = server.cli(*args)
+        assert r.returncode == 1, (args, r)
+        assert needle in r.stderr, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+
+    unreachable = Server(tmp_path / "none", free_port())
+    r = unreachable.cli("status")
+    assert r.returncode == 1 and "cannot reach the server" in r.stderr
+
+
+def test_status_announces_the_simulated_inventory(server_factory: Callable[..., Server]) -> None:
+    server = server_factory()
+    r = server.cli("status")
+    assert r.returncode == 0
+    assert "Inventory: sim (SIMULATED)" in r.stdout and "8 free / 8 total" in r.stdout
+    assert "SIMULATED inventory" in server.log.read_text()
+
+
+def test_a_second_server_on_the_same_data_dir_is_refused(
+    server_factory: Callable[..., Server],
+) -> None:
+    server = server_factory()
+    second = Server(server.data_dir, free_port())
+    r = second.cli("serve", "--port", str(second.port), "--data-dir", str(server.data_dir))
+    assert r.returncode == 1
+    assert f"in use by another server (pid {server.proc.pid})" in r.stderr  # type: ignore[union-attr]
+
+
+def test_a_bad_config_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("port = 99999\n")
+    r = Server(tmp_path, free_port()).cli("serve", "--config", str(cfg))
+    assert r.returncode == 1
+    assert str(cfg) in r.stderr and "port" in r.stderr
+    assert os.listdir(tmp_path) == ["bad.toml"]

@@ -1,0 +1,167 @@
+"""ProcessJobRunner specifics beyond the port contract: environment, process groups, reaping."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gpu_platform.adapters.outbound.process import ProcessJobRunner
+from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not cond():
+        time.sleep(0.02)
+    return cond()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purposes
+    return "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
+
+
+def spec(argv: tuple[str, ...], **kw: object) -> LaunchSpec:
+    base: dict[str, object] = dict(
+        job_id="j-1",
+        epoch=7,
+        attempt=1,
+        argv=argv,
+        env=(),
+        gpu_indices=(2, 5),
+        gpu_uuids=("a", "b"),
+    )
+    base.update(kw)
+    return LaunchSpec(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[ProcessJobRunner]:
+    r = ProcessJobRunner(tmp_path / "jobs", base_env={"PATH": os.environ["PATH"], "BASE": "1"})
+    yield r
+    r.close(grace_s=1)
+
+
+def test_the_job_sees_its_gpus_its_env_and_the_attempt_marker(runner: ProcessJobRunner) -> None:
+    code = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['BASE'], os.environ['MINE'], os.environ['GPU_PLATFORM_ATTEMPT'])"
+    reports: list[ExitReport] = []
+    runner.start(spec((sys.executable, "-c", code), env=(("MINE", "x"),)), reports.append)
+    assert wait_for(lambda: bool(reports))
+    assert runner.read_log("j-1", 1, 1000) == "2,5 1 x j-1:7\n"
+
+
+def test_a_cpu_only_job_sees_no_gpu(runner: ProcessJobRunner) -> None:
+    reports: list[ExitReport] = []
+    code = "import os; print(repr(os.environ['CUDA_VISIBLE_DEVICES']))"
+    runner.start(spec((sys.executable, "-c", code), gpu_indices=(), gpu_uuids=()), reports.append)
+    assert wait_for(lambda: bool(reports))
+    assert runner.read_log("j-1", 1, 1000) == "''\n"
+
+
+def test_stdout_and_stderr_share_the_attempt_log_and_the_default_cwd_is_the_job_dir(
+    runner: ProcessJobRunner,
+) -> None:
+    reports: list[ExitReport] = []
+    code = "import os, sys; print('out'); sys.stdout.flush(); print('err', file=sys.stderr); print(os.getcwd())"
+    runner.start(spec((sys.executable, "-c", code)), reports.append)
+    assert wait_for(lambda: bool(reports))
+    assert runner.read_log("j-1", 1, 1000).splitlines() == [
+        "out",
+        "err",
+        str(runner.log_root / "j-1"),
+    ]
+
+
+def test_a_missing_working_directory_is_a_launch_error(runner: ProcessJobRunner) -> None:
+    with pytest.raises(LaunchError, match="working directory"):
+        runner.start(spec(("true",), cwd="/nonexistent/dir"), lambda r: None)
+
+
+def test_a_process_that_ignores_sigterm_is_killed_after_the_grace_period(
+    runner: ProcessJobRunner,
+) -> None:
+    reports: list[ExitReport] = []
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"
+    runner.start(spec((sys.executable, "-c", code)), reports.append)
+    assert wait_for(lambda: "ready" in runner.read_log("j-1", 1, 100))
+    runner.stop("j-1", 7, grace_s=0.2)
+    assert wait_for(lambda: bool(reports))
+    assert reports[0].signal == signal.SIGKILL
+
+
+def test_no_process_of_the_job_outlives_its_exit_report(runner: ProcessJobRunner) -> None:
+    # The job forks a grandchild into its own process group and exits at once.
+    code = (
+        "import subprocess, sys; p = subprocess.Popen(['sleep', '600']); print(p.pid, flush=True)"
+    )
+    reports: list[ExitReport] = []
+    runner.start(spec((sys.executable, "-c", code)), reports.append)
+    assert wait_for(lambda: bool(reports))
+    grandchild = int(runner.read_log("j-1", 1, 100).strip())
+    assert wait_for(lambda: not alive(grandchild))
+
+
+def test_reap_kills_leftovers_of_an_attempt_by_its_marker(tmp_path: Path) -> None:
+    env = dict(os.environ, GPU_PLATFORM_ATTEMPT="j-9:3")
+    orphan = subprocess.Popen(["sleep", "600"], env=env, start_new_session=True)
+    bystander = subprocess.Popen(["sleep", "600"], env=dict(env, GPU_PLATFORM_ATTEMPT="j-9:4"))
+    runner = ProcessJobRunner(tmp_path)
+    try:
+        assert runner.reap("j-9", 3) == 1
+        assert orphan.wait(timeout=10) == -signal.SIGKILL
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+        runner.close(grace_s=1)
+
+
+def test_a_job_dies_with_the_process_that_launched_it(tmp_path: Path) -> None:
+    # A separate Python process plays the control plane; SIGKILL it and its job must die too.
+    job = f"j-dies-{os.getpid()}"
+    script = f"""
+import sys, time
+sys.path.insert(0, {str(Path(__file__).resolve().parents[3] / "src")!r})
+from gpu_platform.adapters.outbound.process import ProcessJobRunner
+from gpu_platform.ports.outbound.job_runner import LaunchSpec
+r = ProcessJobRunner({str(tmp_path)!r})
+r.start(LaunchSpec({job!r}, 1, 1, ('sleep', '600'), (), (), ()), lambda rep: None)
+print('started', flush=True)
+time.sleep(600)
+"""
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        for line in parent.stdout:  # structlog's default output may come first
+            if line.strip() == "started":
+                break
+        marker = f"GPU_PLATFORM_ATTEMPT={job}:1".encode()
+        children = [
+            int(p.name)
+            for p in Path("/proc").iterdir()
+            if p.name.isdigit() and _marker(p) == marker
+        ]
+        assert len(children) == 1
+    finally:
+        parent.kill()
+        parent.wait()
+    assert wait_for(lambda: not alive(children[0]))
+
+
+def _marker(proc: Path) -> bytes | None:
+    try:
+        env = (proc / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return next((e for e in env if e.startswith(b"GPU_PLATFORM_ATTEMPT=")), None)

@@ -1,0 +1,26 @@
+"""`make bench` keeps working: every benchmark runs in quick mode and writes the agreed schema.
+(No timing is asserted; figures are read from bench/results.json by people.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_benchmark_runs_and_writes_results_json(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "tests/benchmarks/run_all.py"), "--quick", "--out", str(out)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    data = json.loads(out.read_text())
+    assert set(data) == {"machine", "results"} and data["results"]
+    for row in data["results"]:
+        assert {"name", "params", "p50_us", "p99_us", "ops_per_s", "baseline"} <= set(row)
+        assert row["p50_us"] <= row["p99_us"]
