@@ -130,3 +130,27 @@ def test_real_pynvml_without_a_driver_reports_absent() -> None:
     if cap_.ok:
         pytest.skip("this machine has an NVIDIA driver")
     assert cap_.status is CapabilityStatus.ABSENT
+
+
+class OldPynvml:
+    """A pynvml from before row remapping and clock-event reasons existed."""
+
+    gone = ("nvmlDeviceGetRemappedRows", "nvmlDeviceGetCurrentClocksEventReasons")
+
+    def __init__(self, inner: FakePynvml) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        if name in self.gone or name == "nvmlDeviceGetCurrentClocksThrottleReasons":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_an_older_pynvml_without_newer_functions_reports_them_not_supported() -> None:
+    snap = NvmlGpuDiscovery(
+        OldPynvml(FakePynvml(profile_topology("dgx-a100"))), node="n"
+    ).snapshot()
+    assert all(r.remapped_rows is None and r.clock_event_reasons is None for r in snap.gpus)
+    assert all(r.temperature_c == 30 for r in snap.gpus)
+    assert cap(snap.capabilities, "nvml.remapped_rows")[0] is CapabilityStatus.NOT_SUPPORTED
+    assert cap(snap.capabilities, "nvml.clock_event_reasons")[0] is CapabilityStatus.NOT_SUPPORTED

@@ -70,12 +70,17 @@ class _Calls:
         self.failures: dict[str, dict[CapabilityStatus, list[str]]] = {}
         self.features: set[str] = set()
 
-    def __call__(self, feature: str, who: str, fn: Callable[..., Any], *args: Any) -> Any:
+    def __call__(self, feature: str, who: str, fn: Callable[..., Any] | str, *args: Any) -> Any:
+        """Call `fn` (a pynvml function or its name: an older pynvml may lack it)."""
         self.features.add(feature)
         try:
-            return fn(*args)
+            return (getattr(self.nvml, fn) if isinstance(fn, str) else fn)(*args)
         except Exception as exc:
-            status = _status_of(self.nvml, exc)
+            status = (
+                CapabilityStatus.NOT_SUPPORTED
+                if isinstance(exc, AttributeError)
+                else _status_of(self.nvml, exc)
+            )
             self.failures.setdefault(feature, {}).setdefault(status, []).append(
                 f"{who}: {exc}" if status is CapabilityStatus.DEGRADED else who
             )
@@ -160,10 +165,10 @@ class NvmlGpuDiscovery:
             return cap
 
     def _handles(self, nvml: Any, calls: _Calls) -> list[Any]:
-        count = calls("enumeration", "system", nvml.nvmlDeviceGetCount) or 0
+        count = calls("enumeration", "system", "nvmlDeviceGetCount") or 0
         handles = []
         for i in range(count):
-            h = calls("enumeration", f"GPU {i}", nvml.nvmlDeviceGetHandleByIndex, i)
+            h = calls("enumeration", f"GPU {i}", "nvmlDeviceGetHandleByIndex", i)
             if h is not None:
                 handles.append(h)
         return handles
@@ -186,7 +191,7 @@ class NvmlGpuDiscovery:
             level = calls(
                 "topology.common_ancestor",
                 f"GPU {i}-{j}",
-                nvml.nvmlDeviceGetTopologyCommonAncestor,
+                "nvmlDeviceGetTopologyCommonAncestor",
                 handles[i],
                 handles[j],
             )
@@ -210,13 +215,13 @@ class NvmlGpuDiscovery:
 
     def _site(self, nvml: Any, calls: _Calls, i: int, h: Any) -> GpuSite:
         who = f"GPU {i}"
-        uuid = calls("identity", who, nvml.nvmlDeviceGetUUID, h) or ""
-        name = calls("identity", who, nvml.nvmlDeviceGetName, h) or ""
-        pci = calls("identity", who, nvml.nvmlDeviceGetPciInfo, h)
-        mem = calls("memory", who, nvml.nvmlDeviceGetMemoryInfo, h)
+        uuid = calls("identity", who, "nvmlDeviceGetUUID", h) or ""
+        name = calls("identity", who, "nvmlDeviceGetName", h) or ""
+        pci = calls("identity", who, "nvmlDeviceGetPciInfo", h)
+        mem = calls("memory", who, "nvmlDeviceGetMemoryInfo", h)
         cpus: tuple[int, ...] = ()
         words = calls(
-            "affinity.cpu", who, nvml.nvmlDeviceGetCpuAffinity, h, math.ceil(self._cpu_count / 64)
+            "affinity.cpu", who, "nvmlDeviceGetCpuAffinity", h, math.ceil(self._cpu_count / 64)
         )
         if words is not None:
             cpus = _bits(words)
@@ -224,7 +229,7 @@ class NvmlGpuDiscovery:
         node_words = calls(
             "affinity.memory",
             who,
-            nvml.nvmlDeviceGetMemoryAffinity,
+            "nvmlDeviceGetMemoryAffinity",
             h,
             math.ceil(self._numa_possible / 64),
             nvml.NVML_AFFINITY_SCOPE_NODE,
@@ -260,14 +265,14 @@ class NvmlGpuDiscovery:
                     break
                 if state != nvml.NVML_FEATURE_ENABLED:
                     continue
-                remote = calls("nvlink", f"GPU {i}", nvml.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
+                remote = calls("nvlink", f"GPU {i}", "nvmlDeviceGetNvLinkRemotePciInfo", h, link)
                 if remote is None:
                     continue
                 bus = normalize_bus_id(_text(remote.busId))
                 rtype = calls(
                     "nvlink.remote_type",
                     f"GPU {i}",
-                    nvml.nvmlDeviceGetNvLinkRemoteDeviceType,
+                    "nvmlDeviceGetNvLinkRemoteDeviceType",
                     h,
                     link,
                 )
@@ -328,23 +333,28 @@ class NvmlGpuDiscovery:
 
     def _reading(self, nvml: Any, calls: _Calls, i: int, h: Any) -> GpuReading:
         who = f"GPU {i}"
-        uuid = _text(calls("identity", who, nvml.nvmlDeviceGetUUID, h) or f"unknown:{i}")
-        util = calls("utilization", who, nvml.nvmlDeviceGetUtilizationRates, h)
-        mem = calls("memory", who, nvml.nvmlDeviceGetMemoryInfo, h)
-        temp_fn = getattr(nvml, "nvmlDeviceGetTemperatureV", None) or nvml.nvmlDeviceGetTemperature
+        uuid = _text(calls("identity", who, "nvmlDeviceGetUUID", h) or f"unknown:{i}")
+        util = calls("utilization", who, "nvmlDeviceGetUtilizationRates", h)
+        mem = calls("memory", who, "nvmlDeviceGetMemoryInfo", h)
+        temp_fn = (  # nvmlDeviceGetTemperature is deprecated in NVML 13
+            "nvmlDeviceGetTemperatureV"
+            if hasattr(nvml, "nvmlDeviceGetTemperatureV")
+            else "nvmlDeviceGetTemperature"
+        )
         temp = calls("temperature", who, temp_fn, h, nvml.NVML_TEMPERATURE_GPU)
-        power = calls("power", who, nvml.nvmlDeviceGetPowerUsage, h)
-        clock = calls("clocks", who, nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM)
-        reasons_fn = (
-            getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-            or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        power = calls("power", who, "nvmlDeviceGetPowerUsage", h)
+        clock = calls("clocks", who, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM)
+        reasons_fn = (  # ...ThrottleReasons is the pre-12.x name
+            "nvmlDeviceGetCurrentClocksEventReasons"
+            if hasattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons")
+            else "nvmlDeviceGetCurrentClocksThrottleReasons"
         )
         mask = calls("clock_event_reasons", who, reasons_fn, h)
         ecc = [
             calls(
                 "ecc",
                 who,
-                nvml.nvmlDeviceGetTotalEccErrors,
+                "nvmlDeviceGetTotalEccErrors",
                 h,
                 kind,
                 nvml.NVML_VOLATILE_ECC,
@@ -354,8 +364,8 @@ class NvmlGpuDiscovery:
                 nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
             )
         ]
-        rows = calls("remapped_rows", who, nvml.nvmlDeviceGetRemappedRows, h)
-        mig = calls("mig", who, nvml.nvmlDeviceGetMigMode, h)
+        rows = calls("remapped_rows", who, "nvmlDeviceGetRemappedRows", h)
+        mig = calls("mig", who, "nvmlDeviceGetMigMode", h)
         mig_on = None if mig is None else mig[0] == nvml.NVML_DEVICE_MIG_ENABLE
         return GpuReading(
             uuid=uuid,
