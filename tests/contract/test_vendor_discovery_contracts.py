@@ -137,6 +137,21 @@ class TestHwlocXmlAsSimulatedDiscovery(Made, GpuDiscoveryContract, GpuTelemetryC
         return ProfileGpuDiscovery(f"hwloc:{xml}", "dgx2")
 
 
+class TestSysfsViaDetect(Made, GpuDiscoveryContract, GpuTelemetryContract):
+    @pytest.fixture(autouse=True)
+    def _tree(self, tmp_path: Path) -> None:
+        two_socket_gpu_host(tmp_path)
+        self.root = tmp_path
+
+    def make(self) -> Any:
+        return detect("sysfs", sysfs_root=self.root)
+
+
+class TestHwlocViaDetect(Made, GpuDiscoveryContract, GpuTelemetryContract):
+    def make(self) -> Any:
+        return detect("hwloc", hwloc_xml=require_shared("topologies", "hwloc", "nvidiaDGX2.xml"))
+
+
 class TestDetectAutoOnThisMachine(Made, GpuDiscoveryContract):
     def make(self) -> Any:
         return detect("auto")

@@ -28,7 +28,12 @@ from gpu_platform.adapters.outbound.sim.inventory import FileGpuDiscovery
 from gpu_platform.adapters.outbound.sim.profiles import ProfileGpuDiscovery
 from gpu_platform.adapters.outbound.sysfs import SysfsTopologyProbe
 from gpu_platform.domain.model.node import Inventory
-from gpu_platform.domain.model.telemetry import Capability, CapabilityStatus, TelemetrySnapshot
+from gpu_platform.domain.model.telemetry import (
+    Capability,
+    CapabilityStatus,
+    GpuReading,
+    TelemetrySnapshot,
+)
 from gpu_platform.domain.model.topology import HostTopology, NodeFabric
 from gpu_platform.domain.topology.inventory import node_from_topology
 from gpu_platform.domain.topology.join import join_topologies
@@ -154,6 +159,17 @@ class _TopologyDiscovery:
             capabilities=(Capability(self.name, CapabilityStatus.SUPPORTED, topo.source),),
         )
 
+    def snapshot(self) -> TelemetrySnapshot:
+        """No vendor library: one reading per GPU, every value unknown, and why."""
+        node = self.discover().nodes[0]
+        readings = tuple(GpuReading(uuid=g.uuid, index=g.index) for g in node.gpus)
+        why = Capability(
+            f"{self.name}.telemetry",
+            CapabilityStatus.NOT_SUPPORTED,
+            "GPUs seen as PCI functions only; readings need a vendor library",
+        )
+        return TelemetrySnapshot(node.name, self.name, readings, (why,))
+
     def fabric(self) -> NodeFabric:
         topo = self.probe()
         return NodeFabric(topo.node, topo.nics, topo.labels, source=topo.source)
@@ -202,9 +218,10 @@ def detect(
     sysfs_root: str | Path = "/",
     vendors: dict[str, Callable[[], Any]] | None = None,
 ) -> GpuDiscovery:
-    """The discovery adapter for `preference` (see the module docstring). The returned object
-    also implements GpuTelemetry / TopologyProbe / FabricDiscovery where its source can
-    (all built-ins except `file`). `vendors` replaces the vendor adapter factories (tests).
+    """The discovery adapter for `preference` (see the module docstring). Every built-in result
+    except `file` also implements GpuTelemetry, TopologyProbe and FabricDiscovery (sysfs and
+    hwloc report telemetry as not supported). `vendors` replaces the vendor adapter factories
+    (tests).
     Raises DiscoveryError for an unknown name or a plugin that fails to load."""
     label_items = tuple(sorted((labels or {}).items()))
     locality = LocalityProbe(hwloc_xml, sysfs_root=sysfs_root, node=node or "", labels=label_items)
