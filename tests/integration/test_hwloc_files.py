@@ -5,11 +5,13 @@ Facts asserted here were read from the XML files themselves (see SOURCE.md besid
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from gpu_platform.adapters.outbound.hwloc.probe import HwlocTopologyProbe
+from gpu_platform.adapters.outbound.topology_command import topology_command
 from gpu_platform.domain.model.gpu import Vendor
 from gpu_platform.domain.model.topology import HostTopology, LinkLevel, PciKind
 from gpu_platform.domain.topology import build_matrix
@@ -70,6 +72,16 @@ def test_each_file_parses_with_the_counts_read_from_it(name: str) -> None:
     assert owned == {n.id for n in topo.numa_nodes}
     matrix = build_matrix(topo)
     assert len(matrix.gpu_gpu) == gpus
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_each_file_renders_as_text_and_json(name: str) -> None:
+    path = str(require_shared("topologies", "hwloc", name))
+    text = topology_command(xml=path)
+    assert text.startswith("== ") and "Machine " in text
+    (host,) = json.loads(topology_command(xml=path, as_json=True))["hosts"]
+    assert len(host["gpus"]) == FACTS[name][2]
+    assert len(host["matrix"]["rows"]) == FACTS[name][2]
 
 
 def test_dgx2_has_sixteen_v100s_split_over_two_numa_nodes() -> None:

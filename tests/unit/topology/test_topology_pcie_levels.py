@@ -115,6 +115,7 @@ def test_nvml_bus_ids_normalise_to_sysfs_form() -> None:
     assert normalize_bus_id("00000000:07:00.0") == "0000:07:00.0"
     assert normalize_bus_id("0000:AB:00.1") == "0000:ab:00.1"
     assert normalize_bus_id("07:00.0") == "0000:07:00.0"
+    assert normalize_bus_id("10000:e1:00.0") == "10000:e1:00.0"  # Intel VMD domain
 
 
 def test_matrix_labels_gpu_pairs_and_lists_the_nearest_nic() -> None:

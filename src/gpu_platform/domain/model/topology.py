@@ -94,7 +94,7 @@ def normalize_bus_id(bus_id: str) -> str:
         parts = ["0000", *parts]
     if len(parts) != 3:
         return text
-    domain = parts[0][-4:].rjust(4, "0")
+    domain = parts[0].lstrip("0").rjust(4, "0")  # NVML pads to 8 digits; VMD domains have 5
     return f"{domain}:{parts[1].rjust(2, '0')}:{parts[2]}"
 
 

@@ -34,8 +34,8 @@ from gpu_platform.ports.outbound.topology_probe import TopologyError
 
 __all__ = ["parse_cpulist", "scan_sysfs"]
 
-_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-_HOST = re.compile(r"^pci([0-9a-f]{4}:[0-9a-f]{2})$")
+_BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_HOST = re.compile(r"^pci([0-9a-f]{4,8}:[0-9a-f]{2})$")
 _BMC_VGA = frozenset({(0x1002, 0x515E), (0x1002, 0x5159)})
 
 
