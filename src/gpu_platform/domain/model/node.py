@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpu_platform.domain.model.gpu import Gpu
+
+if TYPE_CHECKING:
+    from gpu_platform.domain.model.telemetry import Capability
+    from gpu_platform.domain.model.topology import HostTopology
 
 __all__ = ["Inventory", "Node", "NodeState", "NumaNode"]
 
@@ -28,7 +33,8 @@ class NumaNode:
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """A GPU host. GPU indices are unique within the node; `labels` carry rack/switch names."""
+    """A GPU host. GPU indices are unique within the node; `labels` carry rack/switch names.
+    `topology` is the host's PCIe/NUMA/fabric model when discovery produced one."""
 
     name: str
     gpus: tuple[Gpu, ...]
@@ -37,6 +43,7 @@ class Node:
     memory_bytes: int = 0
     labels: tuple[tuple[str, str], ...] = ()
     state: NodeState = NodeState.READY
+    topology: HostTopology | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -57,12 +64,15 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class Inventory:
-    """What discovery found: the nodes, which adapter found them, and whether they are simulated."""
+    """What discovery found: the nodes, which adapter found them, and whether they are simulated.
+    `capabilities` say what the adapter could and could not do (a missing vendor library, a
+    call the hardware does not support)."""
 
     nodes: tuple[Node, ...]
     source: str
     simulated: bool
     notes: tuple[str, ...] = field(default=())
+    capabilities: tuple[Capability, ...] = field(default=())
 
     def __post_init__(self) -> None:
         names = [n.name for n in self.nodes]

@@ -1,9 +1,25 @@
 """Contract suites: subclass one per adapter, provide its fixtures, and pytest runs the promises
 of the port against it. Real adapters and the fakes in `gpu_platform.testing.fakes` pass the
-same suites."""
+same suites.
 
+Fixtures per suite: GpuDiscoveryContract `discovery`, GpuTelemetryContract `telemetry` (an
+adapter that is also a GpuDiscovery), TopologyProbeContract `probe`, FabricDiscoveryContract
+`fabric_discovery`, JobRunnerContract / JobStoreContract as documented there.
+"""
+
+from gpu_platform.testing.contracts.fabric_discovery import FabricDiscoveryContract
 from gpu_platform.testing.contracts.gpu_discovery import GpuDiscoveryContract
+from gpu_platform.testing.contracts.gpu_telemetry import GpuTelemetryContract
 from gpu_platform.testing.contracts.job_runner import JobRunnerContract, RunnerKit
 from gpu_platform.testing.contracts.job_store import JobStoreContract
+from gpu_platform.testing.contracts.topology_probe import TopologyProbeContract
 
-__all__ = ["GpuDiscoveryContract", "JobRunnerContract", "JobStoreContract", "RunnerKit"]
+__all__ = [
+    "FabricDiscoveryContract",
+    "GpuDiscoveryContract",
+    "GpuTelemetryContract",
+    "JobRunnerContract",
+    "JobStoreContract",
+    "RunnerKit",
+    "TopologyProbeContract",
+]

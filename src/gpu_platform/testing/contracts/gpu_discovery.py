@@ -36,3 +36,15 @@ class GpuDiscoveryContract:
             g.uuid for n in second.nodes for g in n.gpus
         ]
         assert first == second
+
+    def test_capabilities_that_are_not_supported_say_why(self, discovery: GpuDiscovery) -> None:
+        for cap in discovery.discover().capabilities:
+            if not cap.ok:
+                assert cap.detail
+
+    def test_a_node_with_a_topology_agrees_with_its_gpus(self, discovery: GpuDiscovery) -> None:
+        for node in discovery.discover().nodes:
+            if node.topology is None:
+                continue
+            assert {g.index for g in node.topology.gpus} == {g.index for g in node.gpus}
+            assert node.topology.node == node.name
