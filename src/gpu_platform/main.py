@@ -7,9 +7,9 @@ __all__ = ["main"]
 
 def main() -> None:
     from gpu_platform.adapters.inbound.cli import CliHooks, build_cli
-    from gpu_platform.infrastructure.server import serve
+    from gpu_platform.infrastructure.server import serve, topology
 
-    build_cli(CliHooks(serve=serve))()
+    build_cli(CliHooks(serve=serve, topology=topology))()
 
 
 if __name__ == "__main__":

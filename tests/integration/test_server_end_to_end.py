@@ -129,7 +129,7 @@ def test_status_announces_the_simulated_inventory(server_factory: Callable[..., 
     server = server_factory()
     r = server.cli("status")
     assert r.returncode == 0
-    assert "Inventory: sim (SIMULATED)" in r.stdout and "8 free / 8 total" in r.stdout
+    assert "Inventory: sim:dgx-a100 (SIMULATED)" in r.stdout and "8 free / 8 total" in r.stdout
     assert "SIMULATED inventory" in server.log.read_text()
 
 
@@ -150,3 +150,21 @@ def test_a_bad_config_file_is_refused_in_one_line(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert str(cfg) in r.stderr and "port" in r.stderr
     assert os.listdir(tmp_path) == ["bad.toml"]
+
+
+def test_the_topology_command_shows_the_dgx2_matrix_and_this_host(tmp_path: Path) -> None:
+    from gpu_platform.testing.system import require_shared
+
+    xml = require_shared("topologies", "hwloc", "nvidiaDGX2.xml")
+    cli = Server(tmp_path, free_port())
+    r = cli.cli("topology", "--xml", str(xml))
+    assert r.returncode == 0, r.stderr
+    rows = [line.split() for line in r.stdout.splitlines() if line.startswith("GPU")]
+    matrix = [row for row in rows if len(row) > 16 and row[0][3:].isdigit()]
+    assert len(matrix) == 16 and all(row[1 + i] == "X" for i, row in enumerate(matrix))
+    assert {c for row in matrix for c in row[1:17]} == {"X", "NV6"}
+    here = cli.cli("topology")
+    assert here.returncode == 0, here.stderr
+    assert "real view" in here.stdout and "SIMULATED fallback node" in here.stdout
+    bad = cli.cli("topology", "--xml", str(tmp_path / "missing.xml"))
+    assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1

@@ -40,13 +40,23 @@ class Settings(BaseSettings):
         Path(".gpu-platform"),
         description="Where the job database and job logs live (created if missing).",
     )
-    inventory: Literal["auto", "sim", "file"] = Field(
+    inventory: str = Field(
         "auto",
-        description="GPU inventory source: auto (real GPUs if a vendor adapter finds any, "
-        "else simulated), sim (the built-in simulated node), file (inventory_file).",
+        min_length=1,
+        description="GPU inventory source: auto (NVML, then amdsmi, then Level Zero; the "
+        "simulated profile when none finds a GPU), nvml, amdsmi, levelzero, sysfs, hwloc, "
+        "sim (sim_profile), file (inventory_file), or a plugin name (docs/adapters.md).",
     )
     inventory_file: Path | None = Field(
-        None, description="TOML/YAML inventory file (used when inventory=file)."
+        None, description="TOML/YAML inventory file (inventory=file, or auto's fallback)."
+    )
+    sim_profile: str = Field(
+        "dgx-a100",
+        description="Simulated profile: dgx-a100, dgx-h100, hgx-8x-pcie, mixed-vendor, or "
+        "hwloc:<file.xml>.",
+    )
+    hwloc_xml: Path | None = Field(
+        None, description="Read locality from this hwloc XML instead of running lstopo."
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Minimum log level."

@@ -23,9 +23,9 @@ from gpu_platform.adapters.outbound.cgroups import (
     CgroupV2Isolation,
     detect_isolation,
 )
+from gpu_platform.adapters.outbound.discovery import detect
 from gpu_platform.adapters.outbound.observability import StructlogEventPublisher
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
-from gpu_platform.adapters.outbound.sim import FileGpuDiscovery, SimulatedGpuDiscovery
 from gpu_platform.adapters.outbound.storage import SqliteJobStore
 from gpu_platform.adapters.outbound.system import SystemClock, UuidJobIds
 from gpu_platform.application.control_plane import ControlPlane
@@ -55,16 +55,15 @@ class FanoutPublisher:
 
 
 def select_discovery(settings: Settings) -> GpuDiscovery:
-    """auto: a real vendor adapter when one finds GPUs, else the simulated node (said loudly)."""
-    if settings.inventory == "file":
-        if settings.inventory_file is None:
-            raise ConfigError("inventory=file needs inventory_file (GPU_PLATFORM_INVENTORY_FILE)")
-        return FileGpuDiscovery(settings.inventory_file)
-    if settings.inventory == "sim":
-        return SimulatedGpuDiscovery(reason="inventory=sim was configured")
-    return SimulatedGpuDiscovery(
-        reason="no GPU found by any vendor adapter; using the simulated default node "
-        "(8 x A100-SXM4-80GB, 2 NUMA nodes)"
+    """auto: a vendor adapter that finds GPUs (NVML, amdsmi, Level Zero) joined with hwloc or
+    sysfs locality, else the simulated profile — the reason is in the inventory's notes."""
+    if settings.inventory == "file" and settings.inventory_file is None:
+        raise ConfigError("inventory=file needs inventory_file (GPU_PLATFORM_INVENTORY_FILE)")
+    return detect(
+        settings.inventory,
+        inventory_file=settings.inventory_file,
+        sim_profile=settings.sim_profile,
+        hwloc_xml=settings.hwloc_xml,
     )
 
 

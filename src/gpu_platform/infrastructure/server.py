@@ -17,13 +17,14 @@ from typing import IO, Protocol
 import structlog
 import uvicorn
 
+from gpu_platform.adapters.outbound.topology_command import topology_command
 from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
 from gpu_platform.infrastructure.container import Container
 from gpu_platform.infrastructure.logging import configure_logging
 from gpu_platform.infrastructure.tracing import TracingError
 from gpu_platform.ports.outbound.gpu_discovery import DiscoveryError
 
-__all__ = ["DataDirLocked", "lock_data_dir", "serve", "serve_settings"]
+__all__ = ["DataDirLocked", "lock_data_dir", "serve", "serve_settings", "topology"]
 
 log = structlog.get_logger("gpu_platform.server")
 
@@ -76,6 +77,20 @@ def serve(options: _ServeOptions) -> None:
         serve_settings(settings)
     except (ConfigError, DiscoveryError, TracingError, DataDirLocked) as exc:
         raise SystemExit(f"error: {exc}") from None
+
+
+def topology(node: str | None, xml: str | None, as_json: bool) -> str:
+    """The `topology` hook of the CLI: this host's view (or an XML's), per the configuration."""
+    settings = load_settings()
+    configure_logging("error", settings.log_format)
+    return topology_command(
+        node,
+        xml,
+        as_json,
+        preference=settings.inventory,
+        sim_profile=settings.sim_profile,
+        inventory_file=settings.inventory_file,
+    )
 
 
 def serve_settings(settings: Settings) -> None:

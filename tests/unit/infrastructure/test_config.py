@@ -43,7 +43,7 @@ def test_a_gpu_platform_table_in_the_file_is_read(tmp_path: Path) -> None:
     ("text", "needle"),
     [
         ("port = 70000\n", "port"),
-        ('inventory = "magic"\n', "inventory"),
+        ('log_format = "xml"\n', "log_format"),
         ("colour = 1\n", "colour"),
         ("port = \n", "invalid TOML"),
     ],

@@ -39,9 +39,12 @@ class ServeOptions:
 
 @dataclass(frozen=True)
 class CliHooks:
-    """What the entry point provides: `serve` runs the server until a signal stops it."""
+    """What the entry point provides: `serve` runs the server until a signal stops it;
+    `topology(node, xml, as_json)` renders this host's (or an XML's) topology, raising
+    ValueError-like errors whose message is the one line to print."""
 
     serve: Callable[[ServeOptions], None]
+    topology: Callable[[str | None, str | None, bool], str]
 
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -268,6 +271,19 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         """Cancel a job; a running one gets SIGTERM, then SIGKILL after the grace period."""
         j = call(server, "POST", f"/v1/jobs/{job_id}/cancel")
         out.print(f"{j['id']} {j['state']}")
+
+    @app.command()
+    def topology(
+        node: Annotated[str | None, typer.Option(help="Only this node.")] = None,
+        xml: Annotated[str | None, typer.Option(help="Read an hwloc XML file instead.")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    ) -> None:
+        """This host's topology (or an hwloc XML's): tree, GPU x GPU matrix, GPU-NIC affinity."""
+        try:
+            text = hooks.topology(node, xml, as_json)
+        except Exception as exc:  # the hook's errors are one-line reasons by contract
+            raise _fail(str(exc)) from None
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
     @app.command()
     def gpus(server: ServerOpt = DEFAULT_SERVER) -> None:
