@@ -168,3 +168,22 @@ def test_the_topology_command_shows_the_dgx2_matrix_and_this_host(tmp_path: Path
     assert "real view" in here.stdout and "SIMULATED fallback node" in here.stdout
     bad = cli.cli("topology", "--xml", str(tmp_path / "missing.xml"))
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_jobs_logs_follow_prints_output_as_it_comes_and_ends_with_the_job(
+    server_factory: Callable[..., Server],
+) -> None:
+    server = server_factory()
+    code = "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.4)"
+    job_id = submitted_id(server.cli("submit", "-q", "--", sys.executable, "-c", code))
+    r = server.cli("jobs", "logs", "--follow", job_id)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "tick 0\ntick 1\ntick 2\n"
+    assert server.get(f"/v1/jobs/{job_id}")["state"] == "COMPLETED"
+
+
+def test_a_time_limited_job_fails_with_the_reason(server_factory: Callable[..., Server]) -> None:
+    server = server_factory()
+    job_id = submitted_id(server.cli("submit", "-q", "--time-limit", "0.5", "--", "sleep", "600"))
+    job = server.wait_job(job_id, lambda j: j["state"] == "FAILED")
+    assert job["reason"] == "time limit of 0.5s exceeded"

@@ -44,13 +44,14 @@ from gpu_platform.domain.events import (
     StaleReportIgnored,
 )
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
-from gpu_platform.domain.model.node import Inventory
+from gpu_platform.domain.model.node import Inventory, Node
 from gpu_platform.domain.placement.first_fit import (
     NodeView,
     Placement,
     PlacementRequest,
     first_fit,
 )
+from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
 from gpu_platform.ports.outbound.clock import Clock, IdGenerator
 from gpu_platform.ports.outbound.events import EventPublisher
@@ -91,6 +92,7 @@ class ControlPlane:
         self._shutdown_policy = shutdown_policy
         self._interval = schedule_interval_s
         self._pin = pin_cpus
+        self._matrices: dict[str, TopologyMatrix] = {}
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -184,6 +186,15 @@ class ControlPlane:
             raise NotFound("attempt", f"{job_id}#{attempt}")
         return self._runner.read_log(job_id, which, tail_bytes)
 
+    def log_from(
+        self, job_id: str, attempt: int, offset: int, max_bytes: int = 65536
+    ) -> tuple[bytes, bool]:
+        job = self.get(job_id)
+        if attempt < 1 or attempt > job.attempt:
+            raise NotFound("attempt", f"{job_id}#{attempt}")
+        live = job.attempt == attempt and job.holds_gpus
+        return self._runner.read_log_from(job_id, attempt, offset, max_bytes), live
+
     def gpus(self) -> list[GpuInfo]:
         with self._lock:
             return [
@@ -244,6 +255,7 @@ class ControlPlane:
         if self._pin and alloc.numa_nodes:
             local = {n.id: n.cpus for n in node.numa_nodes}
             cpus = tuple(sorted(c for numa in alloc.numa_nodes for c in local.get(numa, ())))
+        nics = self._nearest_nics(node, alloc.gpu_indices)
         spec = LaunchSpec(
             job_id=job.id,
             epoch=alloc.epoch,
@@ -258,6 +270,8 @@ class ControlPlane:
             mems=alloc.numa_nodes if cpus else (),
             memory_bytes=job.spec.memory_bytes,
             time_limit_s=job.spec.time_limit_s,
+            user=job.spec.user,
+            nics=nics,
         )
         try:
             self._runner.start(spec, self._on_exit)
@@ -267,6 +281,20 @@ class ControlPlane:
             )
             return
         self._execute(StartJob(job.id, alloc.epoch, self._now()))
+
+    def _nearest_nics(self, node: Node, gpus: tuple[int, ...]) -> tuple[str, ...]:
+        """RDMA NICs closest to the job's GPUs (NCCL's choice), in GPU order, no repeats."""
+        if node.topology is None or not gpus:
+            return ()
+        matrix = self._matrices.get(node.name)
+        if matrix is None:
+            rdma = [n.name for n in node.topology.nics if n.kind == "rdma"]
+            matrix = self._matrices[node.name] = build_matrix(node.topology, rdma)
+        out: list[str] = []
+        for gpu in gpus:
+            if gpu in matrix.gpus:
+                out += [n for n in matrix.nearest_nics(gpu) if n not in out]
+        return tuple(out)
 
     def _on_exit(self, report: ExitReport) -> None:
         with self._lock:

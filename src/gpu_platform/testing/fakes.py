@@ -171,6 +171,11 @@ class FakeJobRunner:
         with self._lock:
             return self._logs.get((job_id, attempt), "")[-tail_bytes:]
 
+    def read_log_from(self, job_id: str, attempt: int, offset: int, max_bytes: int) -> bytes:
+        with self._lock:
+            data = self._logs.get((job_id, attempt), "").encode()
+        return data[offset : offset + max_bytes]
+
     # -- test controls ----------------------------------------------------------------------
 
     def live(self) -> list[LaunchSpec]:

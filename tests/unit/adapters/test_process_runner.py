@@ -216,3 +216,31 @@ def test_the_log_is_capped_and_the_cut_is_marked(tmp_path: Path) -> None:
         assert text.endswith("[gpu-platform: log truncated at 1000 bytes]\n")
     finally:
         r.close(grace_s=1)
+
+
+def test_nccl_and_ucx_are_pointed_at_the_nearest_nics(runner: ProcessJobRunner) -> None:
+    code = "import os; print(os.environ['NCCL_IB_HCA'], os.environ['UCX_NET_DEVICES'])"
+    reports: list[ExitReport] = []
+    runner.start(spec((sys.executable, "-c", code), nics=("mlx5_0", "mlx5_1")), reports.append)
+    assert wait_for(lambda: bool(reports))
+    assert runner.read_log("j-1", 1, 1000) == "mlx5_0,mlx5_1 mlx5_0:1,mlx5_1:1\n"
+
+
+def test_an_unknown_user_fails_the_launch_with_the_reason(runner: ProcessJobRunner) -> None:
+    with pytest.raises(LaunchError, match="no-such-user"):
+        runner.start(spec(("true",), user="no-such-user"), lambda r: None)
+
+
+def test_a_job_runs_as_the_user_it_asked_for(runner: ProcessJobRunner) -> None:
+    import pwd
+
+    from gpu_platform.testing.system import require
+
+    require(os.geteuid() == 0, "running a job as another user needs root")
+    nobody = pwd.getpwnam("nobody")
+    reports: list[ExitReport] = []
+    runner.start(spec(("sh", "-c", "id -u; id -g; id -G; pwd"), user="nobody"), reports.append)
+    assert wait_for(lambda: bool(reports))
+    uid, gid, groups, cwd = runner.read_log("j-1", 1, 1000).split("\n")[:4]
+    assert (int(uid), int(gid), groups) == (nobody.pw_uid, nobody.pw_gid, str(nobody.pw_gid))
+    assert cwd == str(runner.log_root / "j-1") and reports[0].exit_code == 0

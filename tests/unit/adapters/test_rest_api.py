@@ -150,3 +150,30 @@ def test_every_request_is_traced(api: Api) -> None:
 def test_the_openapi_schema_documents_the_job_endpoints(api: Api) -> None:
     paths = api.client.get("/openapi.json").json()["paths"]
     assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/cancel", "/v1/gpus"} <= set(paths)
+
+
+def test_following_a_log_streams_until_the_attempt_ends(api: Api) -> None:
+    import threading
+
+    job = api.client.post("/v1/jobs", json={"command": ["fake-exit", "0", "streamed"]}).json()
+    api.wait_state(job["id"], "RUNNING")
+    chunks: list[bytes] = []
+
+    def follow() -> None:
+        with api.client.stream("GET", f"/v1/jobs/{job['id']}/logs", params={"follow": "true"}) as r:
+            assert r.status_code == 200
+            chunks.extend(r.iter_bytes())
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    time.sleep(0.3)
+    assert reader.is_alive()  # the attempt is still running: the stream stays open
+    api.runner.deliver()
+    reader.join(timeout=10)
+    assert not reader.is_alive()
+    assert b"".join(chunks) == b"streamed\n"
+
+
+def test_following_an_unknown_job_is_404(api: Api) -> None:
+    r = api.client.get("/v1/jobs/j-nope/logs", params={"follow": "true"})
+    assert r.status_code == 404

@@ -254,3 +254,35 @@ def test_limits_of_the_request_reach_the_runner(rig: Rig) -> None:
     rig.plane.schedule_once()
     (launched,) = rig.runner.started
     assert (launched.memory_bytes, launched.time_limit_s) == (1 << 30, 60)
+
+
+def test_a_job_is_told_the_rdma_nics_nearest_its_gpus() -> None:
+    from gpu_platform.adapters.outbound.sim.profiles import ProfileGpuDiscovery
+
+    inventory = ProfileGpuDiscovery("dgx-a100").discover()
+    rig = Rig(inventory)
+    rig.submit(2)
+    rig.plane.schedule_once()
+    (launched,) = rig.runner.started
+    node = inventory.nodes[0]
+    assert node.topology is not None
+    rdma = {n.name for n in node.topology.nics if n.kind == "rdma"}
+    assert launched.nics and set(launched.nics) <= rdma
+    assert len(launched.nics) == len(set(launched.nics))
+
+
+def test_a_node_without_topology_gives_no_nic_hint(rig: Rig) -> None:
+    rig.submit(2)
+    rig.plane.schedule_once()
+    assert rig.runner.started[0].nics == ()
+
+
+def test_log_from_reads_an_attempt_and_says_whether_it_may_still_write(rig: Rig) -> None:
+    job_id = rig.submit(1, "fake-exit", "0", "hello")
+    rig.plane.schedule_once()
+    assert rig.plane.log_from(job_id, 1, 0) == (b"", True)
+    rig.runner.deliver()
+    assert rig.plane.log_from(job_id, 1, 0) == (b"hello\n", False)
+    assert rig.plane.log_from(job_id, 1, 2, 2) == (b"ll", False)
+    with pytest.raises(NotFound):
+        rig.plane.log_from(job_id, 2, 0)

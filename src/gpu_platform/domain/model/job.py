@@ -34,7 +34,8 @@ TERMINAL_JOB_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.C
 class JobSpec:
     """A user's request. `gpus` is a count of whole GPUs on one node; `command` is an argv;
     `memory_bytes` caps host memory (None = no cap); `time_limit_s` bounds the run time of
-    each attempt in seconds (None = unbounded)."""
+    each attempt in seconds (None = unbounded); `user` is the account the job runs as (None =
+    the node agent's own)."""
 
     command: tuple[str, ...]
     gpus: int = 0
@@ -45,6 +46,7 @@ class JobSpec:
     cwd: str | None = None
     memory_bytes: int | None = None
     time_limit_s: float | None = None
+    user: str | None = None
 
     def __post_init__(self) -> None:
         if not self.command or not self.command[0]:

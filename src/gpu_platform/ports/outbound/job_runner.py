@@ -17,7 +17,8 @@ class LaunchError(Exception):
 class LaunchSpec:
     """One attempt of one job. `env` is added to the runner's base environment. `cpus`/`mems`
     (host CPU ids and NUMA nodes) pin the attempt when non-empty; `memory_bytes` caps its
-    host memory; `time_limit_s` bounds its run time (then it is stopped and reported timed out).
+    host memory; `time_limit_s` bounds its run time (then it is stopped and reported timed out);
+    `user` is the account to run as; `nics` are the RDMA NICs nearest its GPUs, best first.
     """
 
     job_id: str
@@ -33,6 +34,8 @@ class LaunchSpec:
     mems: tuple[int, ...] = ()
     memory_bytes: int | None = None
     time_limit_s: float | None = None
+    user: str | None = None
+    nics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,4 +82,8 @@ class JobRunner(Protocol):
 
     def read_log(self, job_id: str, attempt: int, tail_bytes: int) -> str:
         """The last `tail_bytes` of the attempt's combined stdout/stderr ('' if none)."""
+        ...
+
+    def read_log_from(self, job_id: str, attempt: int, offset: int, max_bytes: int) -> bytes:
+        """Up to `max_bytes` of the attempt's log starting at byte `offset` (b'' if none)."""
         ...

@@ -89,6 +89,16 @@ class JobRunnerContract:
 
     def test_the_log_of_an_unknown_attempt_is_empty(self, kit: RunnerKit) -> None:
         assert kit.runner.read_log("j-nobody", 1, 100) == ""
+        assert kit.runner.read_log_from("j-nobody", 1, 0, 100) == b""
+
+    def test_the_log_reads_from_any_offset(self, kit: RunnerKit) -> None:
+        reports: list[ExitReport] = []
+        kit.runner.start(_spec(kit.exits(0, "0123456789")), reports.append)
+        assert kit.settle(lambda: len(reports) == 1)
+        whole = kit.runner.read_log_from("j-contract", 1, 0, 1 << 20)
+        assert whole.startswith(b"0123456789")
+        assert kit.runner.read_log_from("j-contract", 1, 3, 4) == b"3456"
+        assert kit.runner.read_log_from("j-contract", 1, len(whole), 10) == b""
 
     def test_reaping_an_attempt_with_no_leftovers_kills_nothing(self, kit: RunnerKit) -> None:
         assert kit.runner.reap("j-nobody", 99) == 0

@@ -148,6 +148,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         time_limit: Annotated[
             str | None, typer.Option(help="Run-time limit per attempt: SECONDS or [HH:]MM:SS.")
         ] = None,
+        user: Annotated[str | None, typer.Option(help="Run as this account on the node.")] = None,
         server: ServerOpt = DEFAULT_SERVER,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the id.")] = False,
     ) -> None:
@@ -166,6 +167,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             "priority": priority,
             "tenant": tenant,
             "cwd": cwd,
+            "user": user,
         }
         try:
             if memory is not None:
@@ -217,6 +219,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             ("GPUs requested", str(j["gpus"])),
             ("Memory cap", "-" if j["memory_bytes"] is None else f"{j['memory_bytes']} bytes"),
             ("Time limit", "-" if j["time_limit_s"] is None else f"{j['time_limit_s']:g}s"),
+            ("User", j["user"] or "-"),
             ("Node", a["node"] if a else "-"),
             ("GPU indices", ",".join(map(str, a["gpu_indices"])) if a else "-"),
             ("GPU UUIDs", ",".join(a["gpu_uuids"]) if a else "-"),
@@ -251,14 +254,24 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         attempt: Annotated[
             int | None, typer.Option(help="Attempt number (default: latest).")
         ] = None,
+        follow: Annotated[
+            bool, typer.Option("--follow", "-f", help="Keep printing until the attempt ends.")
+        ] = False,
         server: ServerOpt = DEFAULT_SERVER,
     ) -> None:
         """Print a job's output (combined stdout and stderr)."""
         params: dict[str, Any] = {"tail_bytes": 16 << 20}
         if attempt is not None:
             params["attempt"] = attempt
+        client = ApiClient(server, timeout=None if follow else 30.0)
         try:
-            text = ApiClient(server).request("GET", f"/v1/jobs/{job_id}/logs", params=params).text
+            if follow:
+                params["follow"] = "true"
+                for chunk in client.stream("GET", f"/v1/jobs/{job_id}/logs", params=params):
+                    sys.stdout.buffer.write(chunk)
+                    sys.stdout.flush()
+                return
+            text = client.request("GET", f"/v1/jobs/{job_id}/logs", params=params).text
         except ApiError as exc:
             raise _fail(str(exc)) from None
         sys.stdout.write(text)

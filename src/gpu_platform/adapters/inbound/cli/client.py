@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -14,7 +15,7 @@ class ApiError(Exception):
 
 
 class ApiClient:
-    def __init__(self, server: str, timeout: float = 30.0) -> None:
+    def __init__(self, server: str, timeout: float | None = 30.0) -> None:
         self.server = server.rstrip("/")
         self._http = httpx.Client(base_url=self.server, timeout=timeout)
 
@@ -31,6 +32,19 @@ class ApiClient:
         if response.status_code >= 400:
             raise ApiError(_explain(response))
         return response
+
+    def stream(self, method: str, path: str, **kwargs: Any) -> Iterator[bytes]:
+        """The response body in chunks as it arrives; errors as for `request`."""
+        try:
+            with self._http.stream(method, path, **kwargs) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise ApiError(_explain(response))
+                yield from response.iter_raw()
+        except httpx.ConnectError:
+            raise ApiError(f"cannot reach the server at {self.server}") from None
+        except httpx.HTTPError as exc:
+            raise ApiError(f"request to {self.server}{path} failed: {exc}") from None
 
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
         return self.request(method, path, **kwargs).json()

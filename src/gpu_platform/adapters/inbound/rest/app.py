@@ -7,12 +7,13 @@ job). Every request runs in an OpenTelemetry span when a tracer provider is give
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from opentelemetry.trace import TracerProvider
 
 from gpu_platform import __version__
@@ -21,7 +22,9 @@ from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
 from gpu_platform.domain.model.job import JobState
 from gpu_platform.ports.inbound.job_service import JobService
 
-__all__ = ["create_app"]
+__all__ = ["FOLLOW_POLL_S", "create_app"]
+
+FOLLOW_POLL_S = 0.2
 
 
 def create_app(
@@ -81,13 +84,39 @@ def create_app(
     async def cancel(job_id: str) -> JobOut:
         return JobOut.of(await run_in_threadpool(service.cancel, job_id))
 
-    @app.get("/v1/jobs/{job_id}/logs", response_class=PlainTextResponse)
+    @app.get("/v1/jobs/{job_id}/logs", response_class=PlainTextResponse, response_model=None)
     async def logs(
         job_id: str,
         attempt: int | None = Query(None, ge=1),
         tail_bytes: int = Query(65536, ge=1, le=16 << 20),
-    ) -> str:
-        return await run_in_threadpool(service.logs, job_id, attempt, tail_bytes)
+        follow: bool = Query(False, description="stream until the attempt has ended"),
+    ) -> str | StreamingResponse:
+        if not follow:
+            return await run_in_threadpool(service.logs, job_id, attempt, tail_bytes)
+        job = await run_in_threadpool(service.get, job_id)
+        which = attempt or job.attempt
+        if which == 0:  # not started yet: wait for the first attempt (or the end)
+            while which == 0 and not job.terminal:
+                await asyncio.sleep(FOLLOW_POLL_S)
+                job = await run_in_threadpool(service.get, job_id)
+                which = job.attempt
+            if which == 0:
+                return ""
+        await run_in_threadpool(service.log_from, job_id, which, 0, 0)  # 404 early
+
+        async def stream() -> AsyncIterator[bytes]:
+            offset = 0
+            while True:
+                chunk, live = await run_in_threadpool(service.log_from, job_id, which, offset)
+                if chunk:
+                    offset += len(chunk)
+                    yield chunk
+                elif not live:
+                    return
+                else:
+                    await asyncio.sleep(FOLLOW_POLL_S)
+
+        return StreamingResponse(stream(), media_type="text/plain")
 
     @app.get("/v1/gpus", response_model=list[GpuOut])
     async def gpus() -> list[GpuOut]:

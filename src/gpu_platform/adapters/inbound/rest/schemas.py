@@ -28,6 +28,13 @@ class JobSubmit(BaseModel):
     cwd: str | None = Field(None, description="working directory on the node")
     memory_bytes: int | None = Field(None, gt=0, description="host memory cap in bytes")
     time_limit_s: float | None = Field(None, gt=0, description="run-time limit per attempt, s")
+    user: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
+        description="run as this account on the node",
+    )
 
     def to_spec(self) -> JobSpec:
         return JobSpec(
@@ -40,6 +47,7 @@ class JobSubmit(BaseModel):
             cwd=self.cwd,
             memory_bytes=self.memory_bytes,
             time_limit_s=self.time_limit_s,
+            user=self.user,
         )
 
 
@@ -65,6 +73,7 @@ class JobOut(BaseModel):
     gpus: int
     memory_bytes: int | None
     time_limit_s: float | None
+    user: str | None
     tenant: str
     priority: int
     attempt: int
@@ -87,6 +96,7 @@ class JobOut(BaseModel):
             gpus=job.spec.gpus,
             memory_bytes=job.spec.memory_bytes,
             time_limit_s=job.spec.time_limit_s,
+            user=job.spec.user,
             tenant=job.spec.tenant,
             priority=job.spec.priority,
             attempt=job.attempt,

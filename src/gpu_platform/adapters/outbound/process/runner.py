@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import queue
 import shutil
 import signal
@@ -167,6 +168,14 @@ class ProcessJobRunner:
             log.warning("reaped leftover processes", job_id=job_id, epoch=epoch, killed=killed)
         return killed
 
+    def read_log_from(self, job_id: str, attempt: int, offset: int, max_bytes: int) -> bytes:
+        try:
+            with self.log_path(job_id, attempt).open("rb") as f:
+                f.seek(offset)
+                return f.read(max_bytes)
+        except FileNotFoundError:
+            return b""
+
     def read_log(self, job_id: str, attempt: int, tail_bytes: int) -> str:
         path = self.log_path(job_id, attempt)
         try:
@@ -194,6 +203,9 @@ class ProcessJobRunner:
         env.setdefault("LOCAL_WORLD_SIZE", "1")
         env.setdefault("MASTER_ADDR", "127.0.0.1")
         env.setdefault("MASTER_PORT", str(_free_port()))
+        if spec.nics:  # NCCL/UCX: use the RDMA NICs nearest the job's GPUs
+            env.setdefault("NCCL_IB_HCA", ",".join(spec.nics))
+            env.setdefault("UCX_NET_DEVICES", ",".join(f"{n}:1" for n in spec.nics))
         env["GPU_PLATFORM_JOB_ID"] = spec.job_id
         env[MARKER] = f"{spec.job_id}:{spec.epoch}"
         return env
@@ -225,6 +237,15 @@ class ProcessJobRunner:
             raise LaunchError(f"program {program!r} not found or not executable")
         path = self.log_path(spec.job_id, spec.attempt)
         path.parent.mkdir(parents=True, exist_ok=True)
+        account = None
+        if spec.user is not None:
+            try:
+                account = pwd.getpwnam(spec.user)
+            except KeyError:
+                raise LaunchError(f"cannot run as user {spec.user!r}: no such user") from None
+            if os.geteuid() not in (0, account.pw_uid):
+                raise LaunchError(f"cannot run as user {spec.user!r}: the node agent is not root")
+            os.chown(path.parent, account.pw_uid, account.pw_gid)  # its default cwd
         cwd = spec.cwd or str(path.parent)
         if not Path(cwd).is_dir():
             raise LaunchError(f"working directory {cwd!r} does not exist")
@@ -235,6 +256,8 @@ class ProcessJobRunner:
         shim = [sys.executable, "-I", "-S", _SHIM, str(os.getpid())]
         for join in joins:
             shim += ["--join", join]
+        if account is not None:
+            shim += ["--user", f"{account.pw_uid}:{account.pw_gid}"]
         try:
             proc = subprocess.Popen(
                 [*shim, "--", *spec.argv],

@@ -37,6 +37,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
             "cwd": spec.cwd,
             "memory_bytes": spec.memory_bytes,
             "time_limit_s": spec.time_limit_s,
+            "user": spec.user,
         },
         "allocation": None
         if alloc is None
@@ -68,6 +69,7 @@ def job_from_dict(data: dict[str, Any]) -> Job:
             cwd=s["cwd"],
             memory_bytes=s.get("memory_bytes"),
             time_limit_s=s.get("time_limit_s"),
+            user=s.get("user"),
         ),
         state=JobState(data["state"]),
         submitted_at=data["submitted_at"],
