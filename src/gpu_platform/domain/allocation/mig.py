@@ -39,6 +39,7 @@ __all__ = [
     "capacity",
     "choose_placement",
     "free_starts",
+    "layout_from_instances",
     "place",
     "plan_reconfiguration",
     "remove",
@@ -159,6 +160,22 @@ def capacity(layout: MigLayout) -> tuple[int, ...]:
         free = sum(1 for s in p.starts if not occ & _span(p, s))
         out.append(min(free, p.max_instances - layout.count(p), compute_left // p.compute_slices))
     return tuple(out)
+
+
+def layout_from_instances(
+    model: MigGpuModel, instances: Iterable[tuple[str, int, int]]
+) -> MigLayout:
+    """A validated layout from what a device reports: (instance id, NVML profile id, start).
+
+    Raises InvalidRequest for an unknown profile id and Conflict for an impossible layout."""
+    layout = MigLayout(model)
+    for instance_id, profile_id, start in instances:
+        try:
+            profile = model.profile(profile_id)
+        except KeyError as e:
+            raise InvalidRequest("profile_id", str(e)) from e
+        layout = place(layout, instance_id, MigPlacement(profile, start))
+    return layout
 
 
 def _with(layout: MigLayout, inst: MigInstance) -> MigLayout:

@@ -1,0 +1,1 @@
+"""NVIDIA NVML adapters (nvidia-ml-py, imported lazily)."""
