@@ -19,7 +19,7 @@ import random
 import time
 from typing import Any
 
-from _harness import result
+from _harness import result, time_calls
 
 from gpu_platform.domain.allocation import AllocationFailed, BuddyAllocator
 
@@ -130,7 +130,78 @@ WORKLOADS = {
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
-    return [_workload(name, lo, hi, quick) for name, (lo, hi) in WORKLOADS.items()]
+    rows = [_workload(name, lo, hi, quick) for name, (lo, hi) in WORKLOADS.items()]
+    rows.append(_worst_case(quick))
+    rows.append(_pool(quick))
+    return rows
+
+
+def _worst_case(quick: bool) -> dict[str, Any]:
+    """The longest path: a minimum-size block from an empty 80 GiB arena (15 splits) freed at
+    once (15 merges back to the 64 GiB top block)."""
+    alloc = BuddyAllocator(ARENA, MIN_BLOCK, 256)
+    first = FirstFit(ARENA, MIN_BLOCK)
+    n = 20_000 if quick else 200_000
+
+    def buddy_pair() -> None:
+        alloc.free(alloc.allocate(1000))
+
+    def first_pair() -> None:
+        first.free(first.allocate(1000))
+
+    samples = time_calls(buddy_pair, n)
+    base = result("first_fit", {}, time_calls(first_pair, n))
+    return result(
+        "buddy_alloc_free_worst_case",
+        {"arena_gib": 80, "min_block_mib": 2, "steps": n, "sizes": "1000 B on an empty arena"},
+        samples,
+        baseline={
+            "name": "first-fit free list",
+            "p50_us": base["p50_us"],
+            "p99_us": base["p99_us"],
+        },
+    )
+
+
+def _pool(quick: bool) -> dict[str, Any]:
+    """The DeviceMemoryPool port's own cost (lock, block object, context manager) over the
+    host-memory arena, beside the bare buddy allocator on the same sequence."""
+    from gpu_platform.adapters.outbound.hostmem import HostMemoryPool
+
+    arena, min_block = 1 << 30, 64 << 10
+    steps = 20_000 if quick else 200_000
+    rng = random.Random(7)
+    sizes = _sizes(rng, steps, 256, 8 * MIB)
+    pool = HostMemoryPool(arena, min_block)
+    bare = BuddyAllocator(arena, min_block, 256)
+    clock = time.perf_counter_ns
+    pool_samples: list[float] = []
+    bare_samples: list[float] = []
+    try:
+        for nbytes in sizes:
+            t0 = clock()
+            with pool.allocate(nbytes) as block:
+                pass
+            t1 = clock()
+            off = bare.allocate(nbytes)
+            bare.free(off)
+            t2 = clock()
+            pool_samples.append((t1 - t0) / 1000.0)
+            bare_samples.append((t2 - t1) / 1000.0)
+            del block
+    finally:
+        pool.close()
+    base = result("bare", {}, bare_samples)
+    return result(
+        "hostmem_pool_allocate_release",
+        {"arena_gib": 1, "min_block_kib": 64, "steps": steps, "sizes": "log-uniform 256B..8MiB"},
+        pool_samples,
+        baseline={
+            "name": "bare BuddyAllocator",
+            "p50_us": base["p50_us"],
+            "p99_us": base["p99_us"],
+        },
+    )
 
 
 def _workload(name: str, lo: int, hi: int, quick: bool) -> dict[str, Any]:

@@ -39,6 +39,9 @@ __all__ = [
     "order_for",
 ]
 
+_ORDER_BITS = 6  # live blocks pack (requested bytes, order) into one int
+_ORDER_MASK = (1 << _ORDER_BITS) - 1
+
 #: Vendor alignment of device allocations in bytes (the seeds' figures).
 ALIGNMENT_BYTES: dict[str, int] = {"nvidia": 256, "amd": 4096, "intel": 64}
 
@@ -117,8 +120,7 @@ class BuddyAllocator:
         "_allocated",
         "_arena",
         "_free",
-        "_live_order",
-        "_live_req",
+        "_live",
         "_mask",
         "_max_order",
         "_min",
@@ -146,8 +148,7 @@ class BuddyAllocator:
         self._max_order = (arena_bytes // min_block).bit_length() - 1
         self._free: list[set[int]] = [set() for _ in range(self._max_order + 1)]
         self._mask = 0
-        self._live_order: dict[int, int] = {}
-        self._live_req: dict[int, int] = {}
+        self._live: dict[int, int] = {}  # offset -> requested << _ORDER_BITS | order
         self._allocated = 0
         self._requested = 0
         offset = 0
@@ -201,7 +202,8 @@ class BuddyAllocator:
             raise InvalidRequest("nbytes", f"must be positive, got {nbytes}")
         units = (nbytes + self._min - 1) >> self._min_shift
         order = (units - 1).bit_length() if units > 1 else 0
-        above = self._mask >> order
+        mask = self._mask
+        above = mask >> order
         if not above:
             raise AllocationFailed(nbytes, self._min << order, self.largest_free_block)
         j = order + (above & -above).bit_length() - 1
@@ -209,13 +211,16 @@ class BuddyAllocator:
         level = free[j]
         offset = level.pop()
         if not level:
-            self._mask ^= 1 << j
-        while j > order:
-            j -= 1
-            free[j].add(offset + (self._min << j))
-            self._mask |= 1 << j
-        self._live_order[offset] = order
-        self._live_req[offset] = nbytes
+            mask ^= 1 << j
+        if j > order:
+            # push the upper halves of every split onto orders order..j-1 (all non-empty now)
+            half = self._min << order
+            for k in range(order, j):
+                free[k].add(offset + half)
+                half <<= 1
+            mask |= (1 << j) - (1 << order)
+        self._mask = mask
+        self._live[offset] = (nbytes << _ORDER_BITS) | order
         self._allocated += self._min << order
         self._requested += nbytes
         return offset
@@ -223,26 +228,29 @@ class BuddyAllocator:
     def free(self, offset: int) -> None:
         """Return the block at `offset` and coalesce it with free buddies. InvalidFree if the
         offset is not a live block."""
-        order = self._live_order.pop(offset, None)
-        if order is None:
+        packed = self._live.pop(offset, None)
+        if packed is None:
             raise InvalidFree(offset)
-        self._requested -= self._live_req.pop(offset)
-        self._allocated -= self._min << order
+        order = packed & _ORDER_MASK
+        size = self._min << order
+        self._requested -= packed >> _ORDER_BITS
+        self._allocated -= size
         free = self._free
         top = self._max_order
+        mask = self._mask
         while order < top:
-            size = self._min << order
-            buddy = offset ^ size
             level = free[order]
+            buddy = offset ^ size
             if buddy not in level:
                 break
             level.remove(buddy)
             if not level:
-                self._mask ^= 1 << order
+                mask ^= 1 << order
             offset &= ~size
+            size <<= 1
             order += 1
         free[order].add(offset)
-        self._mask |= 1 << order
+        self._mask = mask | (1 << order)
 
     # -- targeted operations (compaction) -----------------------------------------------------
 
@@ -272,9 +280,8 @@ class BuddyAllocator:
             else:
                 self._free[j].add(start + half)
             self._mask |= 1 << j
-        self._live_order[offset] = order
         req = size if requested is None else requested
-        self._live_req[offset] = req
+        self._live[offset] = (req << _ORDER_BITS) | order
         self._allocated += size
         self._requested += req
 
@@ -282,8 +289,8 @@ class BuddyAllocator:
 
     def live(self) -> Iterator[tuple[int, int, int]]:
         """Live blocks as (offset, size bytes, requested bytes), in no particular order."""
-        for off, order in self._live_order.items():
-            yield off, self._min << order, self._live_req[off]
+        for off, packed in self._live.items():
+            yield off, self._min << (packed & _ORDER_MASK), packed >> _ORDER_BITS
 
     def free_blocks(self) -> Iterator[tuple[int, int]]:
         """Free blocks as (offset, size bytes), in no particular order."""
@@ -293,10 +300,10 @@ class BuddyAllocator:
 
     def size_of(self, offset: int) -> int:
         """Block size in bytes of the live block at `offset` (InvalidFree if none)."""
-        order = self._live_order.get(offset)
-        if order is None:
+        packed = self._live.get(offset)
+        if packed is None:
             raise InvalidFree(offset)
-        return self._min << order
+        return self._min << (packed & _ORDER_MASK)
 
     def stats(self) -> BuddyStats:
         return BuddyStats(
@@ -305,7 +312,7 @@ class BuddyAllocator:
             requested_bytes=self._requested,
             free_bytes=self._arena - self._allocated,
             largest_free_block=self.largest_free_block,
-            live_blocks=len(self._live_order),
+            live_blocks=len(self._live),
             free_blocks=sum(len(level) for level in self._free),
         )
 
@@ -315,7 +322,7 @@ class BuddyAllocator:
             min_block=self._min,
             alignment=self._alignment,
             live=tuple(
-                sorted((off, o, self._live_req[off]) for off, o in self._live_order.items())
+                sorted((off, p & _ORDER_MASK, p >> _ORDER_BITS) for off, p in self._live.items())
             ),
             free=tuple(sorted((off, o) for o, level in enumerate(self._free) for off in level)),
         )
@@ -344,10 +351,10 @@ class BuddyAllocator:
                 spans.append((off, size, "free"))
         assert mask == self._mask, "order mask out of sync"
         allocated = requested = 0
-        assert self._live_order.keys() == self._live_req.keys()
-        for off, order in self._live_order.items():
+        for off, packed in self._live.items():
+            order = packed & _ORDER_MASK
             size = self._min << order
-            req = self._live_req[off]
+            req = packed >> _ORDER_BITS
             assert off % size == 0 and off % self._alignment == 0, f"live {off} misaligned"
             assert 0 < req <= size, f"live {off} requested {req} outside block {size}"
             allocated += size
