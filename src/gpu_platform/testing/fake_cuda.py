@@ -1,4 +1,3 @@
-# ruff: noqa: N802  (method names mirror the CUDA driver C API)
 """FakeCudaLibrary: an in-process stand-in for `libcuda.so.1` with the same function names and
 calling shapes the CUDA adapter uses (`CudaDriver(loader=lambda: FakeCudaLibrary())`).
 

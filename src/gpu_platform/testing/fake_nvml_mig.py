@@ -1,4 +1,4 @@
-# ruff: noqa: N802, N801, N815, N816  (names mirror nvidia-ml-py's pynvml module)
+# ruff: noqa: N816  (names mirror nvidia-ml-py's pynvml module)
 """FakeNvmlMig: a stand-in for the `pynvml` module (nvidia-ml-py), MIG calls only.
 
 Pass an instance where the NVML MIG adapter takes its `pynvml` module. It models the MIG

@@ -244,3 +244,19 @@ def test_a_job_runs_as_the_user_it_asked_for(runner: ProcessJobRunner) -> None:
     uid, gid, groups, cwd = runner.read_log("j-1", 1, 1000).split("\n")[:4]
     assert (int(uid), int(gid), groups) == (nobody.pw_uid, nobody.pw_gid, str(nobody.pw_gid))
     assert cwd == str(runner.log_root / "j-1") and reports[0].exit_code == 0
+
+
+def test_an_mps_client_gets_its_compute_share_and_pinned_memory_limit(
+    runner: ProcessJobRunner,
+) -> None:
+    from gpu_platform.domain.allocation.mps import MpsShare
+
+    share = MpsShare(job_id="j-1", active_thread_percentage=30, pinned_memory_bytes=3 << 30)
+    code = "import os; print(os.environ['CUDA_MPS_ACTIVE_THREAD_PERCENTAGE'], os.environ['CUDA_MPS_PINNED_DEVICE_MEM_LIMIT'])"
+    reports: list[ExitReport] = []
+    runner.start(
+        spec((sys.executable, "-c", code), gpu_indices=(2,), gpu_uuids=("a",), mps=share),
+        reports.append,
+    )
+    assert wait_for(lambda: bool(reports))
+    assert runner.read_log("j-1", 1, 1000) == "30 0=3072MB\n"

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from gpu_platform.domain.allocation.mps import MpsShare
+
 __all__ = ["ExitReport", "JobRunner", "LaunchError", "LaunchSpec"]
 
 
@@ -18,7 +20,8 @@ class LaunchSpec:
     """One attempt of one job. `env` is added to the runner's base environment. `cpus`/`mems`
     (host CPU ids and NUMA nodes) pin the attempt when non-empty; `memory_bytes` caps its
     host memory; `time_limit_s` bounds its run time (then it is stopped and reported timed out);
-    `user` is the account to run as; `nics` are the RDMA NICs nearest its GPUs, best first.
+    `user` is the account to run as; `nics` are the RDMA NICs nearest its GPUs, best first;
+    `mps` is the attempt's MPS share of its (single) GPU, when it runs as an MPS client.
     """
 
     job_id: str
@@ -36,6 +39,7 @@ class LaunchSpec:
     time_limit_s: float | None = None
     user: str | None = None
     nics: tuple[str, ...] = ()
+    mps: MpsShare | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ import structlog
 
 from gpu_platform.adapters.outbound.cgroups.devices import gpu_device_rules
 from gpu_platform.adapters.outbound.cgroups.noop import NoopIsolation
+from gpu_platform.domain.allocation.mps import mps_environment
 from gpu_platform.ports.outbound.isolation import Isolation, IsolationError, IsolationSpec
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
 
@@ -203,6 +204,8 @@ class ProcessJobRunner:
         env.setdefault("LOCAL_WORLD_SIZE", "1")
         env.setdefault("MASTER_ADDR", "127.0.0.1")
         env.setdefault("MASTER_PORT", str(_free_port()))
+        if spec.mps is not None:  # MPS client limits: compute share and pinned memory
+            env.update(mps_environment(spec.mps))
         if spec.nics:  # NCCL/UCX: use the RDMA NICs nearest the job's GPUs
             env.setdefault("NCCL_IB_HCA", ",".join(spec.nics))
             env.setdefault("UCX_NET_DEVICES", ",".join(f"{n}:1" for n in spec.nics))
