@@ -29,13 +29,15 @@ from gpu_platform.adapters.outbound.process import ProcessJobRunner
 from gpu_platform.adapters.outbound.storage import SqliteJobStore
 from gpu_platform.adapters.outbound.system import SystemClock, UuidJobIds
 from gpu_platform.application.control_plane import ControlPlane
+from gpu_platform.application.usage import UsageService
 from gpu_platform.domain.events import DomainEvent
 from gpu_platform.domain.model.node import Inventory
 from gpu_platform.infrastructure.config import ConfigError, Settings
+from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector
 from gpu_platform.infrastructure.metrics import Metrics
 from gpu_platform.infrastructure.tracing import configure_tracing
 from gpu_platform.ports.outbound.events import EventPublisher
-from gpu_platform.ports.outbound.gpu_discovery import GpuDiscovery
+from gpu_platform.ports.outbound.gpu_discovery import GpuDiscovery, GpuTelemetry
 from gpu_platform.ports.outbound.isolation import Isolation
 from gpu_platform.ports.outbound.job_runner import JobRunner
 from gpu_platform.ports.outbound.job_store import JobStore
@@ -128,9 +130,18 @@ def _running_control_plane(
     plane.shutdown()
 
 
-def _rest_app(plane: ControlPlane, metrics: Metrics, tracer: TracerProvider) -> FastAPI:
+def _rest_app(
+    plane: ControlPlane,
+    metrics: Metrics,
+    tracer: TracerProvider,
+    discovery: GpuDiscovery,
+    usage: UsageService,
+) -> FastAPI:
     metrics.watch(lambda: plane)
-    return create_app(plane, metrics=metrics.render, tracer_provider=tracer)
+    metrics.watch_usage(lambda: usage)
+    if isinstance(discovery, GpuTelemetry):
+        metrics.watch_gpus(DcgmCollector(discovery.snapshot, lambda: plane))
+    return create_app(plane, metrics=metrics.render, tracer_provider=tracer, usage=usage)
 
 
 class Observability(containers.DeclarativeContainer):
@@ -166,6 +177,12 @@ class Container(containers.DeclarativeContainer):
         adapters.ids,
         observability.publisher,
     )
+    usage = providers.Singleton(UsageService, control_plane, adapters.clock)
     rest_app = providers.Singleton(
-        _rest_app, control_plane, observability.metrics, observability.tracer_provider
+        _rest_app,
+        control_plane,
+        observability.metrics,
+        observability.tracer_provider,
+        adapters.discovery,
+        usage,
     )

@@ -11,6 +11,7 @@ from prometheus_client.registry import Collector
 
 from gpu_platform.domain.events import DomainEvent, JobFinished, JobSubmitted, StaleReportIgnored
 from gpu_platform.ports.inbound.job_service import JobService
+from gpu_platform.ports.inbound.usage import UsageQueries
 
 __all__ = ["Metrics"]
 
@@ -39,6 +40,21 @@ class _ClusterCollector(Collector):
         yield jobs
 
 
+class _UsageCollector(Collector):
+    def __init__(self, usage: Callable[[], UsageQueries]) -> None:
+        self._usage = usage
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "gpu_platform_tenant_gpu_hours",
+            "GPU-hours consumed by running jobs, per tenant, since the records began",
+            labels=["tenant"],
+        )
+        for tenant, hours in sorted(self._usage().usage().gpu_hours_by_tenant.items()):
+            family.add_metric([tenant], hours)
+        yield family
+
+
 class Metrics:
     """Owns the registry. Implements EventPublisher so domain events become counters."""
 
@@ -62,6 +78,14 @@ class Metrics:
     def watch(self, service: Callable[[], JobService]) -> None:
         """Export live GPU and job gauges read from `service` at scrape time."""
         self.registry.register(_ClusterCollector(service))
+
+    def watch_gpus(self, collector: Collector) -> None:
+        """Export per-GPU telemetry (dcgm-exporter names) through `collector`."""
+        self.registry.register(collector)
+
+    def watch_usage(self, usage: Callable[[], UsageQueries]) -> None:
+        """Export GPU-hours per tenant, all time, read at scrape time."""
+        self.registry.register(_UsageCollector(usage))
 
     def publish(self, event: DomainEvent) -> None:
         if isinstance(event, JobSubmitted):

@@ -30,3 +30,17 @@ def test_durations_read_as_seconds_or_clock_time(text: str, value: float) -> Non
 def test_bad_durations_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="--time-limit"):
         cli.parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("24h", 1_000_000 - 86400), ("-30m", 1_000_000 - 1800), ("7d", 1_000_000 - 7 * 86400),
+     ("1970-01-02T00:00:00", 86400.0), ("1970-01-02T00:00:00+01:00", 82800.0)],
+)  # fmt: skip
+def test_usage_windows_read_spans_and_iso_times(text: str, value: float) -> None:
+    assert cli.parse_when(text, now=1_000_000) == value
+
+
+def test_a_bad_window_is_refused() -> None:
+    with pytest.raises(ValueError, match="24h"):
+        cli.parse_when("yesterday", now=0)

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from gpu_platform.adapters.inbound.cli.client import ApiClient, ApiError
 
-__all__ = ["CliHooks", "ServeOptions", "build_cli", "parse_duration", "parse_size"]
+__all__ = ["CliHooks", "ServeOptions", "build_cli", "parse_duration", "parse_size", "parse_when"]
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 ServerOpt = Annotated[
@@ -78,6 +78,27 @@ def parse_duration(text: str) -> float:
     if seconds <= 0:
         raise ValueError(f"--time-limit {text!r}: must be positive")
     return seconds
+
+
+_SPANS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_when(text: str, now: float) -> float:
+    """'24h' / '-24h' / '7d' -> that long before `now`; an ISO date-time -> its Unix time."""
+    raw = text.strip()
+    span = raw.lstrip("-")
+    if span[-1:] in _SPANS:
+        try:
+            return now - float(span[:-1]) * _SPANS[span[-1]]
+        except ValueError:
+            pass
+    try:
+        moment = dt.datetime.fromisoformat(raw)
+    except ValueError:
+        raise ValueError(f"{text!r}: expected a span like 24h or 7d, or an ISO date-time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.timestamp()
 
 
 def _fail(message: str) -> typer.Exit:
@@ -315,6 +336,45 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 g["uuid"],
             )
         out.print(table)
+
+    @app.command()
+    def usage(
+        tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
+        since: Annotated[
+            str | None, typer.Option(help="Window start: 24h, 7d, or an ISO date-time.")
+        ] = None,
+        until: Annotated[str | None, typer.Option(help="Window end (default: now).")] = None,
+        server: ServerOpt = DEFAULT_SERVER,
+    ) -> None:
+        """GPU-hours per tenant and per job (time spent RUNNING x GPUs held)."""
+        now = dt.datetime.now(dt.UTC).timestamp()
+        params: dict[str, Any] = {}
+        try:
+            if since is not None:
+                params["since"] = parse_when(since, now)
+            if until is not None:
+                params["until"] = parse_when(until, now)
+        except ValueError as exc:
+            raise _fail(f"--since/--until {exc}") from None
+        if tenant is not None:
+            params["tenant"] = tenant
+        report = call(server, "GET", "/v1/usage", params=params)
+        out.print(f"Window: {_when(report['since'])} .. {_when(report['until'])}")
+        tenants = Table("TENANT", "GPU-HOURS")
+        for name, hours in sorted(report["gpu_hours_by_tenant"].items()):
+            tenants.add_row(name, f"{hours:.3f}")
+        tenants.add_row("total", f"{report['gpu_hours']:.3f}")
+        out.print(tenants)
+        jobs_table = Table("JOB", "TENANT", "GPUS", "RUNNING", "GPU-HOURS")
+        for j in report["jobs"]:
+            jobs_table.add_row(
+                j["job_id"],
+                j["tenant"],
+                str(j["gpus"]),
+                f"{j['running_s']:.0f}s",
+                f"{j['gpu_hours']:.3f}",
+            )
+        out.print(jobs_table)
 
     @app.command()
     def status(server: ServerOpt = DEFAULT_SERVER) -> None:

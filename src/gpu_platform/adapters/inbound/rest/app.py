@@ -17,10 +17,17 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from opentelemetry.trace import TracerProvider
 
 from gpu_platform import __version__
-from gpu_platform.adapters.inbound.rest.schemas import ClusterStatusOut, GpuOut, JobOut, JobSubmit
+from gpu_platform.adapters.inbound.rest.schemas import (
+    ClusterStatusOut,
+    GpuOut,
+    JobOut,
+    JobSubmit,
+    UsageOut,
+)
 from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
 from gpu_platform.domain.model.job import JobState
 from gpu_platform.ports.inbound.job_service import JobService
+from gpu_platform.ports.inbound.usage import UsageQueries
 
 __all__ = ["FOLLOW_POLL_S", "create_app"]
 
@@ -32,6 +39,7 @@ def create_app(
     *,
     metrics: Callable[[], tuple[bytes, str]] | None = None,
     tracer_provider: TracerProvider | None = None,
+    usage: UsageQueries | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="gpu-platform",
@@ -125,6 +133,17 @@ def create_app(
     @app.get("/v1/status", response_model=ClusterStatusOut)
     async def status() -> ClusterStatusOut:
         return ClusterStatusOut.of(await run_in_threadpool(service.status))
+
+    if usage is not None:
+        accounting = usage
+
+        @app.get("/v1/usage", response_model=UsageOut)
+        async def get_usage(
+            tenant: str | None = None,
+            since: float | None = Query(None, description="Unix seconds; default: all time"),
+            until: float | None = Query(None, description="Unix seconds; default: now"),
+        ) -> UsageOut:
+            return UsageOut.of(await run_in_threadpool(accounting.usage, tenant, since, until))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:

@@ -8,8 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from gpu_platform.domain.model.job import Job, JobSpec
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
+from gpu_platform.ports.inbound.usage import UsageReport
 
-__all__ = ["ClusterStatusOut", "GpuOut", "JobOut", "JobSubmit"]
+__all__ = ["ClusterStatusOut", "GpuOut", "JobOut", "JobSubmit", "UsageOut"]
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
@@ -166,4 +167,39 @@ class ClusterStatusOut(BaseModel):
             gpus_free=s.gpus_free,
             jobs_by_state=s.jobs_by_state,
             notes=list(s.notes),
+        )
+
+
+class JobUsageOut(BaseModel):
+    job_id: str
+    tenant: str
+    gpus: int
+    running_s: float
+    gpu_hours: float
+
+
+class UsageOut(BaseModel):
+    since: float
+    until: float
+    gpu_hours: float
+    gpu_hours_by_tenant: dict[str, float]
+    jobs: list[JobUsageOut]
+
+    @classmethod
+    def of(cls, r: UsageReport) -> UsageOut:
+        return cls(
+            since=r.since,
+            until=r.until,
+            gpu_hours=r.gpu_hours,
+            gpu_hours_by_tenant=r.gpu_hours_by_tenant,
+            jobs=[
+                JobUsageOut(
+                    job_id=j.job_id,
+                    tenant=j.tenant,
+                    gpus=j.gpus,
+                    running_s=j.running_s,
+                    gpu_hours=j.gpu_seconds / 3600,
+                )
+                for j in r.jobs
+            ],
         )

@@ -1,0 +1,164 @@
+"""GPU metrics under dcgm-exporter's names, units and labels, plus job and tenant labels.
+
+Operators point NVIDIA's stock dcgm-exporter Grafana dashboard at our `/metrics` unchanged:
+the series below carry the labels that dashboard filters on (`gpu`, `UUID`, `pci_bus_id`,
+`device`, `modelName`, `Hostname`), and GPUs held by a job also carry `hpc_job` (dcgm-exporter's
+own HPC-mode label) and `tenant`. Values come from the discovery adapter's telemetry snapshot,
+read at scrape time; a reading the hardware does not support is omitted, never invented.
+
+| series | unit | from |
+|---|---|---|
+| DCGM_FI_DEV_GPU_UTIL | % | utilization |
+| DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_FB_FREE | MiB | memory info |
+| DCGM_FI_DEV_GPU_TEMP | °C | temperature |
+| DCGM_FI_DEV_POWER_USAGE | W | power (mW / 1000) |
+| DCGM_FI_DEV_SM_CLOCK | MHz | SM clock |
+| DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, DCGM_FI_DEV_ECC_DBE_VOL_TOTAL | count | volatile ECC totals |
+| DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS | count | row remapping |
+| DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS | count | row remapping |
+| DCGM_FI_DEV_ROW_REMAP_FAILURE | 0/1 | row remapping |
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import structlog
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from gpu_platform.domain.errors import NotFound
+from gpu_platform.domain.model.telemetry import GpuReading, TelemetrySnapshot
+from gpu_platform.ports.inbound.job_service import GpuInfo, JobService
+
+__all__ = ["DCGM_LABELS", "DcgmCollector"]
+
+log = structlog.get_logger(__name__)
+
+DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "hpc_job", "tenant")
+MIB = 1 << 20
+
+# name, help, kind, value(reading) -> float | None
+_SERIES: tuple[tuple[str, str, str, Callable[[GpuReading], float | None]], ...] = (
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gauge", lambda r: r.utilization_pct),
+    (
+        "DCGM_FI_DEV_FB_USED",
+        "Framebuffer memory used (in MiB).",
+        "gauge",
+        lambda r: None if r.memory_used_bytes is None else r.memory_used_bytes // MIB,
+    ),
+    (
+        "DCGM_FI_DEV_FB_FREE",
+        "Framebuffer memory free (in MiB).",
+        "gauge",
+        lambda r: (
+            None
+            if r.memory_used_bytes is None or r.memory_total_bytes is None
+            else (r.memory_total_bytes - r.memory_used_bytes) // MIB
+        ),
+    ),
+    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "gauge", lambda r: r.temperature_c),
+    (
+        "DCGM_FI_DEV_POWER_USAGE",
+        "Power draw (in W).",
+        "gauge",
+        lambda r: None if r.power_mw is None else r.power_mw / 1000,
+    ),
+    ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", "gauge", lambda r: r.sm_clock_mhz),
+    (
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "Total number of single-bit volatile ECC errors.",
+        "counter",
+        lambda r: r.ecc_corrected,
+    ),
+    (
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "Total number of double-bit volatile ECC errors.",
+        "counter",
+        lambda r: r.ecc_uncorrected,
+    ),
+    (
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "Number of remapped rows for correctable errors",
+        "counter",
+        lambda r: None if r.remapped_rows is None else r.remapped_rows.correctable,
+    ),
+    (
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "Number of remapped rows for uncorrectable errors",
+        "counter",
+        lambda r: None if r.remapped_rows is None else r.remapped_rows.uncorrectable,
+    ),
+    (
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "Whether remapping of rows has failed",
+        "gauge",
+        lambda r: None if r.remapped_rows is None else float(r.remapped_rows.failed),
+    ),
+)
+
+
+class DcgmCollector(Collector):
+    """Collects dcgm-exporter-named series from `telemetry()` (None = no telemetry source)."""
+
+    def __init__(
+        self,
+        telemetry: Callable[[], TelemetrySnapshot | None],
+        service: Callable[[], JobService],
+        hostname: str | None = None,
+    ) -> None:
+        self._telemetry = telemetry
+        self._service = service
+        self._hostname = hostname or socket.gethostname()
+
+    def collect(self) -> Iterator[Any]:
+        try:
+            snapshot = self._telemetry()
+        except Exception as exc:  # a scrape must never take the server down
+            log.warning("telemetry snapshot failed", error=str(exc))
+            return
+        if snapshot is None:
+            return
+        service = self._service()
+        infos = {(i.gpu.node, i.gpu.index): i for i in service.gpus()}
+        families = {
+            name: (GaugeMetricFamily if kind == "gauge" else CounterMetricFamily)(
+                name, help_text, labels=DCGM_LABELS
+            )
+            for name, help_text, kind, _ in _SERIES
+        }
+        for reading in snapshot.gpus:
+            labels = self._labels(
+                snapshot.node, reading, infos.get((snapshot.node, reading.index)), service
+            )
+            for name, _, _, value_of in _SERIES:
+                value = value_of(reading)
+                if value is not None:
+                    families[name].add_metric(labels, float(value))
+        yield from families.values()
+
+    def _labels(
+        self, node: str, reading: GpuReading, info: GpuInfo | None, service: JobService
+    ) -> list[str]:
+        model = info.gpu.model if info else ""
+        bus = info.gpu.pci_bus_id if info else ""
+        job_id, tenant = "", ""
+        if info is not None and info.job_id is not None:
+            job_id = info.job_id
+            try:
+                tenant = service.get(job_id).spec.tenant
+            except NotFound:
+                tenant = ""
+        host = node or self._hostname
+        return [
+            str(reading.index),
+            reading.uuid,
+            bus,
+            f"nvidia{reading.index}",
+            model,
+            host,
+            job_id,
+            tenant,
+        ]

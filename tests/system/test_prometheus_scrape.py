@@ -1,0 +1,65 @@
+"""A real Prometheus (Debian package `prometheus`) scrapes a real `gpu-platform serve` on
+loopback; we ask Prometheus's HTTP API for our series."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from gpu_platform.testing.system import require_tool
+from tests.integration.conftest import Server, free_port, wait_for
+
+
+def query(port: int, expr: str) -> list[dict[str, Any]]:
+    try:
+        r = httpx.get(f"http://127.0.0.1:{port}/api/v1/query", params={"query": expr}, timeout=5)
+    except httpx.HTTPError:
+        return []
+    data = r.json()
+    return data["data"]["result"] if data.get("status") == "success" else []
+
+
+def test_prometheus_scrapes_gpu_job_and_usage_series(
+    server_factory: Callable[..., Server], tmp_path: Path
+) -> None:
+    prometheus = require_tool("prometheus", "prometheus")
+    server = server_factory()
+    job = server.cli(
+        "submit", "-q", "--gpus", "2", "--", sys.executable, "-c", "import time; time.sleep(600)"
+    )
+    job_id = job.stdout.strip()
+    server.wait_job(job_id, lambda j: j["state"] == "RUNNING")
+
+    port = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n"
+        "scrape_configs:\n"
+        "  - job_name: gpu-platform\n"
+        f"    static_configs:\n      - targets: ['127.0.0.1:{server.port}']\n"
+    )
+    proc = subprocess.Popen(
+        [prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "prometheus.log").open("wb"),
+    )  # fmt: skip
+    try:
+        assert wait_for(lambda: len(query(port, "DCGM_FI_DEV_GPU_TEMP")) == 8, 60), (
+            tmp_path / "prometheus.log"
+        ).read_text()[-2000:]
+        held = query(port, f'DCGM_FI_DEV_GPU_UTIL{{hpc_job="{job_id}"}}')
+        assert sorted(r["metric"]["gpu"] for r in held) == ["0", "1"]
+        assert all(r["metric"]["tenant"] == "default" for r in held)
+        running = query(port, 'gpu_platform_jobs{state="RUNNING"}')
+        assert [r["value"][1] for r in running] == ["1"]
+        assert query(port, "gpu_platform_tenant_gpu_hours")
+        assert query(port, 'up{job="gpu-platform"}')[0]["value"][1] == "1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
