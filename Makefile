@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 # System packages the system tests need (Debian names); `make deps` installs them as root.
 SYSTEM_DEPS := hwloc-nox golang-etcd-server-dev iproute2 procps prometheus
 
-.PHONY: run test lint typecheck contracts unit bench deps clean help
+.PHONY: run test lint typecheck contracts unit bench deps clean help proto
 
 help:
 	@echo "make run    - create .venv, install, start 'gpu-platform serve' (embedded single node)"
@@ -14,6 +14,7 @@ help:
 	@echo "make lint   - ruff + mypy + import-linter only"
 	@echo "make bench  - run every benchmark; writes bench/results.json and a table"
 	@echo "make deps   - install the system packages the system tests need (root, apt-get)"
+	@echo "make proto  - regenerate the gRPC Python modules from the .proto file"
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +45,11 @@ unit: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(PY) tests/benchmarks/run_all.py --out bench/results.json
+
+PROTO := src/gpu_platform/adapters/inbound/grpc/v1/gpu_platform.proto
+proto: $(VENV)/.installed-dev
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -Isrc --python_out=src \
+	  --grpc_python_out=src --mypy_out=src $(PROTO)
 
 deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root (apt-get install -y $(SYSTEM_DEPS))"; exit 1; fi

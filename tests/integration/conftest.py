@@ -39,8 +39,12 @@ class Server:
     def __init__(self, data_dir: Path, port: int, extra_env: dict[str, str] | None = None) -> None:
         self.data_dir, self.port = data_dir, port
         self.url = f"http://127.0.0.1:{port}"
+        self.grpc_port = free_port()
         self.env = dict(
-            os.environ, GPU_PLATFORM_LOG_FORMAT="json", GPU_PLATFORM_STOP_GRACE_SECONDS="3"
+            os.environ,
+            GPU_PLATFORM_LOG_FORMAT="json",
+            GPU_PLATFORM_STOP_GRACE_SECONDS="3",
+            GPU_PLATFORM_GRPC_PORT=str(self.grpc_port),
         )
         self.env.update(extra_env or {})
         self.proc: subprocess.Popen[bytes] | None = None

@@ -187,3 +187,19 @@ def test_a_time_limited_job_fails_with_the_reason(server_factory: Callable[..., 
     job_id = submitted_id(server.cli("submit", "-q", "--time-limit", "0.5", "--", "sleep", "600"))
     job = server.wait_job(job_id, lambda j: j["state"] == "FAILED")
     assert job["reason"] == "time limit of 0.5s exceeded"
+
+
+def test_serve_answers_grpc_beside_rest(server_factory: Callable[..., Server]) -> None:
+    import grpc
+
+    from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
+    from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
+
+    server = server_factory()
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+        jobs = pb_grpc.JobServiceStub(channel)
+        job = jobs.SubmitJob(pb.SubmitJobRequest(command=["true"], gpus=1), timeout=10)
+        done = server.wait_job(job.id, lambda j: j["state"] == "COMPLETED")
+        assert jobs.GetJob(pb.GetJobRequest(id=job.id), timeout=10).state == done["state"]
+        status = pb_grpc.ClusterServiceStub(channel).GetStatus(pb.GetStatusRequest(), timeout=10)
+        assert status.simulated and status.gpus_total == 8

@@ -36,6 +36,9 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Address the REST API listens on.")
     port: int = Field(8080, ge=0, le=65535, description="REST API port (0 = pick a free one).")
+    grpc_port: int = Field(
+        50051, ge=-1, le=65535, description="gRPC API port on `host` (0 = any free port, -1 = off)."
+    )
     data_dir: Path = Field(
         Path(".gpu-platform"),
         description="Where the job database and job logs live (created if missing).",

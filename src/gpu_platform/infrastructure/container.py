@@ -17,6 +17,7 @@ from dependency_injector import containers, providers
 from fastapi import FastAPI
 from opentelemetry.sdk.trace import TracerProvider
 
+from gpu_platform.adapters.inbound.grpc import GrpcServer
 from gpu_platform.adapters.inbound.rest import create_app
 from gpu_platform.adapters.outbound.cgroups import (
     CgroupV1Isolation,
@@ -25,6 +26,7 @@ from gpu_platform.adapters.outbound.cgroups import (
 )
 from gpu_platform.adapters.outbound.discovery import detect
 from gpu_platform.adapters.outbound.observability import StructlogEventPublisher
+from gpu_platform.adapters.outbound.observability.event_hub import EventHub
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
 from gpu_platform.adapters.outbound.storage import SqliteJobStore
 from gpu_platform.adapters.outbound.system import SystemClock, UuidJobIds
@@ -144,11 +146,24 @@ def _rest_app(
     return create_app(plane, metrics=metrics.render, tracer_provider=tracer, usage=usage)
 
 
+def _grpc_server(
+    settings: Settings, plane: ControlPlane, events: EventHub
+) -> Iterator[GrpcServer | None]:
+    if settings.grpc_port < 0:
+        yield None
+        return
+    server = GrpcServer(plane, settings.host, settings.grpc_port, events=events)
+    server.start()
+    yield server
+    server.stop(grace_s=2.0)
+
+
 class Observability(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=Settings)
     metrics = providers.Singleton(Metrics)
     log_events = providers.Singleton(StructlogEventPublisher)
-    publisher = providers.Singleton(FanoutPublisher, log_events, metrics)
+    event_hub = providers.Singleton(EventHub)
+    publisher = providers.Singleton(FanoutPublisher, log_events, metrics, event_hub)
     tracer_provider = providers.Singleton(configure_tracing, settings.provided.otlp_endpoint)
 
 
@@ -178,6 +193,7 @@ class Container(containers.DeclarativeContainer):
         observability.publisher,
     )
     usage = providers.Singleton(UsageService, control_plane, adapters.clock)
+    grpc_server = providers.Resource(_grpc_server, settings, control_plane, observability.event_hub)
     rest_app = providers.Singleton(
         _rest_app,
         control_plane,

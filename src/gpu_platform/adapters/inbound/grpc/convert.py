@@ -1,0 +1,92 @@
+"""Domain/read models <-> protobuf messages."""
+
+from __future__ import annotations
+
+from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
+from gpu_platform.domain.model.job import Job, JobSpec
+from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
+
+__all__ = ["gpu_to_pb", "job_to_pb", "spec_from_pb", "status_to_pb"]
+
+
+def spec_from_pb(req: pb.SubmitJobRequest) -> JobSpec:
+    return JobSpec(
+        command=tuple(req.command),
+        gpus=req.gpus,
+        name=req.name,
+        tenant=req.tenant or "default",
+        priority=req.priority,
+        env=tuple(sorted(req.env.items())),
+        cwd=req.cwd if req.HasField("cwd") else None,
+        memory_bytes=req.memory_bytes if req.HasField("memory_bytes") else None,
+        time_limit_s=req.time_limit_s if req.HasField("time_limit_s") else None,
+        user=req.user if req.HasField("user") else None,
+    )
+
+
+def job_to_pb(job: Job) -> pb.Job:
+    msg = pb.Job(
+        id=job.id,
+        name=job.spec.name,
+        state=str(job.state),
+        command=list(job.spec.command),
+        gpus=job.spec.gpus,
+        tenant=job.spec.tenant,
+        priority=job.spec.priority,
+        attempt=job.attempt,
+        submitted_at=job.submitted_at,
+        reason=job.reason,
+        history=[pb.HistoryEntry(at=t, state=str(s), reason=r) for t, s, r in job.history],
+    )
+    if job.started_at is not None:
+        msg.started_at = job.started_at
+    if job.finished_at is not None:
+        msg.finished_at = job.finished_at
+    if job.exit_code is not None:
+        msg.exit_code = job.exit_code
+    if job.spec.memory_bytes is not None:
+        msg.memory_bytes = job.spec.memory_bytes
+    if job.spec.time_limit_s is not None:
+        msg.time_limit_s = job.spec.time_limit_s
+    if job.spec.user is not None:
+        msg.user = job.spec.user
+    a = job.allocation
+    if a is not None:
+        msg.allocation.CopyFrom(
+            pb.Allocation(
+                node=a.node,
+                gpu_indices=list(a.gpu_indices),
+                gpu_uuids=list(a.gpu_uuids),
+                numa_nodes=list(a.numa_nodes),
+                epoch=a.epoch,
+            )
+        )
+    return msg
+
+
+def gpu_to_pb(info: GpuInfo) -> pb.Gpu:
+    g = info.gpu
+    return pb.Gpu(
+        node=g.node,
+        index=g.index,
+        uuid=g.uuid,
+        vendor=str(g.vendor),
+        model=g.model,
+        memory_bytes=g.memory_bytes,
+        numa_node=g.numa_node,
+        pci_bus_id=g.pci_bus_id,
+        state=str(info.state),
+        job_id=info.job_id or "",
+    )
+
+
+def status_to_pb(s: ClusterStatus) -> pb.ClusterStatus:
+    return pb.ClusterStatus(
+        inventory_source=s.inventory_source,
+        simulated=s.simulated,
+        nodes=s.nodes,
+        gpus_total=s.gpus_total,
+        gpus_free=s.gpus_free,
+        jobs_by_state=s.jobs_by_state,
+        notes=list(s.notes),
+    )

@@ -1,0 +1,1 @@
+"""Generated from gpu_platform.proto by `make proto`; do not edit by hand."""
