@@ -115,6 +115,7 @@ class SimNode:
     payloads: list[bytes] = field(default_factory=list)  # applied normal payloads (this life)
     read_states: list[ReadState] = field(default_factory=list)
     seen_commit: int = 0
+    conf_dirty: bool = False  # a conf change was applied since the last snapshot
 
     @property
     def alive(self) -> bool:
@@ -381,6 +382,7 @@ class RaftNetwork:
             )
         if e.type is EntryType.CONF_CHANGE:
             n.conf_state = rn.apply_conf_change(ConfChange.decode(e.data))
+            n.conf_dirty = True
         elif e.data:
             n.payloads.append(e.data)
         n.digest = _fold(n.digest, e)
@@ -401,14 +403,19 @@ class RaftNetwork:
         n.seen_commit = log.committed
 
     def _maybe_snapshot(self, n: SimNode) -> None:
+        """Snapshot every `snapshot_every` applied entries (and compact), and after every
+        applied conf change (so a joining node's snapshot always names it)."""
         every = self.options.snapshot_every
-        if not every:
-            return
         snap_index = n.storage.snapshot().metadata.index
-        if n.applied - snap_index < every or n.applied > n.storage.last_index():
+        due = bool(every) and n.applied - snap_index >= every
+        if not (due or n.conf_dirty) or n.applied <= snap_index:
+            return
+        if n.applied > n.storage.last_index():
             return
         n.storage.create_snapshot(n.applied, n.conf_state, _encode_state(n.applied, n.digest))
-        n.storage.compact(n.applied)
+        n.conf_dirty = False
+        if every:
+            n.storage.compact(n.applied)
 
     # ------------------------------------------------------------------ safety checks
     def check_invariants(self) -> None:

@@ -66,9 +66,10 @@ class Storage(Protocol):
 class MemoryStorage:
     """A `Storage` in memory; also the write side a driver (or the simulator) uses."""
 
-    def __init__(self) -> None:
+    def __init__(self, conf_state: ConfState | None = None) -> None:
+        """An empty log; `conf_state` seeds the configuration (an index-0 snapshot's)."""
         self.hard_state = HardState()
-        self._snapshot = Snapshot()
+        self._snapshot = Snapshot(metadata=SnapshotMetadata(conf_state or ConfState()))
         self._ents: list[Entry] = [Entry(0, 0)]  # dummy entry at the snapshot's position
 
     # --- Storage protocol
