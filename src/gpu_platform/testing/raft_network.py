@@ -171,10 +171,12 @@ class RaftNetwork:
     def _start(self, node_id: int, storage: MemoryStorage) -> SimNode:
         snap = storage.snapshot()
         rng = random.Random(self.seed * 1_000_003 + node_id * 7919 + self.now)
-        rawnode = RawNode(self.options.config(node_id), storage, rng)
         applied, digest = snap.metadata.index, GENESIS
         if len(snap.data) == 40:
             applied, digest = int.from_bytes(snap.data[:8], "big"), snap.data[8:]
+        # The applied state restarts from the snapshot (the log may still hold older entries
+        # when snapshots are not followed by compaction): tell Raft where applying resumes.
+        rawnode = RawNode(self.options.config(node_id, applied=applied), storage, rng)
         node = SimNode(node_id, storage, rawnode, rng, applied, digest, snap.metadata.conf_state)
         node.seen_commit = rawnode.raft.raft_log.committed
         self.nodes[node_id] = node
