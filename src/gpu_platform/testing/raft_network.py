@@ -155,6 +155,7 @@ class RaftNetwork:
         self._groups: dict[int, int] | None = None
         self.nodes: dict[int, SimNode] = {}
         self.leaders: dict[int, int] = {}  # term -> leader id (election safety history)
+        self._leader_tails: dict[tuple[int, int], tuple[int, int]] = {}  # (id, term) -> tail
         self.committed_terms: dict[int, int] = {}  # index -> term of the committed entry
         self.digests: dict[int, bytes] = {}  # index -> state digest after applying it
         self.entry_at: dict[int, Entry] = {}  # index -> the entry applied there
@@ -421,26 +422,63 @@ class RaftNetwork:
 
     # ------------------------------------------------------------------ safety checks
     def check_invariants(self) -> None:
+        """Every safety property of Raft's Figure 3 that can be judged at this instant."""
+        for n in self.live():
+            n.node.raft.check_invariants()
+        self.check_election_safety()
+        self.check_leader_append_only()
+        self.check_leader_completeness()
+        self.check_state_machine_safety()
+
+    def check_election_safety(self) -> None:
+        """At most one leader can be elected in a given term (over the whole history)."""
         for n in self.live():
             r = n.node.raft
-            r.check_invariants()
             if r.state is Role.LEADER:
                 other = self.leaders.setdefault(r.term, n.id)
                 if other != n.id:
                     raise SafetyViolation(f"election safety: {other} and {n.id} lead term {r.term}")
-                self._check_leader_completeness(n)
 
-    def _check_leader_completeness(self, n: SimNode) -> None:
-        log = n.node.raft.raft_log
-        term = n.node.raft.term
-        first = log.first_index()
-        for i, t in self.committed_terms.items():
-            if t >= term or i < first:
+    def check_leader_append_only(self) -> None:
+        """A leader never overwrites or deletes entries in its log; it only appends."""
+        for n in self.live():
+            r = n.node.raft
+            key = (n.id, r.term)
+            if r.state is not Role.LEADER:
                 continue
-            if i > log.last_index() or log.term(i) != t:
-                raise SafetyViolation(
-                    f"leader completeness: leader {n.id} of term {term} lacks committed {i}@{t}"
-                )
+            log = r.raft_log
+            seen = self._leader_tails.get(key)
+            if seen is not None:
+                index, term = seen
+                if index >= log.first_index() - 1 and (
+                    index > log.last_index() or log.term(index) != term
+                ):
+                    raise SafetyViolation(f"leader append-only: {n.id} lost {index}@{term}")
+            self._leader_tails[key] = (log.last_index(), log.last_term())
+
+    def check_leader_completeness(self) -> None:
+        """A leader's log holds every entry committed in earlier terms."""
+        for n in self.live():
+            r = n.node.raft
+            if r.state is not Role.LEADER:
+                continue
+            log, term = r.raft_log, r.term
+            first = log.first_index()
+            for i, t in self.committed_terms.items():
+                if t >= term or i < first:
+                    continue
+                if i > log.last_index() or log.term(i) != t:
+                    raise SafetyViolation(
+                        f"leader completeness: leader {n.id} of term {term} lacks committed {i}@{t}"
+                    )
+
+    def check_state_machine_safety(self) -> None:
+        """No two nodes have applied different entries at one index: equal applied index,
+        equal state (the digest folds every applied entry)."""
+        for n in self.live():
+            want = self.digests.get(n.applied)
+            if want is not None and want != n.digest:
+                raise SafetyViolation(f"state machine safety: node {n.id} differs at {n.applied}")
 
     def check_log_matching(self) -> None:
         """If two logs hold an entry with the same index and term, they agree up to it."""
