@@ -161,6 +161,8 @@ class RaftNetwork:
         self.entry_at: dict[int, Entry] = {}  # index -> the entry applied there
         self.delivered = 0
         self.dropped = 0
+        self.snapshots_delivered = 0
+        self.snapshots_lost = 0
         voters = tuple(sorted(ids))
         for i in voters:
             storage = MemoryStorage()
@@ -311,6 +313,10 @@ class RaftNetwork:
         else:
             self.dropped += 1
         if m.type is MessageType.SNAP:
+            if ok:
+                self.snapshots_delivered += 1
+            else:
+                self.snapshots_lost += 1
             sender = self.nodes.get(m.from_)
             if sender is not None and sender.alive:
                 sender.node.report_snapshot(m.to, ok)

@@ -20,11 +20,12 @@ from gpu_platform.domain.consensus.types import (
     Snapshot,
     SnapshotMetadata,
 )
-from gpu_platform.testing.raft_network import NodeOptions, RaftNetwork
+from gpu_platform.testing.raft_network import Faults, NodeOptions, RaftNetwork
 
 from ._cluster import new_raft, storage_with, take
 
 MT = MessageType
+SEED_LOSING_A_SNAPSHOT = 0
 
 
 def elected(net: RaftNetwork) -> int:
@@ -134,3 +135,34 @@ def test_a_whole_cluster_restart_loses_no_committed_entry() -> None:
     assert all(net.nodes[i].digest == net.nodes[1].digest for i in (2, 3))
     assert applied >= 14  # bootstrap, 2 leader no-ops, 10 entries and "after"
     assert digest in net.digests.values()  # the pre-crash state is a prefix of today's
+
+
+def test_a_lost_snapshot_is_reported_and_sent_again_until_the_follower_catches_up() -> None:
+    net = RaftNetwork([1, 2, 3], seed=SEED_LOSING_A_SNAPSHOT, options=NodeOptions(snapshot_every=3))
+    lead = elected(net)
+    lagging = next(i for i in (1, 2, 3) if i != lead)
+    net.crash(lagging)
+    for i in range(12):
+        net.propose(b"s%d" % i)
+    net.run(2)
+    net.faults = Faults(drop=0.5)
+    net.restart(lagging)
+    caught_up = net.run_until(
+        lambda: net.nodes[lagging].applied == net.nodes[net.leader() or lead].applied, 500
+    )
+    assert caught_up is not None
+    assert net.snapshots_lost >= 1 and net.snapshots_delivered >= 1
+
+
+def test_a_leader_in_snapshot_state_probes_again_once_the_snapshot_is_reported() -> None:
+    r = new_raft(1, storage=storage_with((1, 2), (1, 1, 1)))
+    r.become_candidate()
+    r.become_leader()
+    pr = r.prs.progress[2]
+    pr.become_snapshot(3)
+    for ok in (False, True):
+        pr.become_snapshot(3) if pr.state is not ProgressState.SNAPSHOT else None
+        r.step(Message(MT.SNAP_STATUS, 1, 2, reject=not ok))
+        assert pr.state is ProgressState.PROBE and pr.probe_sent
+        assert pr.next == (4 if ok else 1)
+        pr.match = 0

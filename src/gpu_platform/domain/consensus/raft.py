@@ -211,6 +211,8 @@ class Raft:
         size = self.prs.max_inflight
         for i, pr in list(self.prs.progress.items()):
             new = Progress(last + 1, size, is_learner=pr.is_learner)
+            # Until a peer answers, we do not know it is alive (check-quorum, snapshots).
+            new.recent_active = i == self.id
             if i == self.id:
                 new.match = last
             self.prs.progress[i] = new
