@@ -2,8 +2,8 @@
 
 Modules: `types` (messages, entries, states), `quorum` (majority/joint arithmetic), `tracker`
 (per-peer progress and flow control), `confchange` (membership changes), `storage` and `log`
-(the Raft log), `readonly` (ReadIndex), `raft` and `leader` (the protocol), `rawnode` (the
-driver interface: tick/step/propose in, `Ready` out). See docs/raft.md.
+(the Raft log), `readonly` (ReadIndex), `raft`, `leader` and `follower` (the protocol),
+`rawnode` (the driver interface: tick/step/propose in, `Ready` out). See docs/raft.md.
 """
 
 from gpu_platform.domain.consensus.confchange import ConfChangeError

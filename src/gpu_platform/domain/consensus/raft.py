@@ -1,9 +1,9 @@
-"""The Raft state machine: roles, terms, elections and the follower side of replication.
+"""The Raft state machine: roles, terms, elections, snapshots restore and membership.
 
 Theory of operation. `Raft` is pure: `step(message)` and `tick()` mutate it and append outgoing
 messages to `msgs`; nothing here does I/O or reads a clock (time is `tick()` calls). The
-driver-facing wrapper is `RawNode` (`rawnode.py`); the leader's message handling is in
-`leader.py`.
+driver-facing wrapper is `RawNode` (`rawnode.py`); message handling per role is in
+`leader.py` and `follower.py` (follower and candidates).
 
 Roles change only along `ROLE_TRANSITIONS` (an illegal change raises `IllegalTransition`):
 
@@ -25,16 +25,14 @@ Roles change only along `ROLE_TRANSITIONS` (an illegal change raises `IllegalTra
 
 from __future__ import annotations
 
-import enum
 import random
 from dataclasses import dataclass
 
-from gpu_platform.domain.consensus import leader
+from gpu_platform.domain.consensus import follower, leader
 from gpu_platform.domain.consensus.confchange import Changer, restore
 from gpu_platform.domain.consensus.errors import (
     CompactedError,
     LogInvariantError,
-    ProposalDroppedError,
 )
 from gpu_platform.domain.consensus.log import RaftLog
 from gpu_platform.domain.consensus.quorum import VoteResult
@@ -43,6 +41,7 @@ from gpu_platform.domain.consensus.storage import NO_LIMIT, Storage
 from gpu_platform.domain.consensus.tracker import Progress, ProgressTracker, TrackerConfig
 from gpu_platform.domain.consensus.types import (
     NONE,
+    CampaignType,
     ConfChange,
     ConfState,
     Entry,
@@ -80,12 +79,6 @@ ROLE_TRANSITIONS: dict[tuple[Role, Role], str] = {
     (_L, _F): "saw a higher term, lost check-quorum, or was removed",
 }
 """Every legal (from, to) role change, with why it happens; other pairs raise."""
-
-
-class CampaignType(enum.Enum):
-    PRE_ELECTION = "pre-election"
-    ELECTION = "election"
-    TRANSFER = "transfer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,9 +346,9 @@ class Raft:
         elif self.state is _L:
             leader.step_leader(self, m)
         elif self.state is _F:
-            self._step_follower(m)
+            follower.step_follower(self, m)
         else:
-            self._step_candidate(m)
+            follower.step_candidate(self, m)
 
     def _handle_vote_request(self, m: Message) -> None:
         can_vote = (
@@ -372,92 +365,6 @@ class Raft:
                 self.vote = m.from_
         else:
             self.send(Message(resp, m.from_, self.id, self.term, reject=True))
-
-    def _step_candidate(self, m: Message) -> None:
-        my_resp = MT.PRE_VOTE_RESP if self.state is _PC else MT.VOTE_RESP
-        t = m.type
-        if t is MT.PROP:
-            raise ProposalDroppedError("no leader: proposal dropped")
-        if t in (MT.APP, MT.HEARTBEAT, MT.SNAP):
-            self.become_follower(m.term, m.from_)
-            self._handle_leader_message(m)
-        elif t is my_resp:
-            result = self.poll(m.from_, t, not m.reject)
-            if result is VoteResult.WON:
-                if self.state is _PC:
-                    self.campaign(CampaignType.ELECTION)
-                else:
-                    self.become_leader()
-                    leader.bcast_append(self)
-            elif result is VoteResult.LOST:
-                self.become_follower(self.term, NONE)
-
-    def _step_follower(self, m: Message) -> None:
-        t = m.type
-        if t is MT.PROP:
-            if self.lead == NONE:
-                raise ProposalDroppedError("no leader: proposal dropped")
-            if self.disable_proposal_forwarding:
-                raise ProposalDroppedError("proposal forwarding disabled")
-            self.send(Message(MT.PROP, self.lead, self.id, entries=m.entries))
-        elif t in (MT.APP, MT.HEARTBEAT, MT.SNAP):
-            self.election_elapsed = 0
-            self.lead = m.from_
-            self._handle_leader_message(m)
-        elif t is MT.TRANSFER_LEADER:
-            if self.lead != NONE:
-                self.send(Message(MT.TRANSFER_LEADER, self.lead, m.from_))
-        elif t is MT.TIMEOUT_NOW:
-            # Leader transfer: campaign at once, even with pre-vote and leases.
-            self.hup(CampaignType.TRANSFER)
-        elif t is MT.READ_INDEX:
-            if self.lead != NONE:
-                self.send(Message(MT.READ_INDEX, self.lead, self.id, context=m.context))
-        elif t is MT.READ_INDEX_RESP:
-            self.read_states.append(ReadState(m.index, m.context))
-
-    def _handle_leader_message(self, m: Message) -> None:
-        if m.type is MT.APP:
-            self.handle_append(m)
-        elif m.type is MT.HEARTBEAT:
-            self.raft_log.commit_to(m.commit)
-            self.send(self.msg(MT.HEARTBEAT_RESP, m.from_, context=m.context))
-        else:
-            self.handle_snapshot(m)
-
-    # ------------------------------------------------------------------ follower replication
-    def handle_append(self, m: Message) -> None:
-        log = self.raft_log
-        if m.index < log.committed:
-            self.send(self.msg(MT.APP_RESP, m.from_, index=log.committed))
-            return
-        last_new = log.maybe_append(m.index, m.log_term, m.commit, m.entries)
-        if last_new is not None:
-            self.send(self.msg(MT.APP_RESP, m.from_, index=last_new))
-            return
-        # Consistency check failed. Hint the last index that could match, skipping every
-        # entry whose term is greater than the leader's term at m.index (fast back-off).
-        hint = log.find_conflict_by_term(min(m.index, log.last_index()), m.log_term)
-        try:
-            hint_term = log.term(hint)
-        except CompactedError:
-            hint_term = 0
-        self.send(
-            self.msg(
-                MT.APP_RESP,
-                m.from_,
-                index=m.index,
-                reject=True,
-                reject_hint=hint,
-                log_term=hint_term,
-            )
-        )
-
-    def handle_snapshot(self, m: Message) -> None:
-        assert m.snapshot is not None
-        restored = self.restore(m.snapshot)
-        index = self.raft_log.last_index() if restored else self.raft_log.committed
-        self.send(self.msg(MT.APP_RESP, m.from_, index=index))
 
     def restore(self, s: Snapshot) -> bool:
         """Install snapshot `s`; False if it is stale or not needed."""

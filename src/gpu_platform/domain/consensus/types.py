@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "NONE",
+    "CampaignType",
     "ConfChange",
     "ConfChangeSingle",
     "ConfChangeTransition",
@@ -44,6 +45,14 @@ class Role(enum.Enum):
     PRE_CANDIDATE = "pre-candidate"
     CANDIDATE = "candidate"
     LEADER = "leader"
+
+
+class CampaignType(enum.Enum):
+    """Why a node campaigns: a pre-vote round, a real election, or a leader transfer."""
+
+    PRE_ELECTION = "pre-election"
+    ELECTION = "election"
+    TRANSFER = "transfer"
 
 
 class EntryType(enum.Enum):
