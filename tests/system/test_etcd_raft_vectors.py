@@ -152,6 +152,15 @@ def run_quorum_case(case: Case) -> str:
                 out += f"{_fmt_index(alt)} <-- via zero-joint quorum\n"
             if (alt := JointConfig(frozenset(ids), frozenset(ids)).committed_index(acked)) != idx:
                 out += f"{_fmt_index(alt)} <-- via self-joint quorum\n"
+            for vid in ids:
+                # As etcd's harness: lowering an index already below the result (to one less,
+                # or to zero) must not change the result.
+                own = acked.get(vid, 0)
+                if idx > own > 0:
+                    for lowered, label in ((own - 1, own), (0, 0)):
+                        alt = majority_committed_index(ids, {**acked, vid: lowered})
+                        if alt != idx:
+                            out += f"{_fmt_index(alt)} <-- overlaying {vid}->{label}"
         else:
             idx = cfg.committed_index(acked)
             out += describe(cfg.ids(), acked)

@@ -227,6 +227,14 @@ def test_leader_transfer_to_a_lagging_follower_first_catches_it_up() -> None:
     assert c[3].state is Role.LEADER
 
 
+def test_leader_transfer_bypasses_pre_vote_and_the_followers_leader_lease() -> None:
+    c = Cluster.of(3, pre_vote=True, check_quorum=True)
+    elect(c)
+    c.send(Message(MT.TRANSFER_LEADER, 1, 2))
+    assert c[2].state is Role.LEADER and c[2].term == 2
+    assert c[1].lead == 2 and c[3].lead == 2
+
+
 def test_proposals_are_dropped_while_a_leader_transfer_is_in_progress() -> None:
     c = Cluster.of(3)
     elect(c)
