@@ -24,14 +24,12 @@ completeness).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import heapq
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gpu_platform.domain.consensus import (
-    CompactedError,
     ConfChange,
     Config,
     ConfState,
@@ -41,6 +39,7 @@ from gpu_platform.domain.consensus import (
     Message,
     MessageType,
     ProposalDroppedError,
+    Raft,
     RawNode,
     ReadOnlyOption,
     ReadState,
@@ -48,12 +47,9 @@ from gpu_platform.domain.consensus import (
     bootstrap,
 )
 from gpu_platform.domain.consensus.storage import NO_LIMIT
+from gpu_platform.testing.raft_safety import GENESIS, SafetyHistory, SafetyViolation
 
 __all__ = ["Faults", "NodeOptions", "RaftNetwork", "SafetyViolation", "SimNode"]
-
-
-class SafetyViolation(AssertionError):
-    """A Raft safety property was broken in a simulated run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +88,6 @@ class NodeOptions:
             pre_vote=self.pre_vote,
             read_only_option=self.read_only_option,
         )
-
-
-GENESIS = b"\x00" * 32
-
-
-def _fold(digest: bytes, e: Entry) -> bytes:
-    return hashlib.sha256(digest + e.term.to_bytes(8, "big") + e.data).digest()
 
 
 @dataclass(slots=True)
@@ -154,11 +143,11 @@ class RaftNetwork:
         self._queue: list[tuple[int, int, Message, bool]] = []
         self._groups: dict[int, int] | None = None
         self.nodes: dict[int, SimNode] = {}
-        self.leaders: dict[int, int] = {}  # term -> leader id (election safety history)
-        self._leader_tails: dict[tuple[int, int], tuple[int, int]] = {}  # (id, term) -> tail
-        self.committed_terms: dict[int, int] = {}  # index -> term of the committed entry
-        self.digests: dict[int, bytes] = {}  # index -> state digest after applying it
-        self.entry_at: dict[int, Entry] = {}  # index -> the entry applied there
+        self.history = SafetyHistory()
+        # Aliases of the history, for tests that inspect it.
+        self.committed_terms = self.history.committed_terms
+        self.digests = self.history.digests
+        self.entry_at = self.history.entry_at
         self.delivered = 0
         self.dropped = 0
         self.snapshots_delivered = 0
@@ -168,7 +157,6 @@ class RaftNetwork:
             storage = MemoryStorage()
             bootstrap(storage, voters)
             self._start(i, storage)
-        self.digests[1] = GENESIS
 
     # ------------------------------------------------------------------ lifecycle
     def _start(self, node_id: int, storage: MemoryStorage) -> SimNode:
@@ -367,49 +355,24 @@ class RaftNetwork:
                 self._apply(n, rn, e)
             n.read_states.extend(rd.read_states)
             rn.advance(rd)
-            self._note_commit(n)
+            n.seen_commit = self.history.record_commit(rn.raft, n.seen_commit)
             self._maybe_snapshot(n)
 
     def _install(self, n: SimNode, data: bytes, index: int) -> None:
         applied, digest = int.from_bytes(data[:8], "big"), data[8:]
         if len(data) != 40:
             applied, digest = index, GENESIS
-        want = self.digests.get(applied)
-        if want is not None and want != digest:
-            raise SafetyViolation(f"node {n.id} installed a snapshot diverging at {applied}")
+        self.history.record_install(n.id, applied, digest)
         n.applied, n.digest = applied, digest
 
     def _apply(self, n: SimNode, rn: RawNode, e: Entry) -> None:
-        if e.index != n.applied + 1:
-            raise SafetyViolation(f"node {n.id} applied {e.index} after {n.applied}")
-        seen = self.entry_at.get(e.index)
-        if seen is None:
-            self.entry_at[e.index] = e
-        elif seen != e:
-            raise SafetyViolation(
-                f"state machine safety: index {e.index} applied as {seen} and as {e} (node {n.id})"
-            )
+        n.digest = self.history.record_apply(n.id, n.applied, n.digest, e)
+        n.applied = e.index
         if e.type is EntryType.CONF_CHANGE:
             n.conf_state = rn.apply_conf_change(ConfChange.decode(e.data))
             n.conf_dirty = True
         elif e.data:
             n.payloads.append(e.data)
-        n.digest = _fold(n.digest, e)
-        n.applied = e.index
-        want = self.digests.setdefault(e.index, n.digest)
-        if want != n.digest:
-            raise SafetyViolation(f"node {n.id} state diverged at index {e.index}")
-
-    def _note_commit(self, n: SimNode) -> None:
-        log = n.node.raft.raft_log
-        if log.committed <= n.seen_commit:
-            return
-        for i in range(max(n.seen_commit + 1, log.first_index()), log.committed + 1):
-            term = log.term(i)
-            known = self.committed_terms.setdefault(i, term)
-            if known != term:
-                raise SafetyViolation(f"index {i} committed with terms {known} and {term}")
-        n.seen_commit = log.committed
 
     def _maybe_snapshot(self, n: SimNode) -> None:
         """Snapshot every `snapshot_every` applied entries (and compact), and after every
@@ -427,10 +390,13 @@ class RaftNetwork:
             n.storage.compact(n.applied)
 
     # ------------------------------------------------------------------ safety checks
+    def _rafts(self) -> list[Raft]:
+        return [n.node.raft for n in self.live()]
+
     def check_invariants(self) -> None:
         """Every safety property of Raft's Figure 3 that can be judged at this instant."""
-        for n in self.live():
-            n.node.raft.check_invariants()
+        for r in self._rafts():
+            r.check_invariants()
         self.check_election_safety()
         self.check_leader_append_only()
         self.check_leader_completeness()
@@ -438,76 +404,23 @@ class RaftNetwork:
 
     def check_election_safety(self) -> None:
         """At most one leader can be elected in a given term (over the whole history)."""
-        for n in self.live():
-            r = n.node.raft
-            if r.state is Role.LEADER:
-                other = self.leaders.setdefault(r.term, n.id)
-                if other != n.id:
-                    raise SafetyViolation(f"election safety: {other} and {n.id} lead term {r.term}")
+        self.history.check_election_safety(self._rafts())
 
     def check_leader_append_only(self) -> None:
         """A leader never overwrites or deletes entries in its log; it only appends."""
-        for n in self.live():
-            r = n.node.raft
-            key = (n.id, r.term)
-            if r.state is not Role.LEADER:
-                continue
-            log = r.raft_log
-            seen = self._leader_tails.get(key)
-            if seen is not None:
-                index, term = seen
-                if index >= log.first_index() - 1 and (
-                    index > log.last_index() or log.term(index) != term
-                ):
-                    raise SafetyViolation(f"leader append-only: {n.id} lost {index}@{term}")
-            self._leader_tails[key] = (log.last_index(), log.last_term())
+        self.history.check_leader_append_only(self._rafts())
 
     def check_leader_completeness(self) -> None:
         """A leader's log holds every entry committed in earlier terms."""
-        for n in self.live():
-            r = n.node.raft
-            if r.state is not Role.LEADER:
-                continue
-            log, term = r.raft_log, r.term
-            first = log.first_index()
-            for i, t in self.committed_terms.items():
-                if t >= term or i < first:
-                    continue
-                if i > log.last_index() or log.term(i) != t:
-                    raise SafetyViolation(
-                        f"leader completeness: leader {n.id} of term {term} lacks committed {i}@{t}"
-                    )
+        self.history.check_leader_completeness(self._rafts())
 
     def check_state_machine_safety(self) -> None:
-        """No two nodes have applied different entries at one index: equal applied index,
-        equal state (the digest folds every applied entry)."""
-        for n in self.live():
-            want = self.digests.get(n.applied)
-            if want is not None and want != n.digest:
-                raise SafetyViolation(f"state machine safety: node {n.id} differs at {n.applied}")
+        """No two nodes have applied different entries at one index."""
+        self.history.check_state_machine_safety((n.id, n.applied, n.digest) for n in self.live())
 
     def check_log_matching(self) -> None:
         """If two logs hold an entry with the same index and term, they agree up to it."""
-        logs: dict[int, dict[int, Entry]] = {}
-        for n in self.live():
-            log = n.node.raft.raft_log
-            try:
-                logs[n.id] = {e.index: e for e in log.all_entries()}
-            except CompactedError:
-                continue
-        ids = sorted(logs)
-        for a_pos, a in enumerate(ids):
-            for b in ids[a_pos + 1 :]:
-                la, lb = logs[a], logs[b]
-                common = sorted(set(la) & set(lb), reverse=True)
-                agree = next((i for i in common if la[i].term == lb[i].term), None)
-                if agree is None:
-                    continue
-                for i in common:
-                    if i <= agree and la[i] != lb[i]:
-                        raise SafetyViolation(
-                            f"log matching: {a} and {b} agree at {agree} but differ at {i}"
-                        )
+        self.history.check_log_matching(self._rafts())
 
     # ------------------------------------------------------------------ views
     def committed_payloads(self, node_id: int) -> list[bytes]:
