@@ -14,11 +14,13 @@ messages; `partition(*groups)` cuts links between groups (`heal()` restores them
 
 Applied state: each node folds applied payloads into a SHA-256 chain (`digest`) so snapshots
 are tiny and state-machine safety is one comparison: every node that has applied index `i`
-has the same digest at `i`. The network records history and `check_invariants()` raises
-`SafetyViolation` on: two leaders in one term (election safety), two different entries
-applied at one index (state-machine safety), logs that agree on (index, term) but differ
-before it (log matching), a leader lacking an entry committed in an earlier term (leader
-completeness).
+has the same digest at `i`. The network records the run's history (`raft_safety`) and
+`check_invariants()` raises `SafetyViolation` on: two leaders in one term (election safety),
+a leader losing an entry of its own log (leader append-only), two different entries applied at
+one index (state-machine safety), a leader lacking an entry committed in an earlier term
+(leader completeness); `check_log_matching()` checks logs that agree on (index, term) but
+differ before it. A crash happens between two Ready cycles: a Ready is handled atomically, so
+"persisted but not sent" is the same as "sent and lost", which the fault model covers.
 """
 
 from __future__ import annotations
