@@ -180,3 +180,27 @@ def test_conf_changes_survive_the_entry_encoding() -> None:
     assert ConfChange.decode(cc.encode()) == cc
     assert cc.enter_joint() == (True, False)
     assert ConfChange().leave_joint()
+
+
+def test_a_driver_must_advance_each_ready_before_taking_the_next() -> None:
+    import pytest
+
+    from gpu_platform.domain.consensus.errors import StepError
+
+    rn, storage = node(1, (1,))
+    rn.campaign()
+    rd = rn.ready()
+    with pytest.raises(StepError):
+        rn.ready()
+    storage.append(rd.entries_to_persist)
+    rn.advance(rd)
+    with pytest.raises(StepError):
+        rn.advance(rd)
+
+
+def test_a_learner_still_votes_when_asked_since_it_may_be_a_voter_in_a_newer_config() -> None:
+    st_ = MemoryStorage(ConfState(voters=(1, 2), learners=(3,)))
+    rn = RawNode(Config(id=3), st_, random.Random(3))
+    rn.step(Message(MT.VOTE, 3, 1, term=2, log_term=0, index=0))
+    (resp,) = rn.ready().messages
+    assert resp.type is MT.VOTE_RESP and not resp.reject

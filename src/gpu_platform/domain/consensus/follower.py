@@ -45,7 +45,7 @@ def step_candidate(r: Raft, m: Message) -> None:
         r.become_follower(m.term, m.from_)
         _handle_leader_message(r, m)
     elif t is my_resp:
-        result = r.poll(m.from_, t, not m.reject)
+        result = r.poll(m.from_, not m.reject)
         if result is VoteResult.WON:
             if r.state is Role.PRE_CANDIDATE:
                 r.campaign(CampaignType.ELECTION)

@@ -290,8 +290,7 @@ class Raft:
         else:
             self.become_candidate()
             vote_msg, term = MT.VOTE, self.term
-        resp = MT.PRE_VOTE_RESP if vote_msg is MT.PRE_VOTE else MT.VOTE_RESP
-        if self.poll(self.id, resp, True) is VoteResult.WON:
+        if self.poll(self.id, True) is VoteResult.WON:
             if t is CampaignType.PRE_ELECTION:
                 self.campaign(CampaignType.ELECTION)
             else:
@@ -304,7 +303,8 @@ class Raft:
                 continue
             self.send(Message(vote_msg, vid, self.id, term, last_term, last, context=ctx))
 
-    def poll(self, node: int, mtype: MessageType, granted: bool) -> VoteResult:
+    def poll(self, node: int, granted: bool) -> VoteResult:
+        """Record `node`'s vote; the election's result so far."""
         self.prs.record_vote(node, granted)
         return self.prs.tally_votes()[2]
 

@@ -170,7 +170,12 @@ class RawNode:
         )
 
     def ready(self) -> Ready:
-        """The next batch of work; call `advance(ready)` once it is done."""
+        """The next batch of work; call `advance(ready)` once it is done.
+
+        Raises StepError if the previous Ready was not advanced yet (a driver bug).
+        """
+        if self._pending is not None:
+            raise StepError("ready() called before advance() of the previous Ready")
         r = self.raft
         log = r.raft_log
         soft, hard = r.soft_state(), r.hard_state()
@@ -195,7 +200,9 @@ class RawNode:
         return rd
 
     def advance(self, rd: Ready) -> None:
-        """The driver persisted, sent and applied `rd`."""
+        """The driver persisted, sent and applied `rd` (the last Ready handed out)."""
+        if rd is not self._pending:
+            raise StepError("advance() of a Ready that is not the pending one")
         log = self.raft.raft_log
         if rd.snapshot is not None:
             log.stable_snap_to(rd.snapshot.metadata.index)
