@@ -66,6 +66,8 @@ class Ready:
 
 @dataclass(frozen=True, slots=True)
 class ProgressStatus:
+    """A copy of the leader's view of one peer (indexes are log indexes)."""
+
     match: int
     next: int
     state: ProgressState
@@ -75,6 +77,8 @@ class ProgressStatus:
 
 @dataclass(frozen=True, slots=True)
 class Status:
+    """A snapshot of a node's state for operators and tests; `progress` only on a leader."""
+
     id: int
     hard_state: HardState
     soft_state: SoftState
@@ -109,9 +113,11 @@ class RawNode:
 
     # --- inputs
     def tick(self) -> None:
+        """One unit of logical time (election_tick / heartbeat_tick are counted in these)."""
         self.raft.tick()
 
     def campaign(self) -> None:
+        """Start an election now (pre-vote first if enabled)."""
         self.raft.step(Message(MT.HUP, from_=self.raft.id))
 
     def propose(self, data: bytes) -> None:
@@ -140,6 +146,7 @@ class RawNode:
         self.raft.step(m)
 
     def transfer_leader(self, transferee: int) -> None:
+        """Ask the leader to hand leadership to `transferee` (forwarded by followers)."""
         self.raft.step(Message(MT.TRANSFER_LEADER, from_=transferee))
 
     def read_index(self, ctx: bytes) -> None:
@@ -147,9 +154,11 @@ class RawNode:
         self.raft.step(Message(MT.READ_INDEX, from_=self.raft.id, context=ctx))
 
     def report_unreachable(self, node: int) -> None:
+        """The transport could not reach `node`: stop streaming to it, probe instead."""
         self.raft.step(Message(MT.UNREACHABLE, from_=node))
 
     def report_snapshot(self, node: int, ok: bool) -> None:
+        """The transport delivered (or lost) the snapshot sent to `node`."""
         self.raft.step(Message(MT.SNAP_STATUS, from_=node, reject=not ok))
 
     # --- outputs

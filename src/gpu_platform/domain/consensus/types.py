@@ -56,6 +56,8 @@ class CampaignType(enum.Enum):
 
 
 class EntryType(enum.Enum):
+    """NORMAL entries carry application payloads; CONF_CHANGE ones an encoded ConfChange."""
+
     NORMAL = 0
     CONF_CHANGE = 1
 
@@ -114,6 +116,8 @@ class ReadOnlyOption(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Entry:
+    """One log entry: the term of the leader that created it and its 1-based index."""
+
     term: int
     index: int
     type: EntryType = EntryType.NORMAL
@@ -206,6 +210,8 @@ class ReadState:
 
 
 class ConfChangeType(enum.Enum):
+    """Values are etcd's datadriven tokens: v(oter), l(earner), r(emove), u(pdate)."""
+
     ADD_NODE = "v"
     ADD_LEARNER_NODE = "l"
     REMOVE_NODE = "r"
@@ -225,6 +231,8 @@ class ConfChangeTransition(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class ConfChangeSingle:
+    """One membership change of one node."""
+
     type: ConfChangeType
     node_id: int
 
