@@ -149,7 +149,9 @@ def test_the_log_matching_checker_fires_on_logs_that_agree_late_but_differ_early
 def test_the_leader_completeness_checker_fires_on_a_leader_missing_a_committed_entry() -> None:
     net = settled()
     lead = net.leader() or 0
-    net.committed_terms[net.nodes[lead].node.raft.raft_log.last_index() + 5] = 1
+    missing = net.nodes[lead].node.raft.raft_log.last_index() + 5
+    net.committed_terms[missing] = 1
+    net.history.committed_in[missing] = 1
     with pytest.raises(SafetyViolation, match="leader completeness"):
         net.check_leader_completeness()
 
@@ -159,3 +161,14 @@ def test_the_state_machine_safety_checker_fires_on_a_diverging_state() -> None:
     net.nodes[2].digest = b"\x01" * 32
     with pytest.raises(SafetyViolation, match="state machine safety"):
         net.check_state_machine_safety()
+
+
+def test_the_linearizability_checker_fires_on_a_stale_read() -> None:
+    net = settled()
+    lead = net.leader() or 0
+    net.nodes[lead].pending_reads[b"stale"] = 10**6
+    net.read(lead, b"stale-probe")  # an ordinary read, answered normally
+    net.nodes[lead].pending_reads[b"late"] = 10**6
+    with pytest.raises(SafetyViolation, match="linearizability"):
+        net.call(lead, lambda rn: rn.read_index(b"late"))
+        net.run(2)

@@ -135,7 +135,8 @@ def perform(net: RaftNetwork, a: Action, counter: list[int]) -> None:
         if lead is not None and a.node != lead:
             net.call(lead, lambda rn: rn.transfer_leader(a.node))
     elif a.kind == "read" and node is not None and node.alive:
-        net.call(a.node, lambda rn: rn.read_index(b"r%d" % net.now))
+        counter[0] += 1
+        net.read(a.node, b"r%d" % counter[0])
 
 
 def heal_and_require_liveness(net: RaftNetwork) -> None:
@@ -236,6 +237,31 @@ def test_a_minority_partition_never_commits_and_its_entries_are_never_applied(
     assert not any(e.data.startswith(b"minority-") for e in net.entry_at.values())
 
 
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.sampled_from([3, 5]), pre_vote=st.booleans())
+def test_safe_reads_are_linearizable_under_chaos(seed: int, n: int, pre_vote: bool) -> None:
+    net = RaftNetwork(
+        range(1, n + 1),
+        seed,
+        faults=Faults(drop=0.1, duplicate=0.1, max_delay=3),
+        options=NodeOptions(pre_vote=pre_vote, check_quorum=pre_vote),
+    )
+    rng = net.rng
+    for t in range(300):
+        if t % 2 == 0:
+            net.propose(b"w%d" % t, via=rng.randint(1, n))
+        if t % 3 == 0:
+            net.read(rng.randint(1, n), b"q%d" % t)  # the network checks each answer
+        if t % 50 == 10:
+            cut = rng.sample(range(1, n + 1), rng.randint(1, n - 1))
+            net.partition(cut, [i for i in range(1, n + 1) if i not in cut])
+        if t % 50 == 35:
+            net.heal()
+        net.tick()
+    answered = sum(len(node.read_states) for node in net.nodes.values())
+    assert answered > 0
+
+
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.sampled_from([3, 5]))
 def test_the_same_seed_replays_the_same_run(seed: int, n: int) -> None:
@@ -280,6 +306,12 @@ class RaftChaos(RuleBasedStateMachine):
     @rule()
     def heal(self) -> None:
         self.net.heal()
+
+    @rule(node=st.integers(1, 5))
+    def read(self, node: int) -> None:
+        if self.net.nodes[node].alive:
+            self.counter += 1
+            self.net.read(node, b"read-%d" % self.counter)
 
     @precondition(lambda self: sum(n.alive for n in self.net.nodes.values()) > 3)
     @rule(node=st.integers(1, 5))

@@ -105,6 +105,7 @@ class SimNode:
     conf_state: ConfState = field(default_factory=ConfState)
     payloads: list[bytes] = field(default_factory=list)  # applied normal payloads (this life)
     read_states: list[ReadState] = field(default_factory=list)
+    pending_reads: dict[bytes, int] = field(default_factory=dict)  # ctx -> min read index
     seen_commit: int = 0
     conf_dirty: bool = False  # a conf change was applied since the last snapshot
 
@@ -258,6 +259,13 @@ class RaftNetwork:
         self._drain(target)
         return True
 
+    def read(self, node_id: int, ctx: bytes) -> None:
+        """Start a linearizable read at `node_id`. When its ReadState arrives, its index must
+        be at least every index committed anywhere before now (checked for SAFE reads)."""
+        n = self.nodes[node_id]
+        n.pending_reads[ctx] = max(self.committed_terms, default=0)
+        self.call(node_id, lambda rn: rn.read_index(ctx))
+
     def call(self, node_id: int, fn: Callable[[RawNode], object]) -> None:
         """Run `fn` on a live node's RawNode, then handle its Ready."""
         fn(self.nodes[node_id].node)
@@ -355,10 +363,21 @@ class RaftNetwork:
             # 3. apply
             for e in rd.committed_entries:
                 self._apply(n, rn, e)
+            for rs in rd.read_states:
+                self._check_read(n, rs)
             n.read_states.extend(rd.read_states)
             rn.advance(rd)
             n.seen_commit = self.history.record_commit(rn.raft, n.seen_commit)
             self._maybe_snapshot(n)
+
+    def _check_read(self, n: SimNode, rs: ReadState) -> None:
+        floor = n.pending_reads.pop(rs.request_ctx, None)
+        safe = self.options.read_only_option is ReadOnlyOption.SAFE
+        if safe and floor is not None and rs.index < floor:
+            raise SafetyViolation(
+                f"linearizability: read {rs.request_ctx!r} at node {n.id} got index {rs.index}"
+                f" < {floor}, committed before the read began"
+            )
 
     def _install(self, n: SimNode, data: bytes, index: int) -> None:
         applied, digest = int.from_bytes(data[:8], "big"), data[8:]

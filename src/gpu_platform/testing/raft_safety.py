@@ -9,7 +9,8 @@ nodes against that history:
 * log matching: if two logs contain an entry with the same index and term, the logs are
   identical in all entries up through that index;
 * leader completeness: an entry committed in a term is present in the logs of the leaders of
-  all higher terms;
+  all higher terms (the term an entry was committed in is the committing leader's term, not
+  the entry's own term: a stale leader may lack an old-term entry committed after it lost);
 * state-machine safety: no two servers apply different entries at one index.
 
 A broken property raises `SafetyViolation`. The applied state is a SHA-256 chain over applied
@@ -45,6 +46,9 @@ class SafetyHistory:
         self.leaders: dict[int, int] = {}  # term -> the node that led it
         self.leader_tails: dict[tuple[int, int], tuple[int, int]] = {}  # (id, term) -> tail
         self.committed_terms: dict[int, int] = {}  # index -> term of the committed entry
+        # index -> the term in which it was committed: the committing leader's term (the
+        # leader records a commit before anyone else can learn of it)
+        self.committed_in: dict[int, int] = {}
         self.digests: dict[int, bytes] = {1: GENESIS}  # index -> state digest after it
         self.entry_at: dict[int, Entry] = {}  # index -> the entry applied there
 
@@ -79,6 +83,7 @@ class SafetyHistory:
             known = self.committed_terms.setdefault(i, term)
             if known != term:
                 raise SafetyViolation(f"index {i} committed with terms {known} and {term}")
+            self.committed_in.setdefault(i, raft.term)
         return log.committed
 
     # ------------------------------------------------------------------ checks
@@ -110,7 +115,9 @@ class SafetyHistory:
             log, term = r.raft_log, r.term
             first, last = log.first_index(), log.last_index()
             for i, t in self.committed_terms.items():
-                if t >= term or i < first:
+                # Only leaders of terms *after* the commit must hold the entry: a stale
+                # leader cut off before the commit legitimately lacks it.
+                if self.committed_in[i] >= term or i < first:
                     continue
                 if i > last or log.term(i) != t:
                     raise SafetyViolation(
