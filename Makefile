@@ -12,7 +12,8 @@ help:
 	@echo "make run    - create .venv, install, start 'gpu-platform serve' (embedded single node)"
 	@echo "make test   - create .venv, install .[dev], run ruff, mypy, import-linter, pytest"
 	@echo "make lint   - ruff + mypy + import-linter only"
-	@echo "make bench  - run every benchmark; writes bench/results.json and a table"
+	@echo "make bench  - run every benchmark; writes bench/results.json, bench/REPORT.md, a table"
+	@echo "              (make bench QUICK=1: smaller sizes, a few minutes)"
 	@echo "make deps   - install the system packages the system tests need (root, apt-get)"
 	@echo "make proto  - regenerate the gRPC Python modules from the .proto file"
 
@@ -44,7 +45,7 @@ unit: $(VENV)/.installed-dev
 	$(VENV)/bin/pytest -q tests/unit tests/property
 
 bench: $(VENV)/.installed-dev
-	$(PY) tests/benchmarks/run_all.py --out bench/results.json
+	$(PY) tests/benchmarks/run_all.py --out bench/results.json $(if $(QUICK),--quick)
 
 PROTO := src/gpu_platform/adapters/inbound/grpc/v1/gpu_platform.proto
 proto: $(VENV)/.installed-dev

@@ -2,7 +2,9 @@
 
 A benchmark module is `tests/benchmarks/bench_<topic>.py` exposing `run(quick: bool) -> list[dict]`;
 each dict is one row of `bench/results.json`: {"name", "params", "p50_us", "p99_us", "ops_per_s",
-"baseline": {...} | None, "extra": {...}}. `result()` builds such a row from raw samples.
+"baseline": {"name", "p50_us", "p99_us", "ops_per_s", ...} | None, "extra": {...}}. Names follow
+issue 13 (`placement.decision`, `buddy.alloc_free`, `raft.core.commits`, ...). `result()` builds
+a row from raw samples; `baseline()` turns an in-run baseline row into the baseline object.
 """
 
 from __future__ import annotations
@@ -33,6 +35,17 @@ def time_calls(fn: Callable[[], Any], n: int, warmup: int = 50) -> list[float]:
         fn()
         out.append((clock() - t0) / 1000.0)
     return out
+
+
+def baseline(name: str, row: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """The issue-13 baseline object from a measured row: name, p50_us, p99_us, ops_per_s."""
+    return {
+        "name": name,
+        "p50_us": row["p50_us"],
+        "p99_us": row["p99_us"],
+        "ops_per_s": row["ops_per_s"],
+        **extra,
+    }
 
 
 def result(

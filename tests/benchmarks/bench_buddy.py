@@ -19,7 +19,7 @@ import random
 import time
 from typing import Any
 
-from _harness import result, time_calls
+from _harness import baseline, result, time_calls
 
 from gpu_platform.domain.allocation import AllocationFailed, BuddyAllocator
 
@@ -152,14 +152,16 @@ def _worst_case(quick: bool) -> dict[str, Any]:
     samples = time_calls(buddy_pair, n)
     base = result("first_fit", {}, time_calls(first_pair, n))
     return result(
-        "buddy_alloc_free_worst_case",
-        {"arena_gib": 80, "min_block_mib": 2, "steps": n, "sizes": "1000 B on an empty arena"},
-        samples,
-        baseline={
-            "name": "first-fit free list",
-            "p50_us": base["p50_us"],
-            "p99_us": base["p99_us"],
+        "buddy.alloc_free",
+        {
+            "workload": "worst_case",
+            "arena_gib": 80,
+            "min_block_mib": 2,
+            "steps": n,
+            "sizes": "1000 B on an empty arena",
         },
+        samples,
+        baseline=baseline("first-fit free list", base),
     )
 
 
@@ -193,14 +195,10 @@ def _pool(quick: bool) -> dict[str, Any]:
         pool.close()
     base = result("bare", {}, bare_samples)
     return result(
-        "hostmem_pool_allocate_release",
+        "memory_pool.allocate_release",
         {"arena_gib": 1, "min_block_kib": 64, "steps": steps, "sizes": "log-uniform 256B..8MiB"},
         pool_samples,
-        baseline={
-            "name": "bare BuddyAllocator",
-            "p50_us": base["p50_us"],
-            "p99_us": base["p99_us"],
-        },
+        baseline=baseline("bare BuddyAllocator", base),
     )
 
 
@@ -214,24 +212,24 @@ def _workload(name: str, lo: int, hi: int, quick: bool) -> dict[str, Any]:
     first = _run(lambda: FirstFit(ARENA, MIN_BLOCK), sizes, victims, fill)
     bstats = buddy["alloc"].stats()
     base = result("first_fit", {}, first["samples"])
-    baseline = {
-        "name": "first-fit free list",
-        "p50_us": base["p50_us"],
-        "p99_us": base["p99_us"],
-        "fragmentation_index": round(first["alloc"].fragmentation(), 4),
-        "failed_allocations": first["failures"],
-    }
+    base_obj = baseline(
+        "first-fit free list",
+        base,
+        fragmentation_index=round(first["alloc"].fragmentation(), 4),
+        failed_allocations=first["failures"],
+    )
     params = {
+        "workload": name,
         "arena_gib": 80,
         "min_block_mib": 2,
         "steps": len(buddy["samples"]),
         "sizes": f"log-uniform {lo}B..{hi // MIB}MiB",
     }
     return result(
-        f"buddy_alloc_free_{name}",
+        "buddy.alloc_free",
         params,
         buddy["samples"],
-        baseline=baseline,
+        baseline=base_obj,
         extra={
             "fragmentation_index": round(bstats.external_fragmentation, 4),
             "internal_fragmentation_bytes": bstats.internal_fragmentation_bytes,

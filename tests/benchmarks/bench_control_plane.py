@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _harness import result, time_calls
+from _harness import baseline, result, time_calls
 
 from gpu_platform.adapters.outbound.sim.inventory import build_node
 from gpu_platform.adapters.outbound.storage import SqliteJobStore
@@ -59,8 +59,14 @@ def bench_first_fit(quick: bool) -> list[dict[str, Any]]:
             samples = time_calls(lambda r=req, s=snapshot: first_fit(r, s), n)
             rows.append(
                 result(
-                    "placement.first_fit",
-                    {"gpus": 1024, "nodes": 128, "occupancy": occupancy, "request_gpus": gpus},
+                    "placement.decision",
+                    {
+                        "policy": "first_fit",
+                        "gpus": 1024,
+                        "nodes": 128,
+                        "request": f"{gpus}-gpu",
+                        "occupancy": occupancy,
+                    },
                     samples,
                 )
             )
@@ -96,7 +102,7 @@ def bench_submit(quick: bool) -> list[dict[str, Any]]:
             "control_plane.submit",
             {"store": "sqlite(synchronous=FULL)", "jobs": n},
             sql_samples,
-            baseline={"memory_p50_us": mem["p50_us"], "memory_p99_us": mem["p99_us"]},
+            baseline=baseline("in-memory store", mem),
         )
     )
     return rows
@@ -114,8 +120,8 @@ def bench_schedule_cycle(quick: bool) -> list[dict[str, Any]]:
     per_job = [elapsed_us / max(1, launched)]
     return [
         result(
-            "control_plane.schedule_cycle",
-            {"queued": jobs, "gpus": 1024, "launched": launched},
+            "scheduler.throughput",
+            {"policy": "fifo", "queued": jobs, "gpus": 1024, "launched": launched},
             per_job,
             extra={"cycle_ms": round(elapsed_us / 1000, 2)},
         )

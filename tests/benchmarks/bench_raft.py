@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from _harness import result
+from _harness import baseline, result
 
 from gpu_platform.domain.consensus.storage import NO_LIMIT
 from gpu_platform.testing.raft_network import NodeOptions, RaftNetwork
@@ -58,7 +58,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
     for nodes in (3, 5):
         samples, eps = measure(nodes, 1, unbatched_total)
         base = result(
-            "raft_commit_unbatched",
+            "raft.core.commits",
             {"nodes": nodes, "batch": 1, "entries": unbatched_total},
             samples,
             extra={"entries_per_s_overall": round(eps, 1)},
@@ -68,10 +68,10 @@ def run(quick: bool) -> list[dict[str, Any]]:
             samples, eps = measure(nodes, batch, batched_total)
             rows.append(
                 result(
-                    "raft_commit_batched",
+                    "raft.core.commits",
                     {"nodes": nodes, "batch": batch, "entries": batched_total},
                     samples,
-                    baseline={"unbatched_ops_per_s": base["ops_per_s"]},
+                    baseline=baseline("unbatched (batch=1)", base),
                     extra={"entries_per_s_overall": round(eps, 1)},
                 )
             )

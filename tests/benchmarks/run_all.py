@@ -1,20 +1,61 @@
-"""Run every `tests/benchmarks/bench_*.py`, write bench/results.json and print a table.
+"""Run every `tests/benchmarks/bench_*.py`; write bench/results.json, bench/REPORT.md and a table.
 
 Usage: python tests/benchmarks/run_all.py [--out bench/results.json] [--quick] [--only NAME]
+
+results.json = {"machine": {...}, "results": [{"name", "params", "p50_us", "p99_us", "ops_per_s",
+"baseline": {"name", "p50_us", "p99_us", "ops_per_s"}, "extra": {...}}]}; fields that do not apply
+are omitted. REPORT.md (beside results.json) has the machine and one table per benchmark name.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import importlib.util
 import json
 import os
 import platform
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+
+
+def _proc_field(path: str, key: str) -> str | None:
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(key):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _cpu_model() -> str:
+    return _proc_field("/proc/cpuinfo", "model name") or platform.processor() or platform.machine()
+
+
+def _memory_gib() -> float | None:
+    total = _proc_field("/proc/meminfo", "MemTotal")
+    return round(int(total.split()[0]) / (1 << 20), 1) if total else None
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            check=False,
+            capture_output=True,
+            text=True,
+            cwd=HERE,
+        )
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
 
 
 def machine() -> dict[str, Any]:
@@ -22,9 +63,59 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
+        "cpu": _cpu_model(),
         "cpus": os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "git_commit": _git_commit(),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
+
+
+def clean(row: dict[str, Any]) -> dict[str, Any]:
+    """Drop fields that do not apply (None baseline, empty extra)."""
+    return {k: v for k, v in row.items() if v not in (None, {}, [])}
+
+
+def report(data: dict[str, Any], quick: bool, seconds: float) -> str:
+    m = data["machine"]
+    lines = [
+        "# Benchmark report",
+        "",
+        f"- commit `{m['git_commit']}`, {m['date']}, {'quick' if quick else 'full'} run, "
+        f"{seconds:.0f} s",
+        f"- {m['cpu']}, {m['cpus']} CPUs, {m['memory_gib']} GiB, load {m['load_average']}",
+        f"- {m['implementation']} {m['python']} on {m['platform']}",
+        "",
+        "Latencies in microseconds; each figure beside its in-run baseline where one exists.",
+    ]
+    names: dict[str, list[dict[str, Any]]] = {}
+    for row in data["results"]:
+        names.setdefault(row["name"], []).append(row)
+    for name, rows in names.items():
+        lines += [
+            "",
+            f"## {name}",
+            "",
+            "| params | p50 µs | p99 µs | ops/s | baseline |",
+            "|---|---|---|---|---|",
+        ]
+        for row in rows:
+            params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
+            base = row.get("baseline") or {}
+            base_s = (
+                f"{base.get('name', '')}: p50 {fmt(base.get('p50_us'))}, p99 {fmt(base.get('p99_us'))}"
+                if base
+                else "-"
+            )
+            lines.append(
+                f"| {params} | {fmt(row.get('p50_us'))} | {fmt(row.get('p99_us'))} | "
+                f"{fmt(row.get('ops_per_s'))} | {base_s} |"
+            )
+            extra = row.get("extra") or {}
+            if extra:
+                lines.append(f"| ↳ {', '.join(f'{k}={v}' for k, v in extra.items())} | | | | |")
+    return "\n".join(lines) + "\n"
 
 
 def load(path: Path) -> Any:
@@ -52,6 +143,7 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     rows: list[dict[str, Any]] = []
+    started = time.monotonic()
     for path in sorted(HERE.glob("bench_*.py")):
         if args.only and args.only not in path.stem:
             continue
@@ -59,17 +151,19 @@ def main() -> int:
         rows.extend(load(path).run(quick=args.quick))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": machine(), "results": rows}, indent=2) + "\n")
+    data = {"machine": machine(), "results": [clean(r) for r in rows]}
+    out.write_text(json.dumps(data, indent=2) + "\n")
+    (out.parent / "REPORT.md").write_text(report(data, args.quick, time.monotonic() - started))
     print(f"\n{'name':<44} {'params':<64} {'p50_us':>10} {'p99_us':>10} {'ops/s':>12}  baseline")
     for row in rows:
         params = ",".join(f"{k}={v}" for k, v in row["params"].items())
         base = row.get("baseline") or {}
-        base_s = ", ".join(f"{k}={fmt(v)}" for k, v in base.items())
+        base_s = ", ".join(f"{k}={fmt(v)}" for k, v in base.items())[:100]
         print(
             f"{row['name']:<44} {params[:64]:<64} {fmt(row['p50_us']):>10} "
             f"{fmt(row['p99_us']):>10} {fmt(row['ops_per_s']):>12}  {base_s}"
         )
-    print(f"\nwrote {out}")
+    print(f"\nwrote {out} and {out.parent / 'REPORT.md'}")
     return 0
 
 
