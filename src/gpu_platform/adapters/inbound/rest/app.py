@@ -19,6 +19,7 @@ from opentelemetry.trace import TracerProvider
 from gpu_platform import __version__
 from gpu_platform.adapters.inbound.rest.schemas import (
     ClusterStatusOut,
+    ErrorOut,
     GpuOut,
     JobOut,
     JobSubmit,
@@ -30,6 +31,11 @@ from gpu_platform.ports.inbound.job_service import JobService
 from gpu_platform.ports.inbound.usage import UsageQueries
 
 __all__ = ["FOLLOW_POLL_S", "create_app"]
+
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "Unknown id"}}
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorOut, "description": "Conflicts with the job's state"}
+}
 
 FOLLOW_POLL_S = 0.2
 
@@ -84,15 +90,22 @@ def create_app(
         jobs = await run_in_threadpool(service.list_jobs, None if state is None else str(state))
         return [JobOut.of(j) for j in jobs]
 
-    @app.get("/v1/jobs/{job_id}", response_model=JobOut)
+    @app.get("/v1/jobs/{job_id}", response_model=JobOut, responses=NOT_FOUND)
     async def get_job(job_id: str) -> JobOut:
         return JobOut.of(await run_in_threadpool(service.get, job_id))
 
-    @app.post("/v1/jobs/{job_id}/cancel", response_model=JobOut)
+    @app.post(
+        "/v1/jobs/{job_id}/cancel", response_model=JobOut, responses={**NOT_FOUND, **CONFLICT}
+    )
     async def cancel(job_id: str) -> JobOut:
         return JobOut.of(await run_in_threadpool(service.cancel, job_id))
 
-    @app.get("/v1/jobs/{job_id}/logs", response_class=PlainTextResponse, response_model=None)
+    @app.get(
+        "/v1/jobs/{job_id}/logs",
+        response_class=PlainTextResponse,
+        response_model=None,
+        responses={404: {**NOT_FOUND[404], "content": {"application/json": {}}}},
+    )
     async def logs(
         job_id: str,
         attempt: int | None = Query(None, ge=1),

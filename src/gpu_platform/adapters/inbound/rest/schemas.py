@@ -10,7 +10,14 @@ from gpu_platform.domain.model.job import Job, JobSpec
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
 from gpu_platform.ports.inbound.usage import UsageReport
 
-__all__ = ["ClusterStatusOut", "GpuOut", "JobOut", "JobSubmit", "UsageOut"]
+__all__ = ["ClusterStatusOut", "ErrorOut", "GpuOut", "JobOut", "JobSubmit", "UsageOut"]
+
+
+class ErrorOut(BaseModel):
+    """A 404/409 answer: one line saying what is wrong."""
+
+    detail: str
+
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
@@ -25,7 +32,10 @@ class JobSubmit(BaseModel):
     name: str = Field("", max_length=128)
     tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     priority: int = Field(0, ge=-1000, le=1000)
-    env: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = {}
+    env: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(
+        default_factory=dict,
+        json_schema_extra={"additionalProperties": False},  # keys must match the pattern
+    )
     cwd: str | None = Field(None, description="working directory on the node")
     memory_bytes: int | None = Field(None, gt=0, description="host memory cap in bytes")
     time_limit_s: float | None = Field(None, gt=0, description="run-time limit per attempt, s")
