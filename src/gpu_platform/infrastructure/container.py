@@ -147,12 +147,14 @@ def _rest_app(
 
 
 def _grpc_server(
-    settings: Settings, plane: ControlPlane, events: EventHub
+    settings: Settings, plane: ControlPlane, events: EventHub, tracer: TracerProvider
 ) -> Iterator[GrpcServer | None]:
     if settings.grpc_port < 0:
         yield None
         return
-    server = GrpcServer(plane, settings.host, settings.grpc_port, events=events)
+    server = GrpcServer(
+        plane, settings.host, settings.grpc_port, events=events, tracer_provider=tracer
+    )
     server.start()
     yield server
     server.stop(grace_s=2.0)
@@ -193,7 +195,13 @@ class Container(containers.DeclarativeContainer):
         observability.publisher,
     )
     usage = providers.Singleton(UsageService, control_plane, adapters.clock)
-    grpc_server = providers.Resource(_grpc_server, settings, control_plane, observability.event_hub)
+    grpc_server = providers.Resource(
+        _grpc_server,
+        settings,
+        control_plane,
+        observability.event_hub,
+        observability.tracer_provider,
+    )
     rest_app = providers.Singleton(
         _rest_app,
         control_plane,

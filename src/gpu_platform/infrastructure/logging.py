@@ -1,7 +1,8 @@
 """structlog set-up: pretty on a TTY, JSON lines otherwise; stdlib logging routed through it.
 
 Context (job_id, request ids) is bound with `structlog.contextvars.bind_contextvars` and appears
-on every line logged in that context.
+on every line logged in that context; inside an OpenTelemetry span every line also carries
+`trace_id` and `span_id` (hex, as exporters show them), so logs and traces join up.
 """
 
 from __future__ import annotations
@@ -11,8 +12,20 @@ import sys
 from typing import Literal
 
 import structlog
+from opentelemetry import trace
 
-__all__ = ["configure_logging"]
+__all__ = ["add_trace_ids", "configure_logging"]
+
+
+def add_trace_ids(
+    _logger: object, _method: str, event: structlog.types.EventDict
+) -> structlog.types.EventDict:
+    """structlog processor: the current span's trace and span ids, when there is one."""
+    ctx = trace.get_current_span().get_span_context()
+    if ctx.is_valid:
+        event.setdefault("trace_id", format(ctx.trace_id, "032x"))
+        event.setdefault("span_id", format(ctx.span_id, "016x"))
+    return event
 
 
 def configure_logging(
@@ -22,6 +35,7 @@ def configure_logging(
     use_console = fmt == "console" or (fmt == "auto" and getattr(out, "isatty", lambda: False)())
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
+        add_trace_ids,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.stdlib.add_logger_name,

@@ -205,3 +205,39 @@ def test_the_generated_code_matches_the_proto(tmp_path: Path) -> None:
         generated = (tmp_path / Path(proto).parent / name).read_text()
         committed = (ROOT / "src" / Path(proto).parent / name).read_text()
         assert generated == committed, f"{name} is stale: run `make proto`"
+
+
+def test_every_unary_rpc_is_traced(tmp_path: Path, inventory: Inventory) -> None:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from gpu_platform.adapters.inbound.grpc import GrpcServer
+    from gpu_platform.application.control_plane import ControlPlane
+    from gpu_platform.infrastructure.tracing import configure_tracing
+    from gpu_platform.testing.fakes import RecordingPublisher
+
+    spans = InMemorySpanExporter()
+    plane = ControlPlane(
+        inventory,
+        InMemoryJobStore(),
+        FakeJobRunner(),
+        ManualClock(),
+        SequentialJobIds(),
+        RecordingPublisher(),
+    )
+    server = GrpcServer(
+        plane, port=0, tracer_provider=configure_tracing(None, SimpleSpanProcessor(spans))
+    )
+    server.start()
+    try:
+        with grpc.insecure_channel(server.address) as channel:
+            pb_grpc.ClusterServiceStub(channel).GetStatus(pb.GetStatusRequest(), timeout=5)
+            with pytest.raises(grpc.RpcError):
+                pb_grpc.JobServiceStub(channel).GetJob(pb.GetJobRequest(id="j-x"), timeout=5)
+    finally:
+        server.stop(0)
+    names = [s.name for s in spans.get_finished_spans()]
+    assert names == [
+        "/gpu_platform.v1.ClusterService/GetStatus",
+        "/gpu_platform.v1.JobService/GetJob",
+    ]

@@ -18,6 +18,7 @@ import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from opentelemetry.trace import TracerProvider
 
 from gpu_platform.adapters.inbound.grpc.convert import (
     gpu_to_pb,
@@ -129,6 +130,37 @@ class ClusterServicer(pb_grpc.ClusterServiceServicer):
         return status_to_pb(self._service.status())
 
 
+class _TracingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+    """One OpenTelemetry span per unary RPC, named after its method
+    (e.g. /gpu_platform.v1.JobService/GetJob)."""
+
+    def __init__(self, tracer_provider: TracerProvider) -> None:
+        self._tracer = tracer_provider.get_tracer("gpu_platform.grpc")
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler  # streams are left untraced: a span per event would be noise
+        method = handler_call_details.method
+        inner = handler.unary_unary
+
+        def traced(request: Any, context: grpc.ServicerContext) -> Any:
+            with self._tracer.start_as_current_span(method) as span:
+                span.set_attribute("rpc.system", "grpc")
+                span.set_attribute("rpc.method", method)
+                return inner(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            traced,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
 class GrpcServer:
     """Owns a grpc.Server bound to `host:port` (port 0 = any free port; see `.port`)."""
 
@@ -139,8 +171,12 @@ class GrpcServer:
         port: int = 50051,
         events: EventSource | None = None,
         max_workers: int = 32,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers))
+        interceptors = [_TracingInterceptor(tracer_provider)] if tracer_provider else []
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=max_workers), interceptors=interceptors
+        )
         pb_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
             JobServicer(service, events), self._server
         )
