@@ -1,0 +1,90 @@
+"""End-to-end submit latency against a live `gpu-platform serve` process on loopback:
+POST /v1/jobs over HTTP (httpx, keep-alive) and SubmitJob over gRPC, the same job spec, the
+same server, in one run. The jobs ask for no GPU and run `true`, so the queue never blocks;
+each figure is the client-observed time from request to the acknowledged (durable) answer.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+from _harness import baseline, result
+
+from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
+from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
+
+ENTRY = [sys.executable, "-m", "gpu_platform.main"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _time(fn: Any, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        fn()
+        out.append((time.perf_counter_ns() - t0) / 1000)
+    return out
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    n = 100 if quick else 1000
+    http_port, grpc_port = _free_port(), _free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(
+            os.environ,
+            GPU_PLATFORM_LOG_LEVEL="warning",
+            GPU_PLATFORM_LOG_FORMAT="json",
+            GPU_PLATFORM_GRPC_PORT=str(grpc_port),
+            GPU_PLATFORM_ISOLATION="none",
+        )
+        server = subprocess.Popen(
+            [*ENTRY, "serve", "--port", str(http_port), "--data-dir", str(Path(tmp) / "data")],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            base = f"http://127.0.0.1:{http_port}"
+            with httpx.Client(base_url=base, timeout=30) as client:
+                for _ in range(300):
+                    try:
+                        if client.get("/healthz").status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        time.sleep(0.05)
+                body = {"command": ["true"], "gpus": 0}
+                for _ in range(20):  # warm-up
+                    client.post("/v1/jobs", json=body)
+                rest = _time(lambda: client.post("/v1/jobs", json=body).raise_for_status(), n)
+            with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+                stub = pb_grpc.JobServiceStub(channel)
+                request = pb.SubmitJobRequest(command=["true"], gpus=0)
+                for _ in range(20):
+                    stub.SubmitJob(request, timeout=30)
+                grpc_samples = _time(lambda: stub.SubmitJob(request, timeout=30), n)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+    rest_row = result("e2e.submit", {"api": "rest", "submits": n, "store": "sqlite"}, rest)
+    grpc_row = result(
+        "e2e.submit",
+        {"api": "grpc", "submits": n, "store": "sqlite"},
+        grpc_samples,
+        baseline=baseline("rest", rest_row),
+    )
+    return [rest_row, grpc_row]
