@@ -18,7 +18,7 @@ from gpu_platform.testing.system import require_shared, shared_dir
 DATA = ("linearizability", "porcupine-test-data")
 # A generous per-history budget: no history needs more than a few seconds on a loaded machine;
 # running out answers UNKNOWN, which fails the verdict assertion instead of hanging.
-BUDGET_S = 120.0
+BUDGET_S = 30.0
 
 
 def data_dir() -> Path:

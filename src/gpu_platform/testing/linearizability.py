@@ -180,7 +180,7 @@ def check(
     # The partitions are searched round-robin, a slice of steps at a time, so that one that
     # is quick to refute is found before a hard one is exhausted (Porcupine runs them in
     # parallel for the same reason). The cyclic garbage collector is paused meanwhile: the
-    # memo caches hold millions of small tuples that it would rescan again and again.
+    # search allocates millions of small objects that it would rescan again and again.
     searches = {n: _search(model, history, part) for n, part in enumerate(parts)}
     done: dict[int, PartitionResult] = {}
     verdict = Verdict.LINEARIZABLE
@@ -254,7 +254,11 @@ def _search(  # noqa: PLR0915 - the hot loop is inlined on purpose (CPython call
     linearized = 0  # bitset over local operation indices
     remaining = sum(1 for op in ops if op.ret is not None)  # completed, not yet linearized
     stack: list[tuple[int, S]] = []  # (call entry, state before it)
-    cache: set[tuple[int, S]] = set()
+    # The memo cache holds one int per configuration: (state number << n) | linearized bitset,
+    # where equal states share one number. Storing (bitset, state) pairs instead would keep a
+    # copy of a state per configuration (kv states are strings of ~1 kB).
+    cache: set[int] = set()
+    state_number: dict[S, int] = {}
     best: list[int] = []
     entry = nxt[0]
     steps = 0
@@ -269,7 +273,10 @@ def _search(  # noqa: PLR0915 - the hot loop is inlined on purpose (CPython call
             ok, new_state = step(state, inputs[k], outputs[k])
             if ok:
                 new_linearized = linearized | (1 << k)
-                key = (new_linearized, new_state)
+                number = state_number.get(new_state)
+                if number is None:
+                    number = state_number[new_state] = len(state_number)
+                key = (number << n) | new_linearized
                 if key not in cache:
                     cache.add(key)
                     stack.append((entry, state))
