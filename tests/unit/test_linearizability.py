@@ -439,6 +439,47 @@ MODELS: dict[str, tuple[Any, Any, Any, Callable[[Any, Any], Any], Any]] = {
 }
 
 
+def small_domain(model_name: str) -> tuple[list[Any], list[Any], list[Any]]:
+    """States, inputs and outputs (None included) small enough to try every combination."""
+    if model_name == "register":
+        inputs = [RegisterInput.read()]
+        inputs += [RegisterInput.write(v) for v in range(3)]
+        inputs += [RegisterInput.cas(a, b) for a in range(3) for b in range(3)]
+        outputs = [RegisterOutput(v, ok) for v in (None, 0, 1, 2) for ok in (True, False)]
+        return [None, 0, 1, 2], inputs, [None, *outputs]
+    if model_name == "kv":
+        inputs = [KvInput(kind, "k", v) for kind in KvOp for v in ("x", "y")]
+        return ["", "x", "xy"], inputs, [None, *(KvOutput(v) for v in ("", "x", "xy"))]
+    outputs = [JobOutput(accepted, seen) for accepted in (True, False) for seen in JOB_STATES]
+    return JOB_STATES, [*JOB_INPUTS, JobInput(JobOp.GET, "j")], [None, *outputs]
+
+
+@pytest.mark.parametrize("model_name", sorted(MODELS))
+def test_an_operation_declared_read_only_never_changes_the_state_where_it_is_accepted(
+    model_name: str,
+) -> None:
+    model = MODELS[model_name][0]
+    states, inputs, outputs = small_domain(model_name)
+    declared = 0
+    for inp, out in itertools.product(inputs, outputs):
+        if not model.is_read_only(inp, out):
+            continue
+        declared += 1
+        for state in states:
+            ok, after = model.step(state, inp, out)
+            if ok:
+                assert after == state, (inp, out, state, after)
+    assert declared > 0
+
+
+@pytest.mark.parametrize("model_name", sorted(MODELS))
+def test_an_unknown_output_is_accepted_from_every_state(model_name: str) -> None:
+    model = MODELS[model_name][0]
+    states, inputs, _ = small_domain(model_name)
+    for state, inp in itertools.product(states, inputs):
+        assert model.step(state, inp, None)[0]
+
+
 @st.composite
 def histories(draw: st.DrawFn, model_name: str) -> list[Operation[Any, Any]]:
     """Up to 6 operations with random overlapping intervals. Outputs come from running the

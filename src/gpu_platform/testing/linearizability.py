@@ -116,6 +116,13 @@ class Model(Protocol[S, In, Out]):
         new state). With `output is None` (unknown) the first element must be True."""
         ...
 
+    def is_read_only(self, input: In, output: Out | None) -> bool:
+        """True only if, in every state where `step` accepts (input, output), it leaves the
+        state unchanged (a read; a cas observed to fail). The search then never backtracks
+        over such an operation to try it later (linearizing it at once is never worse).
+        False is always safe, only slower."""
+        ...
+
     def partition(self, history: Sequence[Operation[In, Out]]) -> Sequence[Sequence[int]]:
         """Indices into `history`, grouped into independent sub-histories (each index exactly
         once). `single_partition` when the model has one object."""
@@ -248,6 +255,7 @@ def _search(  # noqa: PLR0915 - the hot loop is inlined on purpose (CPython call
             ret_entry[call_entry[k]] = e
     inputs = [op.input for op in ops]
     outputs = [op.output for op in ops]
+    read_only = [model.is_read_only(op.input, op.output) for op in ops]
     step = model.step
 
     state = model.init()
@@ -271,32 +279,39 @@ def _search(  # noqa: PLR0915 - the hot loop is inlined on purpose (CPython call
         if is_call[entry]:
             k = op_of[entry]
             ok, new_state = step(state, inputs[k], outputs[k])
-            if ok:
-                new_linearized = linearized | (1 << k)
-                number = state_number.get(new_state)
-                if number is None:
-                    number = state_number[new_state] = len(state_number)
-                key = (number << n) | new_linearized
-                if key not in cache:
-                    cache.add(key)
-                    stack.append((entry, state))
-                    state = new_state
-                    linearized = new_linearized
-                    # lift the call and its return out of the list
-                    nxt[prv[entry]] = nxt[entry]
-                    prv[nxt[entry]] = prv[entry]
-                    r = ret_entry[entry]
-                    if r:
-                        remaining -= 1
-                        nxt[prv[r]] = nxt[r]
-                        prv[nxt[r]] = prv[r]
-                    if len(stack) > len(best):
-                        best = [op_of[e] for e, _ in stack]
-                    entry = nxt[0]
-                    continue
-            entry = nxt[entry]
-        else:
-            # A return: its operation cannot be put off further. Backtrack.
+            if not ok:
+                entry = nxt[entry]
+                continue
+            new_linearized = linearized | (1 << k)
+            number = state_number.get(new_state)
+            if number is None:
+                number = state_number[new_state] = len(state_number)
+            key = (number << n) | new_linearized
+            if key not in cache:
+                cache.add(key)
+                stack.append((entry, state))
+                state = new_state
+                linearized = new_linearized
+                # lift the call and its return out of the list
+                nxt[prv[entry]] = nxt[entry]
+                prv[nxt[entry]] = prv[entry]
+                r = ret_entry[entry]
+                if r:
+                    remaining -= 1
+                    nxt[prv[r]] = nxt[r]
+                    prv[nxt[r]] = prv[r]
+                if len(stack) > len(best):
+                    best = [op_of[e] for e, _ in stack]
+                entry = nxt[0]
+                continue
+            if not read_only[k]:
+                entry = nxt[entry]
+                continue
+            # An accepted read-only operation leads to a refuted configuration, so this
+            # configuration is refuted too (`Model.is_read_only`): backtrack.
+        # A return event (its operation cannot be put off further) or a refuted configuration:
+        # backtrack; past a read-only operation, keep backtracking (its parent is refuted).
+        while True:
             if not stack:
                 return PartitionResult(
                     Verdict.NOT_LINEARIZABLE, part, _to_history(part, best), len(cache)
@@ -310,7 +325,9 @@ def _search(  # noqa: PLR0915 - the hot loop is inlined on purpose (CPython call
                 prv[nxt[r]] = r
             nxt[prv[entry]] = entry
             prv[nxt[entry]] = entry
-            entry = nxt[entry]
+            if not read_only[op_of[entry]]:
+                break
+        entry = nxt[entry]
     witness = [op_of[e] for e, _ in stack]
     return PartitionResult(Verdict.LINEARIZABLE, part, _to_history(part, witness), len(cache))
 

@@ -115,6 +115,10 @@ class RegisterModel:
         swapped = state == input.expected
         return output is None or output.ok == swapped, input.value if swapped else state
 
+    def is_read_only(self, input: RegisterInput, output: RegisterOutput | None) -> bool:
+        # a cas observed to fail is accepted only where it changes nothing
+        return input.op is _READ or (input.op is _CAS and output is not None and not output.ok)
+
     def partition(
         self, history: Sequence[Operation[RegisterInput, RegisterOutput]]
     ) -> list[list[int]]:
@@ -155,6 +159,9 @@ class KvModel:
         if op is KvOp.PUT:
             return True, input.value
         return True, state + input.value
+
+    def is_read_only(self, input: KvInput, output: KvOutput | None) -> bool:
+        return input.op is KvOp.GET
 
     def partition(self, history: Sequence[Operation[KvInput, KvOutput]]) -> list[list[int]]:
         groups: dict[str, list[int]] = {}
@@ -224,6 +231,10 @@ class JobStoreModel:
         accepted = new is not None
         ok = output is None or output.accepted == accepted
         return ok, new if new is not None else state
+
+    def is_read_only(self, input: JobInput, output: JobOutput | None) -> bool:
+        # a refused mutation is accepted only where it changes nothing
+        return input.op is JobOp.GET or (output is not None and not output.accepted)
 
     def partition(self, history: Sequence[Operation[JobInput, JobOutput]]) -> list[list[int]]:
         groups: dict[str, list[int]] = {}
