@@ -269,6 +269,10 @@ def _search(  # noqa: PLR0915 - the hot loop is inlined on purpose (CPython call
     state_number: dict[S, int] = {}
     best: list[int] = []
     entry = nxt[0]
+    # Each configuration is scanned twice: first for a read-only operation the model accepts
+    # (taking it is never worse than anything else, so it is the only move tried), then, if
+    # there is none, for every other operation that can go next.
+    reads_first = True
     steps = 0
     while remaining:
         steps += 1
@@ -278,6 +282,9 @@ def _search(  # noqa: PLR0915 - the hot loop is inlined on purpose (CPython call
                 yield PartitionResult(Verdict.UNKNOWN, part, _to_history(part, best), len(cache))
         if is_call[entry]:
             k = op_of[entry]
+            if read_only[k] is not reads_first:  # not this scan's kind
+                entry = nxt[entry]
+                continue
             ok, new_state = step(state, inputs[k], outputs[k])
             if not ok:
                 entry = nxt[entry]
@@ -303,12 +310,17 @@ def _search(  # noqa: PLR0915 - the hot loop is inlined on purpose (CPython call
                 if len(stack) > len(best):
                     best = [op_of[e] for e, _ in stack]
                 entry = nxt[0]
+                reads_first = True
                 continue
-            if not read_only[k]:
+            if not reads_first:
                 entry = nxt[entry]
                 continue
             # An accepted read-only operation leads to a refuted configuration, so this
             # configuration is refuted too (`Model.is_read_only`): backtrack.
+        elif reads_first:  # no read-only operation can go next: try the others
+            reads_first = False
+            entry = nxt[0]
+            continue
         # A return event (its operation cannot be put off further) or a refuted configuration:
         # backtrack; past a read-only operation, keep backtracking (its parent is refuted).
         while True:
@@ -328,6 +340,7 @@ def _search(  # noqa: PLR0915 - the hot loop is inlined on purpose (CPython call
             if not read_only[op_of[entry]]:
                 break
         entry = nxt[entry]
+        reads_first = False
     witness = [op_of[e] for e, _ in stack]
     return PartitionResult(Verdict.LINEARIZABLE, part, _to_history(part, witness), len(cache))
 
