@@ -36,6 +36,7 @@ from gpu_platform.testing.linearizability_models import (
     RegisterOp,
     RegisterOutput,
 )
+from gpu_platform.testing.linearizability_report import explain
 
 LIN, NOT, UNKNOWN = Verdict.LINEARIZABLE, Verdict.NOT_LINEARIZABLE, Verdict.UNKNOWN
 R = RegisterModel()
@@ -163,6 +164,33 @@ def test_a_not_linearizable_partition_reports_its_longest_linearizable_prefix() 
     assert failed is not None
     assert failed.linearization == (0, 1)
     assert failed.operations == (0, 1, 2)
+
+
+def test_the_explanation_of_a_failure_shows_the_prefix_and_the_refused_operation() -> None:
+    history = [write(1, 0, 1), write(2, 2, 3), read(1, 4, 5), write(3, 6, None)]
+    text = explain(R, history, check(R, history))
+    lines = text.splitlines()
+    assert lines[0].startswith("not linearizable: a partition of 4 operations")
+    assert "prefix found has 2" in lines[0]
+    assert "#1 " in lines[2] and lines[2].endswith("=> state 2")
+    frontier = lines[lines.index(next(x for x in lines if x.startswith("then none"))) + 1 :]
+    assert [x.split()[0] for x in frontier] == ["#2"]  # the pending write is called too late
+    assert frontier[0].endswith("REFUSED by the model")
+
+
+def test_the_explanation_of_a_pass_is_one_line() -> None:
+    history = [write(1, 0, 1), read(1, 2, 3)]
+    assert (
+        explain(R, history, check(R, history))
+        == "linearizable: 2 operations, 1 partitions searched"
+    )
+
+
+def test_the_explanation_of_a_long_prefix_shows_only_its_end() -> None:
+    history = [write(v, 2 * v, 2 * v + 1) for v in range(30)] + [read(7, 100, 101)]
+    text = explain(R, history, check(R, history), show=3)
+    assert "... 27 earlier operations" in text
+    assert "#29 " in text and "#26 " not in text
 
 
 def test_a_search_out_of_time_answers_unknown() -> None:
