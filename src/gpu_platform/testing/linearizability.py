@@ -32,17 +32,23 @@ search practical (Lowe's "JIT linearization" with memoization). The search is it
 an explicit stack, so history length is not bounded by Python's recursion limit. It succeeds
 when every completed operation is linearized (pending ones may be left out).
 
+One pruning rule on top: an operation the model declares read-only (`Model.is_read_only`: it
+changes nothing wherever it is accepted) that can go next and is accepted is the only move
+tried from that configuration, because linearizing it at once is never worse than later; and
+when the configuration after it is refuted, so is the one before it.
+
 Linearizability is *local* (Herlihy & Wing): a history over independent objects is
 linearizable iff each object's sub-history is. `Model.partition` splits a history into such
 sub-histories (per key, per job id); each is searched alone, which turns one exponential search
-into many small ones. When all partitions pass, their witnesses are merged into one global
-linearization consistent with real time.
+into many small ones. Partitions are searched round-robin, a slice of steps each, so that an
+easily refuted partition is found before a hard one is exhausted. When all partitions pass,
+their witnesses are merged into one global linearization consistent with real time.
 
 `check(model, history, timeout_s)` returns a `CheckResult`: a `Verdict` (LINEARIZABLE,
 NOT_LINEARIZABLE, or UNKNOWN when the time budget ran out), per-partition results and, when
 linearizable, the witness order. For a partition found not linearizable, its `linearization` is
-the longest prefix the search managed to linearize, for debugging. Checking stops at the first
-partition found not linearizable.
+the longest prefix the search managed to linearize, for debugging (`linearizability_report.
+explain` prints it). Checking stops at the first partition found not linearizable.
 
 Models for a register, a key-value map and the job store live in `linearizability_models`;
 parsers for Porcupine's test histories in `linearizability_data`. Errors: `ValueError` for a
@@ -144,8 +150,8 @@ class Verdict(enum.Enum):
 class PartitionResult:
     """The search of one partition. `operations`: its history indices. `linearization`:
     history indices in linearization order — the witness when LINEARIZABLE (pending operations
-    it leaves out did not happen), the longest linearizable prefix found otherwise. `explored`:
-    configurations memoized (a measure of search effort)."""
+    it leaves out did not happen), the longest linearizable prefix found so far otherwise.
+    `explored`: configurations memoized (a measure of search effort)."""
 
     verdict: Verdict
     operations: tuple[int, ...]
@@ -155,9 +161,10 @@ class PartitionResult:
 
 @dataclass(frozen=True, slots=True)
 class CheckResult:
-    """The verdict on a whole history. `partitions` holds the partitions searched, in order;
-    after a NOT_LINEARIZABLE one the rest are not searched. `linearization` is a global witness
-    (history indices, real-time consistent) when LINEARIZABLE, else None."""
+    """The verdict on a whole history. `partitions` holds the finished searches in partition
+    order (all of them unless NOT_LINEARIZABLE: searches still running when one partition is
+    refuted are abandoned and left out). `linearization` is a global witness (history indices,
+    real-time consistent) when LINEARIZABLE, else None."""
 
     verdict: Verdict
     partitions: tuple[PartitionResult, ...]
