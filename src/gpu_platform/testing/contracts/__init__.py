@@ -4,12 +4,14 @@ same suites.
 
 Fixtures per suite: GpuDiscoveryContract `discovery`, GpuTelemetryContract `telemetry` (an
 adapter that is also a GpuDiscovery), TopologyProbeContract `probe`, FabricDiscoveryContract
-`fabric_discovery`, JobRunnerContract / JobStoreContract as documented there.
+`fabric_discovery`, JobRunnerContract / JobStoreContract / HardwareStoreContract as
+documented there.
 """
 
 from gpu_platform.testing.contracts.fabric_discovery import FabricDiscoveryContract
 from gpu_platform.testing.contracts.gpu_discovery import GpuDiscoveryContract
 from gpu_platform.testing.contracts.gpu_telemetry import GpuTelemetryContract
+from gpu_platform.testing.contracts.hardware_store import HardwareStoreContract
 from gpu_platform.testing.contracts.job_runner import JobRunnerContract, RunnerKit
 from gpu_platform.testing.contracts.job_store import JobStoreContract
 from gpu_platform.testing.contracts.topology_probe import TopologyProbeContract
@@ -18,6 +20,7 @@ __all__ = [
     "FabricDiscoveryContract",
     "GpuDiscoveryContract",
     "GpuTelemetryContract",
+    "HardwareStoreContract",
     "JobRunnerContract",
     "JobStoreContract",
     "RunnerKit",
