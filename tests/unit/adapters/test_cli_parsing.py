@@ -30,3 +30,25 @@ def test_durations_read_as_seconds_or_clock_time(text: str, value: float) -> Non
 def test_bad_durations_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="--time-limit"):
         cli.parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["drain", "--gpu", "nonsense", "--server", "http://127.0.0.1:9"], "NODE:INDEX"),
+        (["drain", "--server", "http://127.0.0.1:9"], "exactly one"),
+        (
+            ["offline", "--gpu", "n:1", "--node", "n", "--server", "http://127.0.0.1:9"],
+            "exactly one",
+        ),
+    ],
+)
+def test_admin_commands_check_their_target_before_calling_the_server(
+    args: list[str], message: str
+) -> None:
+    from typer.testing import CliRunner
+
+    hooks = cli.CliHooks(serve=lambda _: None, topology=lambda *_: "")
+    result = CliRunner().invoke(cli.build_cli(hooks), args)
+    assert result.exit_code == 1
+    assert message in result.output

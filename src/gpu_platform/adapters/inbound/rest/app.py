@@ -2,7 +2,8 @@
 
 Errors: 422 for bad input (malformed body, or a request that can never be satisfied — `detail`
 names the field, FastAPI's shape), 404 for unknown ids, 409 for conflicts (cancelling an ended
-job). Every request runs in an OpenTelemetry span when a tracer provider is given.
+job; an operator action the state tables refuse). Admin routes: `rest.admin`. Every request
+runs in an OpenTelemetry span when a tracer provider is given.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from opentelemetry.trace import TracerProvider
 
 from gpu_platform import __version__
+from gpu_platform.adapters.inbound.rest.admin import admin_router
 from gpu_platform.adapters.inbound.rest.schemas import ClusterStatusOut, GpuOut, JobOut, JobSubmit
-from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
+from gpu_platform.domain.errors import Conflict, IllegalTransition, InvalidRequest, NotFound
 from gpu_platform.domain.model.job import JobState
+from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
 
 __all__ = ["FOLLOW_POLL_S", "create_app"]
@@ -27,18 +30,7 @@ __all__ = ["FOLLOW_POLL_S", "create_app"]
 FOLLOW_POLL_S = 0.2
 
 
-def create_app(
-    service: JobService,
-    *,
-    metrics: Callable[[], tuple[bytes, str]] | None = None,
-    tracer_provider: TracerProvider | None = None,
-) -> FastAPI:
-    app = FastAPI(
-        title="gpu-platform",
-        version=__version__,
-        description="Submit, inspect and cancel GPU jobs; inspect GPUs and the cluster.",
-    )
-
+def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(InvalidRequest)
     async def _invalid(_: Request, exc: InvalidRequest) -> JSONResponse:
         detail = [{"loc": ["body", exc.field], "msg": exc.reason, "type": "invalid_request"}]
@@ -51,6 +43,26 @@ def create_app(
     @app.exception_handler(Conflict)
     async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(IllegalTransition)
+    async def _illegal(_: Request, exc: IllegalTransition) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
+
+def create_app(
+    service: JobService,
+    *,
+    admin: AdminService | None = None,
+    metrics: Callable[[], tuple[bytes, str]] | None = None,
+    tracer_provider: TracerProvider | None = None,
+) -> FastAPI:
+    app = FastAPI(
+        title="gpu-platform",
+        version=__version__,
+        description="Submit, inspect and cancel GPU jobs; inspect GPUs and the cluster.",
+    )
+
+    _install_error_handlers(app)
 
     if tracer_provider is not None:
         tracer = tracer_provider.get_tracer("gpu_platform.rest")
@@ -130,6 +142,9 @@ def create_app(
     async def healthz() -> dict[str, Any]:
         s = await run_in_threadpool(service.status)
         return {"status": "ok", "inventory": s.inventory_source, "simulated": s.simulated}
+
+    if admin is not None:
+        app.include_router(admin_router(service, admin))
 
     if metrics is not None:
         render = metrics

@@ -206,6 +206,8 @@ class SimulatedHardware:
 
     def inject(self, script: str) -> list[str]:
         lines = parse_script(script, self._inventory)
+        if self._sink is None:
+            raise ValueError("the simulated hardware is not started; nothing would hear the faults")
         now = time.monotonic()
         for line in lines:
             if line.delay_s == 0:
