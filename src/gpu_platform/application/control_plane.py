@@ -457,11 +457,12 @@ class ControlPlane:
             case Heartbeat(node):
                 command = NodeHeartbeat(node, now)
         try:
-            self._execute(command)
+            events = self._execute(command)
         except DomainError as exc:
             log.warning("health finding dropped", finding=repr(event), error=str(exc))
             return
-        self._wake.set()
+        if events:  # most readings change nothing; only a change can free or block GPUs
+            self._wake.set()
 
     def check_nodes(self) -> None:
         """Judge node heartbeat ages now (SUSPECT / DOWN per the fault policy)."""

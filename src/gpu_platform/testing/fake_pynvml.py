@@ -230,6 +230,10 @@ class FakePynvml:
             raise NVMLError_InvalidArgument()
         return self.gpus[index].index
 
+    def nvmlDeviceGetIndex(self, h: int) -> int:
+        self._enter("nvmlDeviceGetIndex", h)
+        return self.gpus.index(self._gpu(h))
+
     # -- identity and telemetry ---------------------------------------------------------------
 
     def nvmlDeviceGetUUID(self, h: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -170,3 +171,23 @@ def test_stop_ends_both_threads_and_releases_nvml(nvml: FakePynvml) -> None:
     mon.stop()
     assert all(not t.is_alive() for t in threading.enumerate() if t.name.startswith("nvml-"))
     assert nvml.initialised == 0
+
+
+def test_an_event_whose_device_is_a_fresh_handle_object_is_matched_by_its_nvml_index(
+    nvml: FakePynvml,
+) -> None:
+    # Real pynvml returns a new ctypes pointer in each event: it never == our handles.
+    fresh = object()
+    by_index = nvml.nvmlDeviceGetIndex
+    nvml.nvmlDeviceGetIndex = lambda h: 5 if h is fresh else by_index(h)  # type: ignore[method-assign]
+    sink = Sink()
+    mon = monitor(nvml)
+    mon.start(sink)
+    try:
+        sink.wait_for(Heartbeat("n1"))
+        event = SimpleNamespace(device=fresh, eventType=nvml.nvmlEventTypeXidCriticalError)
+        event.eventData = 94
+        nvml.event_sets[0].events.put(event)
+        sink.wait_for(XidReport("n1", 5, 94))
+    finally:
+        mon.stop()

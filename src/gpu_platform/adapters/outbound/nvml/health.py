@@ -132,9 +132,19 @@ class NvmlHealthMonitor:
                 self._poll_gpu(index, ecc_only=True)
 
     def _index_of(self, handle: Any) -> int | None:
+        """The NVML index of an event's device. pynvml hands back a fresh ctypes pointer, which
+        never compares equal to ours, so ask NVML; fall back to identity for other bindings."""
+        try:
+            nvml: Any = self._nvml
+            index = int(nvml.nvmlDeviceGetIndex(handle))
+        except Exception:
+            index = -1
+        if 0 <= index < len(self._handles):
+            return index
         for i, h in enumerate(self._handles):
-            if h == handle:
+            if h is handle or h == handle:
                 return i
+        log.warning("nvml event for an unknown device", device=repr(handle))
         return None
 
     # -- polling ---------------------------------------------------------------------------------
@@ -168,7 +178,9 @@ class NvmlHealthMonitor:
                 )
             if ecc_only:
                 return
-            temp = self._optional(nvml.nvmlDeviceGetTemperatureV, h, 0)
+            temp = self._optional(getattr(nvml, "nvmlDeviceGetTemperatureV", None), h, 0)
+            if temp is None:  # older drivers lack the V call (FunctionNotFound)
+                temp = self._optional(getattr(nvml, "nvmlDeviceGetTemperature", None), h, 0)
             reasons = self._optional(nvml.nvmlDeviceGetCurrentClocksEventReasons, h)
             if temp is not None:
                 self._emit(ThermalReading(self._node, i, float(temp), int(reasons or 0)))
@@ -177,7 +189,10 @@ class NvmlHealthMonitor:
             self._emit(GpuLostReport(self._node, i, f"NVML: {lost}"))
 
     def _optional(self, fn: Any, *args: Any) -> Any:
-        """Call fn; None when the GPU does not support it; raise _Lost when the GPU is lost."""
+        """Call fn; None when the GPU (or binding) does not support it; raise _Lost when the
+        GPU is lost."""
+        if fn is None:
+            return None
         try:
             return fn(*args)
         except Exception as exc:
