@@ -86,7 +86,7 @@ class FaultMachine(RuleBasedStateMachine):
 
     # -- jobs ------------------------------------------------------------------------------
 
-    @rule(gpus=st.integers(1, 4), attempts=st.integers(1, 3), backoff=st.sampled_from([0, 2]))
+    @rule(gpus=st.integers(0, 4), attempts=st.integers(1, 3), backoff=st.sampled_from([0, 2]))
     def submit(self, gpus: int, attempts: int, backoff: float) -> None:
         if gpus > self.state.max_gpus_per_node():
             return

@@ -495,6 +495,9 @@ class ControlPlane:
             ok, detail = False, f"reset crashed: {exc}"
         with self._lock:
             self._resets_inflight.discard(uuid)
+            if self._stopping.is_set():  # stores may be closing; the GPU is reset after restart
+                log.warning("gpu reset outcome dropped at shutdown", node=node, gpu=index, ok=ok)
+                return
             try:
                 self._execute(CompleteGpuReset(node, index, ok, self._now(), detail))
             except DomainError as exc:  # an operator moved it meanwhile (offline, online)

@@ -338,3 +338,15 @@ def test_persisted_gpu_and_node_states_are_restored(inventory: Inventory) -> Non
     assert gpu(state, 4) is GpuState.OFFLINE
     assert state.reason(uuid) == "xid 79 (reboot)"
     assert state.node(N).state is NodeState.DRAINING
+
+
+def test_a_gpu_less_job_on_a_node_that_goes_down_is_requeued_too(state: ClusterState) -> None:
+    state.apply(SubmitJob("cpu", JobSpec(("true",), gpus=0), 1.0))
+    (bound,) = state.apply(BindJob("cpu", N, (), 1.0))
+    assert isinstance(bound, JobBound)
+    state.apply(StartJob("cpu", bound.allocation.epoch, 1.0))
+    with pytest.raises(Conflict, match="runs 1 jobs"):
+        state.apply(SetNodeAdmin(N, "offline", "", 2.0))
+    state.apply(SetNodeAdmin(N, "offline", "", 2.0, force=True))
+    assert state.job("cpu").state is JobState.QUEUED
+    state.check_invariants()

@@ -119,6 +119,17 @@ class FaultHandlers:
             if self._jobs[i].state in LIVE and not self._jobs[i].releasing
         ]
 
+    def _live_on_node(self, node: str) -> list[Job]:
+        """Jobs with a live attempt (not being stopped) on `node` — GPU-less ones too."""
+        return [
+            j
+            for j in self._jobs.values()
+            if j.state in LIVE
+            and not j.releasing
+            and j.allocation is not None
+            and j.allocation.node == node
+        ]
+
     def _fault_stop(self, job: Job, reason: str, now: float) -> list[DomainEvent]:
         """Stop the live attempt of `job`: re-queue it if it has attempts left, else fail it."""
         if job.state not in LIVE or job.releasing or job.allocation is None:
@@ -159,7 +170,7 @@ class FaultHandlers:
             self._reasons[node.name] = reason
             events.append(NodeStateChanged(node.name, node.state, new, reason))
         if NodeEffect.STOP_JOBS in effects:
-            for job in self._live_on({g.uuid for g in node.gpus}):
+            for job in self._live_on_node(node.name):
                 events += self._fault_stop(job, f"node {node.name}: {reason}", now)
         return events
 
@@ -242,7 +253,7 @@ class FaultHandlers:
         if cmd.action == "offline" and cmd.force:
             event = NodeInput.OFFLINE_FORCE
         elif cmd.action == "offline":
-            busy = self._live_on({g.uuid for g in node.gpus})
+            busy = self._live_on_node(node.name)
             if busy:
                 raise Conflict(
                     f"node {node.name} runs {len(busy)} jobs ({busy[0].id}, ...): drain it, or "

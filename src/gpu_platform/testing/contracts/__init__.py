@@ -10,6 +10,7 @@ documented there.
 
 from gpu_platform.testing.contracts.fabric_discovery import FabricDiscoveryContract
 from gpu_platform.testing.contracts.gpu_discovery import GpuDiscoveryContract
+from gpu_platform.testing.contracts.gpu_reset import GpuResetContract, ResetKit
 from gpu_platform.testing.contracts.gpu_telemetry import GpuTelemetryContract
 from gpu_platform.testing.contracts.hardware_store import HardwareStoreContract
 from gpu_platform.testing.contracts.job_runner import JobRunnerContract, RunnerKit
@@ -19,10 +20,12 @@ from gpu_platform.testing.contracts.topology_probe import TopologyProbeContract
 __all__ = [
     "FabricDiscoveryContract",
     "GpuDiscoveryContract",
+    "GpuResetContract",
     "GpuTelemetryContract",
     "HardwareStoreContract",
     "JobRunnerContract",
     "JobStoreContract",
+    "ResetKit",
     "RunnerKit",
     "TopologyProbeContract",
 ]
