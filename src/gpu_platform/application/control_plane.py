@@ -13,6 +13,14 @@ attempt is first recorded as requeued (or failed, per `shutdown_policy`), then s
 SIGTERM, a grace period and SIGKILL of its process group. On start-up, attempts that held GPUs
 belonged to a previous incarnation: their leftover processes are reaped, running jobs are
 requeued and the GPUs freed.
+
+Faults (docs/faults.md): health monitors call `report_health` from their own threads; each
+finding becomes a cluster-state command, so the fault tables decide and the same lock orders
+it with everything else. GPU and node state changes are saved to the HardwareStore before the
+jobs they affect, and survive a restart. A GPU that reaches RESETTING is reset by the GpuReset
+port once no attempt holds it (on a worker thread when `reset_in_background`), and the outcome
+is fed back. Operator actions (`gpu_action`, `node_action`, `inject`) are audited, refused ones
+too.
 """
 
 from __future__ import annotations
@@ -34,15 +42,47 @@ from gpu_platform.domain.cluster_state import (
     StartJob,
     SubmitJob,
 )
-from gpu_platform.domain.errors import InvalidRequest, NotFound
+from gpu_platform.domain.errors import (
+    Conflict,
+    DomainError,
+    IllegalTransition,
+    InvalidRequest,
+    NotFound,
+)
 from gpu_platform.domain.events import (
     DomainEvent,
+    GpuStateChanged,
     JobAborted,
     JobBound,
     JobCancelled,
+    JobEvent,
     JobRequeued,
+    NodeStateChanged,
     StaleReportIgnored,
 )
+from gpu_platform.domain.faults.commands import (
+    AdminAction,
+    CheckNodes,
+    CompleteGpuReset,
+    HardwareRecord,
+    NodeHeartbeat,
+    ReportEcc,
+    ReportGpuLost,
+    ReportThermal,
+    ReportXid,
+    SetGpuAdmin,
+    SetNodeAdmin,
+)
+from gpu_platform.domain.faults.health import (
+    EccReading,
+    GpuLostReport,
+    HealthEvent,
+    Heartbeat,
+    ThermalReading,
+    XidReport,
+)
+from gpu_platform.domain.faults.policy import FaultPolicy
+from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
 from gpu_platform.domain.model.node import Inventory, Node
 from gpu_platform.domain.placement.first_fit import (
@@ -52,9 +92,13 @@ from gpu_platform.domain.placement.first_fit import (
     first_fit,
 )
 from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
+from gpu_platform.ports.inbound.admin_service import NodeInfo
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
 from gpu_platform.ports.outbound.clock import Clock, IdGenerator
 from gpu_platform.ports.outbound.events import EventPublisher
+from gpu_platform.ports.outbound.gpu_reset import GpuReset, GpuResetError
+from gpu_platform.ports.outbound.hardware_store import HardwareStore
+from gpu_platform.ports.outbound.health_monitor import FaultInjector
 from gpu_platform.ports.outbound.job_runner import ExitReport, JobRunner, LaunchError, LaunchSpec
 from gpu_platform.ports.outbound.job_store import JobStore
 
@@ -66,7 +110,13 @@ ShutdownPolicy = Literal["requeue", "fail"]
 
 
 class ControlPlane:
-    """Implements the JobService inbound port on one node."""
+    """Implements the JobService and AdminService inbound ports on one node.
+
+    Optional collaborators: `hardware` persists GPU/node states and the audit log (without it
+    they live in memory only); `gpu_reset` resets GPUs (without it a GPU needing a reset goes
+    OFFLINE: nothing can reset it); `injector` enables `inject`; `check_heartbeats` makes each
+    scheduling cycle judge node heartbeat ages (only useful when a monitor sends heartbeats).
+    """
 
     def __init__(
         self,
@@ -81,6 +131,12 @@ class ControlPlane:
         shutdown_policy: ShutdownPolicy = "requeue",
         schedule_interval_s: float = 1.0,
         pin_cpus: bool = False,
+        hardware: HardwareStore | None = None,
+        gpu_reset: GpuReset | None = None,
+        injector: FaultInjector | None = None,
+        fault_policy: FaultPolicy = FaultPolicy(),
+        check_heartbeats: bool = False,
+        reset_in_background: bool = False,
     ) -> None:
         self._inventory = inventory
         self._store = store
@@ -97,7 +153,19 @@ class ControlPlane:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._state = ClusterState(inventory, store.load())
+        self._hardware = hardware
+        self._gpu_reset = gpu_reset
+        self._injector = injector
+        self._check_heartbeats = check_heartbeats
+        self._reset_in_background = reset_in_background
+        self._resets_inflight: set[str] = set()
+        self._memory_audit: list[AuditRecord] = []
+        self._state = ClusterState(
+            inventory,
+            store.load(),
+            hardware=hardware.load_hardware() if hardware is not None else (),
+            policy=fault_policy,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -120,6 +188,7 @@ class ControlPlane:
                     recovered.append(job.id)
         if recovered:
             log.warning("recovered lost attempts", jobs=recovered)
+        self._start_due_resets()  # GPUs that were RESETTING when we stopped
         return recovered
 
     def start(self) -> None:
@@ -198,7 +267,13 @@ class ControlPlane:
     def gpus(self) -> list[GpuInfo]:
         with self._lock:
             return [
-                GpuInfo(g, self._state.gpu_state(g), self._state.holder(g))
+                GpuInfo(
+                    g,
+                    self._state.gpu_state(g),
+                    self._state.holder(g),
+                    self._state.reason(g.uuid),
+                    self._state.hot(g),
+                )
                 for n in self._state.nodes
                 for g in n.gpus
             ]
@@ -228,7 +303,7 @@ class ControlPlane:
         launched = 0
         with self._lock:
             views = self._state.node_views()  # one snapshot per cycle, narrowed as we bind
-            for job in self._state.queued():
+            for job in self._state.queued(self._now()):
                 if self._stopping.is_set():
                     break
                 placed = first_fit(PlacementRequest(job.spec.gpus), views)
@@ -306,6 +381,8 @@ class ControlPlane:
     def _loop(self) -> None:
         while not self._stopping.is_set():
             try:
+                if self._check_heartbeats:
+                    self.check_nodes()
                 self.schedule_once()
             except Exception:  # a bug must not kill the loop silently
                 log.exception("scheduling cycle failed")
@@ -315,14 +392,21 @@ class ControlPlane:
     # -- plumbing ------------------------------------------------------------------------------
 
     def _execute(self, command: Command) -> list[DomainEvent]:
-        """Apply, persist the changed jobs, then publish and carry out stop effects."""
+        """Apply, persist changed hardware then jobs, then publish and carry out effects."""
         with self._lock:
             events = self._state.apply(command)
-            changed = {e.job_id for e in events if not isinstance(e, StaleReportIgnored)}
+            self._save_hardware(events)
+            changed = {
+                e.job_id
+                for e in events
+                if isinstance(e, JobEvent) and not isinstance(e, StaleReportIgnored)
+            }
             self._store.save([self._state.job(j) for j in sorted(changed)])
             for event in events:
                 self._publisher.publish(event)
             for event in events:
+                if not isinstance(event, JobEvent):
+                    continue
                 stop = (
                     event.stop
                     if isinstance(event, JobCancelled | JobRequeued | JobAborted)
@@ -333,10 +417,169 @@ class ControlPlane:
                 ):
                     why = "attempt was not running"
                     self._execute(FinishJob(event.job_id, stop.epoch, None, self._now(), why))
+            self._start_due_resets()
             return events
+
+    def _save_hardware(self, events: list[DomainEvent]) -> None:
+        if self._hardware is None:
+            return
+        now = self._now()
+        records = []
+        for e in events:
+            if isinstance(e, GpuStateChanged):
+                records.append(HardwareRecord("gpu", e.uuid, str(e.new), e.reason, now))
+            elif isinstance(e, NodeStateChanged):
+                records.append(HardwareRecord("node", e.node, str(e.new), e.reason, now))
+        if records:
+            self._hardware.save_hardware(records)
 
     def _now(self) -> float:
         return self._clock.now()
+
+    # -- health and resets ---------------------------------------------------------------------
+
+    def report_health(self, event: HealthEvent) -> None:
+        """A monitor's finding (called from its thread). Never raises: a finding about an
+        unknown GPU or node is logged and dropped."""
+        if self._stopping.is_set():
+            return
+        now = self._now()
+        command: Command
+        match event:
+            case XidReport(node, index, xid):
+                command = ReportXid(node, index, xid, now)
+            case EccReading(node, index, corrected, uncorrected, pending, failed):
+                command = ReportEcc(node, index, corrected, uncorrected, pending, failed, now)
+            case ThermalReading(node, index, temperature, reasons):
+                command = ReportThermal(node, index, temperature, reasons, now)
+            case GpuLostReport(node, index, detail):
+                command = ReportGpuLost(node, index, now, detail)
+            case Heartbeat(node):
+                command = NodeHeartbeat(node, now)
+        try:
+            events = self._execute(command)
+        except DomainError as exc:
+            log.warning("health finding dropped", finding=repr(event), error=str(exc))
+            return
+        if events:  # most readings change nothing; only a change can free or block GPUs
+            self._wake.set()
+
+    def check_nodes(self) -> None:
+        """Judge node heartbeat ages now (SUSPECT / DOWN per the fault policy)."""
+        with self._lock:
+            self._execute(CheckNodes(self._now()))
+        self._wake.set()
+
+    def _start_due_resets(self) -> None:
+        with self._lock:
+            due = [g for g in self._state.resets_due() if g.uuid not in self._resets_inflight]
+            for gpu in due:
+                self._resets_inflight.add(gpu.uuid)
+        for gpu in due:
+            args = (gpu.node, gpu.index, gpu.uuid)
+            if self._reset_in_background:
+                threading.Thread(target=self._reset, args=args, name="gpu-reset").start()
+            else:
+                self._reset(*args)
+
+    def _reset(self, node: str, index: int, uuid: str) -> None:
+        ok, detail = True, ""
+        try:
+            if self._gpu_reset is None:
+                raise GpuResetError("no GPU reset controller is configured")
+            self._gpu_reset.reset(node, index)
+        except GpuResetError as exc:
+            ok, detail = False, str(exc)
+        except Exception as exc:  # an adapter bug must not leave the GPU RESETTING forever
+            log.exception("gpu reset crashed", node=node, gpu=index)
+            ok, detail = False, f"reset crashed: {exc}"
+        with self._lock:
+            self._resets_inflight.discard(uuid)
+            if self._stopping.is_set():  # stores may be closing; the GPU is reset after restart
+                log.warning("gpu reset outcome dropped at shutdown", node=node, gpu=index, ok=ok)
+                return
+            try:
+                self._execute(CompleteGpuReset(node, index, ok, self._now(), detail))
+            except DomainError as exc:  # an operator moved it meanwhile (offline, online)
+                log.warning("gpu reset outcome dropped", node=node, gpu=index, error=str(exc))
+        self._wake.set()
+
+    # -- AdminService ----------------------------------------------------------------------------
+
+    def gpu_action(
+        self,
+        node: str,
+        gpu_index: int,
+        action: AdminAction,
+        *,
+        reason: str,
+        actor: str,
+        force: bool = False,
+    ) -> None:
+        verb = f"{action} --force" if force else action
+        why = f"{verb} by {actor}: {reason}" if reason else f"{verb} by {actor}"
+        command = SetGpuAdmin(node, gpu_index, action, why, self._now(), force)
+        self._admin(command, actor, verb, f"gpu {node}:{gpu_index}", reason)
+
+    def node_action(
+        self, node: str, action: AdminAction, *, reason: str, actor: str, force: bool = False
+    ) -> None:
+        verb = f"{action} --force" if force else action
+        why = f"{verb} by {actor}: {reason}" if reason else f"{verb} by {actor}"
+        command = SetNodeAdmin(node, action, why, self._now(), force)
+        self._admin(command, actor, verb, f"node {node}", reason)
+
+    def _admin(self, command: Command, actor: str, verb: str, target: str, reason: str) -> None:
+        with self._lock:
+            try:
+                self._execute(command)
+            except IllegalTransition as exc:
+                self._record(actor, verb, target, reason, f"refused: {exc}")
+                raise Conflict(str(exc)) from None
+            except DomainError as exc:
+                self._record(actor, verb, target, reason, f"refused: {exc}")
+                raise
+            self._record(actor, verb, target, reason, "ok")
+        self._wake.set()
+
+    def inject(self, script: str, *, actor: str) -> list[str]:
+        if self._injector is None:
+            self._record(actor, "inject", "debug", script, "refused: injection disabled")
+            raise InvalidRequest("script", "fault injection is disabled on this server")
+        try:
+            lines = self._injector.inject(script)
+        except ValueError as exc:
+            self._record(actor, "inject", "debug", script, f"refused: {exc}")
+            raise InvalidRequest("script", str(exc)) from None
+        self._record(actor, "inject", "debug", "; ".join(lines), "ok")
+        return lines
+
+    def nodes(self) -> list[NodeInfo]:
+        with self._lock:
+            jobs = Counter(
+                j.allocation.node
+                for j in self._state.jobs()
+                if j.holds_gpus and j.allocation is not None
+            )
+            return [
+                NodeInfo(n.name, n.state, self._state.reason(n.name), len(n.gpus), jobs[n.name])
+                for n in self._state.nodes
+            ]
+
+    def audit(self, limit: int = 100) -> list[AuditRecord]:
+        if self._hardware is not None:
+            return self._hardware.audit(limit)
+        with self._lock:
+            return self._memory_audit[-limit:]
+
+    def _record(self, actor: str, action: str, target: str, reason: str, outcome: str) -> None:
+        record = AuditRecord(self._now(), actor, action, target, reason, outcome)
+        log.info("audit", **{k: getattr(record, k) for k in record.__slots__})
+        if self._hardware is not None:
+            self._hardware.append_audit(record)
+        else:
+            with self._lock:
+                self._memory_audit.append(record)
 
     def check_invariants(self) -> None:
         with self._lock:

@@ -10,9 +10,17 @@ give the same state — which is what lets a replicated log (Raft, issue 10) dri
 A stopped attempt (cancel, preempt, abort) keeps its GPUs until its process is reported ended
 (a FinishJob for its epoch); only then are they free for the next bind.
 
+Faults and operations (`domain.faults.commands`) move GPUs and nodes through their own tables
+(`faults.gpu_fsm`, `faults.node_fsm`). When a table says STOP_JOBS, every live attempt on the
+GPU or node is stopped: the job is re-queued while it has attempts left (`JobSpec.max_attempts`,
+after a backoff), else it ends FAILED with the fault as its reason. A multi-GPU job is one
+allocation, so it always restarts whole. New binds land only on AVAILABLE, cool GPUs of READY
+nodes.
+
 Invariants (`check_invariants`): every GPU is held by at most one job; the held-GPU index equals
 the allocations of jobs that hold GPUs (running, or releasing a stopped attempt); epochs are
-unique and below `next_epoch`.
+unique and below `next_epoch`; no live attempt (SCHEDULED or RUNNING, not being stopped) holds
+a DEGRADED, RESETTING or OFFLINE GPU or runs on a DOWN node.
 """
 
 from __future__ import annotations
@@ -33,20 +41,46 @@ from gpu_platform.domain.events import (
     JobSubmitted,
     StaleReportIgnored,
 )
+from gpu_platform.domain.faults.commands import (
+    CheckNodes,
+    CompleteGpuReset,
+    HardwareRecord,
+    NodeHeartbeat,
+    ReportEcc,
+    ReportGpuLost,
+    ReportThermal,
+    ReportXid,
+    SetGpuAdmin,
+    SetNodeAdmin,
+)
+from gpu_platform.domain.faults.gpu_fsm import GpuInput
 from gpu_platform.domain.faults.job_fsm import JobEffect, JobInput, transition
+from gpu_platform.domain.faults.policy import (
+    FaultPolicy,
+)
+from gpu_platform.domain.faults.recovery import LIVE, SICK, FaultHandlers
 from gpu_platform.domain.model.gpu import Gpu, GpuState
 from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState
-from gpu_platform.domain.model.node import Inventory, Node
+from gpu_platform.domain.model.node import Inventory, Node, NodeState
 from gpu_platform.domain.placement.first_fit import NodeView
 
 __all__ = [
     "AbortJob",
     "BindJob",
     "CancelJob",
+    "CheckNodes",
     "ClusterState",
     "Command",
+    "CompleteGpuReset",
     "FinishJob",
+    "NodeHeartbeat",
+    "ReportEcc",
+    "ReportGpuLost",
+    "ReportThermal",
+    "ReportXid",
     "RequeueJob",
+    "SetGpuAdmin",
+    "SetNodeAdmin",
     "StartJob",
     "SubmitJob",
 ]
@@ -112,16 +146,50 @@ class RequeueJob:
     reason: str
 
 
-Command = SubmitJob | BindJob | StartJob | FinishJob | CancelJob | RequeueJob | AbortJob
+Command = (
+    SubmitJob
+    | BindJob
+    | StartJob
+    | FinishJob
+    | CancelJob
+    | RequeueJob
+    | AbortJob
+    | ReportXid
+    | ReportEcc
+    | ReportThermal
+    | ReportGpuLost
+    | CompleteGpuReset
+    | SetGpuAdmin
+    | SetNodeAdmin
+    | NodeHeartbeat
+    | CheckNodes
+)
 
 
-class ClusterState:
-    """Nodes, GPUs, jobs and allocations; mutated only through `apply`."""
+class ClusterState(FaultHandlers):
+    """Nodes, GPUs, jobs and allocations; mutated only through `apply`.
 
-    def __init__(self, inventory: Inventory, jobs: Iterable[Job] = ()) -> None:
+    `hardware` restores persisted GPU and node states (records naming unknown GPUs or nodes
+    are skipped: the hardware changed); `policy` holds the fault thresholds."""
+
+    def __init__(
+        self,
+        inventory: Inventory,
+        jobs: Iterable[Job] = (),
+        *,
+        hardware: Iterable[HardwareRecord] = (),
+        policy: FaultPolicy = FaultPolicy(),
+    ) -> None:
         self._nodes: dict[str, Node] = {n.name: n for n in inventory.nodes}
         self._jobs: dict[str, Job] = {}
         self._held: dict[str, str] = {}  # gpu uuid -> job id
+        self.policy = policy
+        self._reasons: dict[str, str] = {}  # gpu uuid or node name -> why it is in its state
+        self._hot: dict[str, float] = {}  # gpu uuid -> last temperature, while too hot
+        self._ecc_seen: dict[str, int] = {}  # gpu uuid -> uncorrected count already acted on
+        self._ecc_alerted: set[str] = set()
+        self._last_heartbeat: dict[str, float] = {}
+        self._restore_hardware(hardware)
         self.next_epoch = 1
         self.next_seq = 1
         for job in sorted(jobs, key=lambda j: j.seq):
@@ -160,10 +228,16 @@ class ClusterState:
         """All jobs in submission order."""
         return tuple(self._jobs.values())
 
-    def queued(self) -> list[Job]:
+    def queued(self, now: float | None = None) -> list[Job]:
         """QUEUED jobs in FIFO order (submission sequence), leaving out those whose previous
-        attempt is still being stopped."""
-        ready = (j for j in self._jobs.values() if j.state is JobState.QUEUED and not j.releasing)
+        attempt is still being stopped and, given `now`, those still in restart backoff."""
+        ready = (
+            j
+            for j in self._jobs.values()
+            if j.state is JobState.QUEUED
+            and not j.releasing
+            and (now is None or j.not_before <= now)
+        )
         return sorted(ready, key=_seq)
 
     def holder(self, gpu: Gpu) -> str | None:
@@ -171,19 +245,48 @@ class ClusterState:
         return self._held.get(gpu.uuid)
 
     def gpu_state(self, gpu: Gpu) -> GpuState:
-        """Effective state: ALLOCATED/IN_USE while a job holds it, else the GPU's own state."""
+        """Effective state: the GPU's own state when it is not AVAILABLE (a fault or an operator
+        took it out), else ALLOCATED/IN_USE while a job holds it, else AVAILABLE."""
+        gpu = self._gpu(gpu.node, gpu.index)
         holder = self._held.get(gpu.uuid)
-        if holder is None:
+        if holder is None or gpu.state is not GpuState.AVAILABLE:
             return gpu.state
         job = self._jobs[holder]
         running = job.state is JobState.RUNNING and not job.releasing
         return GpuState.IN_USE if running else GpuState.ALLOCATED
 
     def node_views(self) -> list[NodeView]:
-        """The placement snapshot: per node, the GPUs that are schedulable and not held."""
+        """The placement snapshot: READY nodes, each with the GPUs where new work may land
+        now — free, AVAILABLE and not too hot."""
         return [
-            NodeView(n.name, tuple(g for g in n.gpus if g.schedulable and g.uuid not in self._held))
+            NodeView(n.name, tuple(g for g in n.gpus if self._placeable(n, g)))
             for n in self._nodes.values()
+            if n.state is NodeState.READY
+        ]
+
+    def _placeable(self, node: Node, gpu: Gpu) -> bool:
+        return (
+            node.state is NodeState.READY
+            and gpu.schedulable
+            and gpu.uuid not in self._hot
+            and gpu.uuid not in self._held
+        )
+
+    def reason(self, name: str) -> str:
+        """Why a GPU (by uuid) or node (by name) is in its current state ('' if never said)."""
+        return self._reasons.get(name, "")
+
+    def hot(self, gpu: Gpu) -> bool:
+        """True while the thermal policy keeps new work off `gpu`."""
+        return gpu.uuid in self._hot
+
+    def resets_due(self) -> list[Gpu]:
+        """RESETTING GPUs that no attempt holds any more: the controller may reset them now."""
+        return [
+            g
+            for n in self._nodes.values()
+            for g in n.gpus
+            if g.state is GpuState.RESETTING and g.uuid not in self._held
         ]
 
     def max_gpus_per_node(self) -> int:
@@ -208,6 +311,25 @@ class ClusterState:
                 return self._requeue(command)
             case AbortJob():
                 return self._abort(command)
+            case ReportXid():
+                return self._xid(command)
+            case ReportEcc():
+                return self._ecc(command)
+            case ReportThermal():
+                return self._thermal(command)
+            case ReportGpuLost():
+                gpu = self._gpu(command.node, command.gpu_index)
+                return self._gpu_input(gpu, GpuInput.LOST, command.detail, command.now)
+            case CompleteGpuReset():
+                return self._reset_done(command)
+            case SetGpuAdmin():
+                return self._gpu_admin(command)
+            case SetNodeAdmin():
+                return self._node_admin(command)
+            case NodeHeartbeat():
+                return self._heartbeat(command)
+            case CheckNodes():
+                return self._check_nodes(command)
         raise TypeError(f"unknown command {command!r}")  # pragma: no cover
 
     def _submit(self, cmd: SubmitJob) -> list[DomainEvent]:
@@ -245,8 +367,12 @@ class ClusterState:
                 gpu = node.gpu(index)
             except KeyError:
                 raise NotFound("gpu", f"{node.name}/{index}") from None
+            if node.state is not NodeState.READY:
+                raise Conflict(f"node {node.name} is {node.state}")
             if not gpu.schedulable:
                 raise Conflict(f"gpu {node.name}/{index} is {gpu.state}")
+            if gpu.uuid in self._hot:
+                raise Conflict(f"gpu {node.name}/{index} is too hot")
             if gpu.uuid in self._held:
                 raise Conflict(f"gpu {node.name}/{index} is held by {self._held[gpu.uuid]}")
             gpus.append(gpu)
@@ -348,6 +474,16 @@ class ClusterState:
                     )
                     expected[uuid] = job.id
         assert expected == self._held, "held-GPU index disagrees with job allocations"
+        for job in self._jobs.values():
+            if job.state in LIVE and not job.releasing:
+                assert job.allocation is not None
+                node = self._nodes[job.allocation.node]
+                assert node.state is not NodeState.DOWN, f"{job.id} live on DOWN {node.name}"
+                for index in job.allocation.gpu_indices:
+                    state = node.gpu(index).state
+                    assert state not in SICK, f"{job.id} live on {state} gpu {node.name}/{index}"
+        uuids = {g.uuid for n in self._nodes.values() for g in n.gpus}
+        assert set(self._hot) <= uuids, "thermal record for an unknown GPU"
 
 
 def _seq(job: Job) -> int:

@@ -4,19 +4,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpu_platform.domain.model.gpu import GpuState
 from gpu_platform.domain.model.job import Allocation, JobState
+from gpu_platform.domain.model.node import NodeState
 
 __all__ = [
     "AttemptEnded",
     "DomainEvent",
+    "EccAlertRaised",
+    "GpuStateChanged",
+    "GpuThermalChanged",
+    "HardwareEvent",
     "JobAborted",
     "JobBound",
     "JobCancelled",
+    "JobEvent",
     "JobFinished",
     "JobRequeued",
     "JobStarted",
     "JobSubmitted",
+    "NodeStateChanged",
     "StaleReportIgnored",
+    "XidReported",
 ]
 
 
@@ -94,7 +103,56 @@ class StaleReportIgnored:
     reason: str
 
 
-DomainEvent = (
+@dataclass(frozen=True, slots=True)
+class GpuStateChanged:
+    """A GPU's own (health/admin) state moved; `reason` says why (a fault, an operator)."""
+
+    node: str
+    gpu_index: int
+    uuid: str
+    old: GpuState
+    new: GpuState
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStateChanged:
+    node: str
+    old: NodeState
+    new: NodeState
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class XidReported:
+    """An XID was seen on a GPU and classified (`xid_class` is a `policy.XidClass` value)."""
+
+    node: str
+    gpu_index: int
+    xid: int
+    xid_class: str
+
+
+@dataclass(frozen=True, slots=True)
+class EccAlertRaised:
+    """Corrected ECC errors on a GPU crossed the alert threshold."""
+
+    node: str
+    gpu_index: int
+    corrected: int
+
+
+@dataclass(frozen=True, slots=True)
+class GpuThermalChanged:
+    """A GPU got hot (no new placements) or cooled down (placements resume)."""
+
+    node: str
+    gpu_index: int
+    hot: bool
+    temperature_c: float
+
+
+JobEvent = (
     JobSubmitted
     | JobBound
     | JobStarted
@@ -105,3 +163,9 @@ DomainEvent = (
     | AttemptEnded
     | StaleReportIgnored
 )
+
+HardwareEvent = (
+    GpuStateChanged | NodeStateChanged | XidReported | EccAlertRaised | GpuThermalChanged
+)
+
+DomainEvent = JobEvent | HardwareEvent

@@ -103,6 +103,48 @@ class Settings(BaseSettings):
         1.0, gt=0, description="Longest pause between scheduling cycles (they also run on events)."
     )
 
+    health_source: Literal["auto", "sim", "nvml", "telemetry", "none"] = Field(
+        "auto",
+        description="GPU/node health monitor: auto (NVML events and polling for an NVML "
+        "inventory, telemetry polling for other real GPUs, else the simulated hardware), sim, "
+        "nvml, telemetry, or none (no monitor, no heartbeat checks).",
+    )
+    fault_injection: bool = Field(
+        True,
+        description="Allow `gpu-platform debug inject` (POST /v1/debug/inject); every "
+        "injection is audited.",
+    )
+    health_poll_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="NVML field-polling period, and the heartbeat period of the health monitor.",
+    )
+    node_suspect_after_seconds: float = Field(
+        15.0, gt=0, description="A node with no heartbeat for this long turns SUSPECT."
+    )
+    node_down_after_seconds: float = Field(
+        20.0,
+        gt=0,
+        description="A node with no heartbeat for this long goes DOWN; its jobs are re-queued.",
+    )
+    ecc_corrected_alert: int = Field(
+        1000, ge=1, description="Corrected (single-bit) ECC errors on a GPU that raise an alert."
+    )
+    thermal_hot_celsius: float = Field(
+        90.0, description="At this temperature a GPU takes no new work (running work continues)."
+    )
+    thermal_cool_celsius: float = Field(
+        80.0, description="A hot GPU takes new work again at or below this temperature."
+    )
+    xid_overrides: dict[int, Literal["ignore", "job", "unhealthy", "reset", "reboot"]] = Field(
+        default_factory=dict,
+        description='Per-XID class overrides of NVIDIA\'s catalogue, e.g. {109 = "job"} in '
+        'TOML or GPU_PLATFORM_XID_OVERRIDES=\'{"109": "job"}\' (docs/faults.md).',
+    )
+    retry_backoff_max_seconds: float = Field(
+        300.0, ge=0, description="Cap on a re-queued job's restart backoff."
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import structlog
 from dependency_injector import containers, providers
@@ -25,14 +26,18 @@ from gpu_platform.adapters.outbound.cgroups import (
     detect_isolation,
 )
 from gpu_platform.adapters.outbound.discovery import detect
+from gpu_platform.adapters.outbound.nvml import NvidiaSmiGpuReset, NvmlHealthMonitor
 from gpu_platform.adapters.outbound.observability import StructlogEventPublisher
 from gpu_platform.adapters.outbound.observability.event_hub import EventHub
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
-from gpu_platform.adapters.outbound.storage import SqliteJobStore
+from gpu_platform.adapters.outbound.sim import SimulatedHardware
+from gpu_platform.adapters.outbound.storage import SqliteHardwareStore, SqliteJobStore
 from gpu_platform.adapters.outbound.system import SystemClock, UuidJobIds
+from gpu_platform.adapters.outbound.telemetry_health import TelemetryHealthMonitor
 from gpu_platform.application.control_plane import ControlPlane
 from gpu_platform.application.usage import UsageService
 from gpu_platform.domain.events import DomainEvent
+from gpu_platform.domain.faults.policy import FaultPolicy, XidClass
 from gpu_platform.domain.model.node import Inventory
 from gpu_platform.infrastructure.config import ConfigError, Settings
 from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector
@@ -40,11 +45,14 @@ from gpu_platform.infrastructure.metrics import Metrics
 from gpu_platform.infrastructure.tracing import configure_tracing
 from gpu_platform.ports.outbound.events import EventPublisher
 from gpu_platform.ports.outbound.gpu_discovery import GpuDiscovery, GpuTelemetry
+from gpu_platform.ports.outbound.gpu_reset import GpuReset
+from gpu_platform.ports.outbound.hardware_store import HardwareStore
+from gpu_platform.ports.outbound.health_monitor import FaultInjector, HealthMonitor
 from gpu_platform.ports.outbound.isolation import Isolation
 from gpu_platform.ports.outbound.job_runner import JobRunner
 from gpu_platform.ports.outbound.job_store import JobStore
 
-__all__ = ["Container", "FanoutPublisher"]
+__all__ = ["Container", "FanoutPublisher", "HealthParts", "fault_policy", "select_health"]
 
 
 class FanoutPublisher:
@@ -81,6 +89,83 @@ def _sqlite_store(settings: Settings) -> Iterator[JobStore]:
     store.close()
 
 
+def _sqlite_hardware(settings: Settings) -> Iterator[HardwareStore]:
+    store = SqliteHardwareStore(settings.data_dir / "state.db")  # beside the jobs, own tables
+    yield store
+    store.close()
+
+
+@dataclass(frozen=True)
+class HealthParts:
+    """What watches and repairs GPUs: monitors to start, the injector, the reset adapter, and
+    whether some monitor sends heartbeats (then silent nodes are judged)."""
+
+    monitors: tuple[HealthMonitor, ...]
+    injector: FaultInjector | None
+    reset: GpuReset | None
+    heartbeats: bool
+
+
+def select_health(settings: Settings, inventory: Inventory, discovery: GpuDiscovery) -> HealthParts:
+    """health_source=auto: NVML events and polling for an NVML inventory, telemetry polling of
+    the discovery adapter for other real GPUs (amdsmi, Level Zero), else the simulated
+    hardware. Resets: nvidia-smi for NVML GPUs, the simulator for simulated ones, none for
+    other vendors (a GPU needing a reset then goes OFFLINE). The injector is the simulator."""
+    from_nvml = inventory.source.split("+")[0] == "nvml"
+    source = settings.health_source
+    polls = isinstance(discovery, GpuTelemetry)
+    if source == "auto":
+        source = (
+            "nvml" if from_nvml else "telemetry" if polls and not inventory.simulated else "sim"
+        )
+    if source == "telemetry" and not polls:
+        raise ConfigError(f"health_source=telemetry: {discovery.name} has no telemetry")
+    node = inventory.nodes[0].name if inventory.nodes else "local"
+    sim = SimulatedHardware(
+        inventory,
+        heartbeat_interval_s=settings.health_poll_seconds,
+        heartbeats=source == "sim",
+    )
+    reset: GpuReset | None = None
+    if from_nvml:
+        reset = NvidiaSmiGpuReset(node)
+    elif inventory.simulated:
+        reset = sim
+    monitors: tuple[HealthMonitor, ...] = ()
+    if source == "sim":
+        monitors = (sim,)
+    elif source == "nvml":
+        monitors = (NvmlHealthMonitor(node=node, poll_interval_s=settings.health_poll_seconds),)
+        if settings.fault_injection:
+            monitors += (sim,)
+    elif source == "telemetry":
+        assert isinstance(discovery, GpuTelemetry)
+        monitors = (TelemetryHealthMonitor(discovery, interval_s=settings.health_poll_seconds),)
+        if settings.fault_injection:
+            monitors += (sim,)
+    elif settings.fault_injection:
+        monitors = (sim,)
+    injector = sim if settings.fault_injection else None
+    return HealthParts(monitors, injector, reset, heartbeats=source != "none")
+
+
+def fault_policy(settings: Settings) -> FaultPolicy:
+    try:
+        return FaultPolicy(
+            xid_overrides=tuple(
+                (x, XidClass(c)) for x, c in sorted(settings.xid_overrides.items())
+            ),
+            ecc_corrected_alert=settings.ecc_corrected_alert,
+            thermal_hot_c=settings.thermal_hot_celsius,
+            thermal_cool_c=settings.thermal_cool_celsius,
+            node_suspect_after_s=settings.node_suspect_after_seconds,
+            node_down_after_s=settings.node_down_after_seconds,
+            max_backoff_s=settings.retry_backoff_max_seconds,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"configuration: fault policy: {exc}") from None
+
+
 def _isolation(settings: Settings) -> Isolation:
     isolation = detect_isolation(settings.isolation)
     if isinstance(isolation, CgroupV1Isolation | CgroupV2Isolation):
@@ -113,6 +198,8 @@ def _running_control_plane(
     clock: SystemClock,
     ids: UuidJobIds,
     publisher: EventPublisher,
+    hardware: HardwareStore,
+    health: HealthParts,
 ) -> Iterator[ControlPlane]:
     plane = ControlPlane(
         inventory,
@@ -126,10 +213,29 @@ def _running_control_plane(
         schedule_interval_s=settings.schedule_interval_seconds,
         pin_cpus=settings.cpu_pinning == "on"
         or (settings.cpu_pinning == "auto" and not inventory.simulated),
+        hardware=hardware,
+        gpu_reset=health.reset,
+        injector=health.injector,
+        fault_policy=fault_policy(settings),
+        check_heartbeats=health.heartbeats,
+        reset_in_background=True,
     )
     plane.start()
     yield plane
     plane.shutdown()
+
+
+def _running_health(plane: ControlPlane, health: HealthParts) -> Iterator[HealthParts]:
+    """Start the monitors feeding the control plane; stop them before it shuts down."""
+    started: list[HealthMonitor] = []
+    try:
+        for monitor in health.monitors:
+            monitor.start(plane.report_health)
+            started.append(monitor)
+        yield health
+    finally:
+        for monitor in reversed(started):
+            monitor.stop()
 
 
 def _rest_app(
@@ -143,7 +249,9 @@ def _rest_app(
     metrics.watch_usage(lambda: usage)
     if isinstance(discovery, GpuTelemetry):
         metrics.watch_gpus(DcgmCollector(discovery.snapshot, lambda: plane))
-    return create_app(plane, metrics=metrics.render, tracer_provider=tracer, usage=usage)
+    return create_app(
+        plane, admin=plane, metrics=metrics.render, tracer_provider=tracer, usage=usage
+    )
 
 
 def _grpc_server(
@@ -178,6 +286,8 @@ class Adapters(containers.DeclarativeContainer):
     store = providers.Resource(_sqlite_store, settings)
     isolation = providers.Singleton(_isolation, settings)
     runner = providers.Resource(_process_runner, settings, isolation)
+    hardware = providers.Resource(_sqlite_hardware, settings)
+    health_parts = providers.Singleton(select_health, settings, inventory, discovery)
 
 
 class Container(containers.DeclarativeContainer):
@@ -193,7 +303,10 @@ class Container(containers.DeclarativeContainer):
         adapters.clock,
         adapters.ids,
         observability.publisher,
+        adapters.hardware,
+        adapters.health_parts,
     )
+    health = providers.Resource(_running_health, control_plane, adapters.health_parts)
     usage = providers.Singleton(UsageService, control_plane, adapters.clock)
     grpc_server = providers.Resource(
         _grpc_server,

@@ -54,6 +54,8 @@ class FakeAmdSmi:
         self.power_na = power_na
         self.initialised = 0
         self.activity = [0] * len(self.gpus)
+        self.temperature = [35] * len(self.gpus)  # °C, HOTSPOT; tests change them
+        self.ecc = [(0, 0)] * len(self.gpus)  # (correctable, uncorrectable) totals
         xgmi = [
             frozenset((normalize_bus_id(link.a), normalize_bus_id(link.b)))
             for link in topology.links
@@ -123,7 +125,7 @@ class FakeAmdSmi:
 
     def amdsmi_get_temp_metric(self, h: int, sensor: int, metric: int) -> int:
         self._enter("amdsmi_get_temp_metric", h)
-        return 35
+        return self.temperature[h]
 
     def amdsmi_get_power_info(self, h: int) -> dict[str, Any]:
         self._enter("amdsmi_get_power_info", h)
@@ -131,4 +133,9 @@ class FakeAmdSmi:
 
     def amdsmi_get_gpu_total_ecc_count(self, h: int) -> dict[str, int]:
         self._enter("amdsmi_get_gpu_total_ecc_count", h)
-        return {"correctable_count": 0, "uncorrectable_count": 0, "deferred_count": 0}
+        corrected, uncorrected = self.ecc[h]
+        return {
+            "correctable_count": corrected,
+            "uncorrectable_count": uncorrected,
+            "deferred_count": 0,
+        }

@@ -14,10 +14,17 @@ SWITCH), MIG mode and the A100/H100 GPU-instance profile tables.
 `not_supported` holds function names, or (function name, GPU index) pairs, that raise
 NVMLError_NotSupported (value 3) — the way MIG-mode GPUs refuse utilization.
 `lost` holds GPU indices whose every call raises NVMLError_GpuIsLost (value 15).
+
+Events (research/hardware.md §1.3): nvmlEventSetCreate / nvmlDeviceGetSupportedEventTypes /
+nvmlDeviceRegisterEvents / nvmlEventSetWait (blocks up to its timeout, then raises
+NVMLError_Timeout, value 10) / nvmlEventSetFree. Tests fire events with
+`fire_event(gpu_index, event_type, data)`; each event set that registered that GPU for that
+type receives `SimpleNamespace(device, eventType, eventData, gpuInstanceId, computeInstanceId)`.
 """
 
 from __future__ import annotations
 
+import queue
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -34,6 +41,7 @@ class NVMLError(Exception):
     _messages = {
         2: "Invalid Argument",
         3: "Not Supported",
+        10: "Timeout",
         12: "NVML Shared Library Not Found",
         15: "GPU is lost",
     }
@@ -53,6 +61,11 @@ class NVMLError_NotSupported(NVMLError):
         super().__init__(3)
 
 
+class NVMLError_Timeout(NVMLError):
+    def __init__(self) -> None:
+        super().__init__(10)
+
+
 class NVMLError_LibraryNotFound(NVMLError):
     def __init__(self) -> None:
         super().__init__(12)
@@ -69,6 +82,13 @@ _MIG_PROFILES = {
     80: [(0, 1, 9856), (9, 1, 19968), (1, 2, 19968), (2, 3, 40192), (3, 4, 40192), (4, 7, 80384)],
 }
 _PROFILE_IDS = {0: 19, 9: 15, 1: 14, 2: 9, 3: 5, 4: 0}
+
+
+@dataclass
+class _FakeEventSet:
+    registered: dict[int, int] = field(default_factory=dict)  # handle -> event mask
+    events: queue.Queue[Any] = field(default_factory=queue.Queue)
+    freed: bool = False
 
 
 @dataclass
@@ -95,6 +115,11 @@ class FakePynvml:
     NVMLError_NotSupported = NVMLError_NotSupported
     NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
     NVMLError_GpuIsLost = NVMLError_GpuIsLost
+    NVMLError_Timeout = NVMLError_Timeout
+    NVML_ERROR_TIMEOUT = 10
+    nvmlEventTypeSingleBitEccError = 0x1
+    nvmlEventTypeDoubleBitEccError = 0x2
+    nvmlEventTypeXidCriticalError = 0x8
     NVMLError_InvalidArgument = NVMLError_InvalidArgument
     NVML_ERROR_INVALID_ARGUMENT = 2
     NVML_ERROR_NOT_SUPPORTED = 3
@@ -144,6 +169,8 @@ class FakePynvml:
         self.calls: list[str] = []
         self._index = PciIndex(topology)
         self._slots = self._link_slots()
+        self.event_sets: list[_FakeEventSet] = []
+        self.supported_events = 0x1 | 0x2 | 0x8
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -203,6 +230,10 @@ class FakePynvml:
             raise NVMLError_InvalidArgument()
         return self.gpus[index].index
 
+    def nvmlDeviceGetIndex(self, h: int) -> int:
+        self._enter("nvmlDeviceGetIndex", h)
+        return self.gpus.index(self._gpu(h))
+
     # -- identity and telemetry ---------------------------------------------------------------
 
     def nvmlDeviceGetUUID(self, h: int) -> str:
@@ -259,6 +290,51 @@ class FakePynvml:
         if self._st(h).mig:
             raise NVMLError_NotSupported()  # nvml.h: not supported if MIG is enabled
         return self._st(h).remapped
+
+    # -- events -----------------------------------------------------------------------------
+
+    def nvmlEventSetCreate(self) -> _FakeEventSet:
+        self._enter("nvmlEventSetCreate")
+        es = _FakeEventSet()
+        self.event_sets.append(es)
+        return es
+
+    def nvmlDeviceGetSupportedEventTypes(self, h: int) -> int:
+        self._enter("nvmlDeviceGetSupportedEventTypes", h)
+        return self.supported_events
+
+    def nvmlDeviceRegisterEvents(self, h: int, mask: int, es: _FakeEventSet) -> None:
+        self._enter("nvmlDeviceRegisterEvents", h)
+        es.registered[h] = es.registered.get(h, 0) | mask
+
+    def nvmlEventSetWait(self, es: _FakeEventSet, timeout_ms: int) -> Any:
+        self._enter("nvmlEventSetWait")
+        try:
+            return es.events.get(timeout=timeout_ms / 1000)
+        except queue.Empty:
+            raise NVMLError_Timeout() from None
+
+    def nvmlEventSetFree(self, es: _FakeEventSet) -> None:
+        self._enter("nvmlEventSetFree")
+        es.freed = True
+
+    def fire_event(self, gpu_index: int, event_type: int, data: int = 0) -> int:
+        """Deliver an event to every set that registered `gpu_index` for `event_type`;
+        return how many sets received it."""
+        handle = self.gpus[gpu_index].index
+        event = SimpleNamespace(
+            device=handle,
+            eventType=event_type,
+            eventData=data,
+            gpuInstanceId=0xFFFFFFFF,
+            computeInstanceId=0xFFFFFFFF,
+        )
+        delivered = 0
+        for es in self.event_sets:
+            if not es.freed and es.registered.get(handle, 0) & event_type:
+                es.events.put(event)
+                delivered += 1
+        return delivered
 
     # -- affinity and topology --------------------------------------------------------------
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpu_platform.domain.events import DomainEvent
+from gpu_platform.domain.faults.commands import HardwareRecord
+from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job
 from gpu_platform.domain.model.node import Inventory
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
@@ -24,6 +26,7 @@ from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, Laun
 __all__ = [
     "FakeJobRunner",
     "InMemoryGpuDiscovery",
+    "InMemoryHardwareStore",
     "InMemoryJobStore",
     "ManualClock",
     "RecordingPublisher",
@@ -86,6 +89,33 @@ class InMemoryJobStore:
 
     def close(self) -> None:
         self.closed = True
+
+
+class InMemoryHardwareStore:
+    """Implements HardwareStore in memory (share one instance across control planes to
+    simulate a restart)."""
+
+    def __init__(self) -> None:
+        self._records: dict[tuple[str, str], HardwareRecord] = {}
+        self._audit: list[AuditRecord] = []
+        self._lock = threading.Lock()
+
+    def save_hardware(self, records: Sequence[HardwareRecord]) -> None:
+        with self._lock:
+            for r in records:
+                self._records[(r.kind, r.name)] = r
+
+    def load_hardware(self) -> list[HardwareRecord]:
+        with self._lock:
+            return [self._records[k] for k in sorted(self._records)]
+
+    def append_audit(self, record: AuditRecord) -> None:
+        with self._lock:
+            self._audit.append(record)
+
+    def audit(self, limit: int = 100) -> list[AuditRecord]:
+        with self._lock:
+            return self._audit[-limit:] if limit > 0 else []
 
 
 class InMemoryGpuDiscovery:

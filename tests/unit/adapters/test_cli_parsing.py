@@ -44,3 +44,25 @@ def test_usage_windows_read_spans_and_iso_times(text: str, value: float) -> None
 def test_a_bad_window_is_refused() -> None:
     with pytest.raises(ValueError, match="24h"):
         cli.parse_when("yesterday", now=0)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["drain", "--gpu", "nonsense", "--server", "http://127.0.0.1:9"], "NODE:INDEX"),
+        (["drain", "--server", "http://127.0.0.1:9"], "exactly one"),
+        (
+            ["offline", "--gpu", "n:1", "--node", "n", "--server", "http://127.0.0.1:9"],
+            "exactly one",
+        ),
+    ],
+)
+def test_admin_commands_check_their_target_before_calling_the_server(
+    args: list[str], message: str
+) -> None:
+    from typer.testing import CliRunner
+
+    hooks = cli.CliHooks(serve=lambda _: None, topology=lambda *_: "")
+    result = CliRunner().invoke(cli.build_cli(hooks), args)
+    assert result.exit_code == 1
+    assert message in result.output

@@ -26,7 +26,9 @@ from gpu_platform.testing.fakes import (
 @pytest.fixture
 def rig(tmp_path: Path) -> Iterator[tuple[TestClient, FakeJobRunner, ManualClock]]:
     container = Container(
-        settings=Settings(data_dir=tmp_path, schedule_interval_seconds=0.05, grpc_port=-1)
+        settings=Settings(
+            data_dir=tmp_path, schedule_interval_seconds=0.05, grpc_port=-1, health_source="none"
+        )
     )
     runner, clock = FakeJobRunner(), ManualClock(1_000_000.0)
     container.adapters.discovery.override(providers.Object(ProfileGpuDiscovery("dgx-a100")))

@@ -35,7 +35,12 @@ class JobSpec:
     """A user's request. `gpus` is a count of whole GPUs on one node; `command` is an argv;
     `memory_bytes` caps host memory (None = no cap); `time_limit_s` bounds the run time of
     each attempt in seconds (None = unbounded); `user` is the account the job runs as (None =
-    the node agent's own)."""
+    the node agent's own).
+
+    Restart policy: an attempt stopped by a fault (a failed GPU or node) is re-queued while the
+    job has started fewer than `max_attempts` attempts, waiting `retry_backoff_s *
+    2**(attempt-1)` seconds (capped by the fault policy); after that the job ends FAILED with
+    the fault as its reason."""
 
     command: tuple[str, ...]
     gpus: int = 0
@@ -47,8 +52,14 @@ class JobSpec:
     memory_bytes: int | None = None
     time_limit_s: float | None = None
     user: str | None = None
+    max_attempts: int = 3
+    retry_backoff_s: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.retry_backoff_s < 0:
+            raise ValueError(f"retry_backoff_s must be >= 0, got {self.retry_backoff_s}")
         if not self.command or not self.command[0]:
             raise ValueError("command must name a program")
         if self.gpus < 0:
@@ -85,6 +96,7 @@ class Job:
     `allocation` is set while SCHEDULED or RUNNING and kept afterwards as a record of where
     the last attempt ran. `releasing` is true while that attempt is being stopped: its GPUs
     stay held until the runner reports the process ended, whatever the job's state says.
+    `not_before` is the earliest time a re-queued job may bind again (restart backoff).
     """
 
     id: str
@@ -99,6 +111,7 @@ class Job:
     exit_code: int | None = None
     reason: str = ""
     releasing: bool = False
+    not_before: float = 0.0
     history: tuple[tuple[float, JobState, str], ...] = field(default=())
 
     @property

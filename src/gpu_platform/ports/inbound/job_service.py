@@ -13,11 +13,14 @@ __all__ = ["ClusterStatus", "GpuInfo", "JobService"]
 
 @dataclass(frozen=True, slots=True)
 class GpuInfo:
-    """A GPU with its effective state and the job holding it (if any)."""
+    """A GPU with its effective state, the job holding it (if any), why it is in its own
+    state (a fault, an operator) and whether the thermal policy keeps new work off it."""
 
     gpu: Gpu
     state: GpuState
     job_id: str | None
+    reason: str = ""
+    hot: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,12 +4,15 @@ same suites.
 
 Fixtures per suite: GpuDiscoveryContract `discovery`, GpuTelemetryContract `telemetry` (an
 adapter that is also a GpuDiscovery), TopologyProbeContract `probe`, FabricDiscoveryContract
-`fabric_discovery`, JobRunnerContract / JobStoreContract as documented there.
+`fabric_discovery`, JobRunnerContract / JobStoreContract / HardwareStoreContract as
+documented there.
 """
 
 from gpu_platform.testing.contracts.fabric_discovery import FabricDiscoveryContract
 from gpu_platform.testing.contracts.gpu_discovery import GpuDiscoveryContract
+from gpu_platform.testing.contracts.gpu_reset import GpuResetContract, ResetKit
 from gpu_platform.testing.contracts.gpu_telemetry import GpuTelemetryContract
+from gpu_platform.testing.contracts.hardware_store import HardwareStoreContract
 from gpu_platform.testing.contracts.job_runner import JobRunnerContract, RunnerKit
 from gpu_platform.testing.contracts.job_store import JobStoreContract
 from gpu_platform.testing.contracts.topology_probe import TopologyProbeContract
@@ -17,9 +20,12 @@ from gpu_platform.testing.contracts.topology_probe import TopologyProbeContract
 __all__ = [
     "FabricDiscoveryContract",
     "GpuDiscoveryContract",
+    "GpuResetContract",
     "GpuTelemetryContract",
+    "HardwareStoreContract",
     "JobRunnerContract",
     "JobStoreContract",
+    "ResetKit",
     "RunnerKit",
     "TopologyProbeContract",
 ]

@@ -35,6 +35,14 @@ class JobStoreContract:
         assert store.get(job.id) == job
         assert store.load() == [job]
 
+    def test_restart_policy_and_backoff_survive_a_reopen(
+        self, make_store: Callable[[], JobStore]
+    ) -> None:
+        spec = JobSpec(("true",), gpus=1, max_attempts=5, retry_backoff_s=2.5)
+        job = Job("j-rp", spec, JobState.QUEUED, 1.0, seq=1, not_before=9.5)
+        make_store().save([job])
+        assert make_store().get("j-rp") == job
+
     def test_an_unknown_id_reads_as_none(self, make_store: Callable[[], JobStore]) -> None:
         assert make_store().get("j-missing") is None
 

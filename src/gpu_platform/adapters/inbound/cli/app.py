@@ -1,4 +1,5 @@
-"""`gpu-platform`: serve, submit, jobs list|describe|logs|cancel, gpus, status.
+"""`gpu-platform`: serve, submit, jobs list|describe|logs|cancel, gpus, status, and the operator
+commands of `cli.admin` (nodes, drain|offline|online, audit, debug inject).
 
 The CLI is an inbound adapter: client commands talk to a server over HTTP; `serve` (and other
 commands that need local adapters) call hooks that the entry point (`gpu_platform.main`) wires
@@ -18,15 +19,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from gpu_platform.adapters.inbound.cli.admin import DEFAULT_SERVER, ServerOpt, register_admin
 from gpu_platform.adapters.inbound.cli.client import ApiClient, ApiError
 
 __all__ = ["CliHooks", "ServeOptions", "build_cli", "parse_duration", "parse_size", "parse_when"]
-
-DEFAULT_SERVER = "http://127.0.0.1:8080"
-ServerOpt = Annotated[
-    str,
-    typer.Option("--server", envvar="GPU_PLATFORM_SERVER", help="REST API base URL."),
-]
 
 
 @dataclass(frozen=True)
@@ -170,6 +166,12 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             str | None, typer.Option(help="Run-time limit per attempt: SECONDS or [HH:]MM:SS.")
         ] = None,
         user: Annotated[str | None, typer.Option(help="Run as this account on the node.")] = None,
+        max_attempts: Annotated[
+            int, typer.Option(help="Attempts before a job hit by GPU/node faults ends FAILED.")
+        ] = 3,
+        retry_backoff: Annotated[
+            float, typer.Option(help="Seconds before a re-queued attempt, doubled per attempt.")
+        ] = 0.0,
         server: ServerOpt = DEFAULT_SERVER,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the id.")] = False,
     ) -> None:
@@ -189,6 +191,8 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             "tenant": tenant,
             "cwd": cwd,
             "user": user,
+            "max_attempts": max_attempts,
+            "retry_backoff_s": retry_backoff,
         }
         try:
             if memory is not None:
@@ -245,7 +249,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             ("GPU indices", ",".join(map(str, a["gpu_indices"])) if a else "-"),
             ("GPU UUIDs", ",".join(a["gpu_uuids"]) if a else "-"),
             ("NUMA nodes", ",".join(map(str, a["numa_nodes"])) if a else "-"),
-            ("Attempt", str(j["attempt"])),
+            ("Attempt", f"{j['attempt']} of at most {j['max_attempts']}"),
             ("Exit code", "-" if j["exit_code"] is None else str(j["exit_code"])),
             ("Submitted", _when(j["submitted_at"])),
             ("Started", _when(j["started_at"])),
@@ -323,7 +327,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     def gpus(server: ServerOpt = DEFAULT_SERVER) -> None:
         """Every GPU with its state and the job holding it."""
         rows = call(server, "GET", "/v1/gpus")
-        table = Table("NODE", "IDX", "MODEL", "MEMORY", "NUMA", "STATE", "JOB", "UUID")
+        table = Table("NODE", "IDX", "MODEL", "MEMORY", "NUMA", "STATE", "JOB", "UUID", "REASON")
         for g in rows:
             table.add_row(
                 g["node"],
@@ -331,9 +335,10 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 g["model"],
                 f"{g['memory_bytes'] / (1 << 30):.0f} GiB",
                 str(g["numa_node"]),
-                g["state"],
+                g["state"] + (" (hot)" if g["hot"] else ""),
                 g["job_id"] or "-",
                 g["uuid"],
+                g["reason"] or "-",
             )
         out.print(table)
 
@@ -390,4 +395,5 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         for note in s["notes"]:
             out.print(f"Note:      {note}", soft_wrap=True)
 
+    register_admin(app, out, call, _fail)
     return app

@@ -2,7 +2,8 @@
 
 Errors: 422 for bad input (malformed body, or a request that can never be satisfied — `detail`
 names the field, FastAPI's shape), 404 for unknown ids, 409 for conflicts (cancelling an ended
-job). Every request runs in an OpenTelemetry span when a tracer provider is given.
+job; an operator action the state tables refuse). Admin routes: `rest.admin`. Every request
+runs in an OpenTelemetry span when a tracer provider is given.
 """
 
 from __future__ import annotations
@@ -17,42 +18,29 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from opentelemetry.trace import TracerProvider
 
 from gpu_platform import __version__
+from gpu_platform.adapters.inbound.rest.admin import admin_router
 from gpu_platform.adapters.inbound.rest.schemas import (
+    CONFLICT,
+    NOT_FOUND,
     ClusterStatusOut,
-    ErrorOut,
     GpuOut,
     JobOut,
     JobSubmit,
     UsageOut,
 )
-from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
+from gpu_platform.domain.errors import Conflict, IllegalTransition, InvalidRequest, NotFound
 from gpu_platform.domain.model.job import JobState
+from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
 from gpu_platform.ports.inbound.usage import UsageQueries
 
 __all__ = ["FOLLOW_POLL_S", "create_app"]
 
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "Unknown id"}}
-CONFLICT: dict[int | str, dict[str, Any]] = {
-    409: {"model": ErrorOut, "description": "Conflicts with the job's state"}
-}
 
 FOLLOW_POLL_S = 0.2
 
 
-def create_app(
-    service: JobService,
-    *,
-    metrics: Callable[[], tuple[bytes, str]] | None = None,
-    tracer_provider: TracerProvider | None = None,
-    usage: UsageQueries | None = None,
-) -> FastAPI:
-    app = FastAPI(
-        title="gpu-platform",
-        version=__version__,
-        description="Submit, inspect and cancel GPU jobs; inspect GPUs and the cluster.",
-    )
-
+def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(InvalidRequest)
     async def _invalid(_: Request, exc: InvalidRequest) -> JSONResponse:
         detail = [{"loc": ["body", exc.field], "msg": exc.reason, "type": "invalid_request"}]
@@ -65,6 +53,27 @@ def create_app(
     @app.exception_handler(Conflict)
     async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(IllegalTransition)
+    async def _illegal(_: Request, exc: IllegalTransition) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
+
+def create_app(
+    service: JobService,
+    *,
+    admin: AdminService | None = None,
+    metrics: Callable[[], tuple[bytes, str]] | None = None,
+    tracer_provider: TracerProvider | None = None,
+    usage: UsageQueries | None = None,
+) -> FastAPI:
+    app = FastAPI(
+        title="gpu-platform",
+        version=__version__,
+        description="Submit, inspect and cancel GPU jobs; inspect GPUs and the cluster.",
+    )
+
+    _install_error_handlers(app)
 
     if tracer_provider is not None:
         tracer = tracer_provider.get_tracer("gpu_platform.rest")
@@ -162,6 +171,9 @@ def create_app(
     async def healthz() -> dict[str, Any]:
         s = await run_in_threadpool(service.status)
         return {"status": "ok", "inventory": s.inventory_source, "simulated": s.simulated}
+
+    if admin is not None:
+        app.include_router(admin_router(service, admin))
 
     if metrics is not None:
         render = metrics

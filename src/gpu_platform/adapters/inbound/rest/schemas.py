@@ -2,21 +2,44 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec
+from gpu_platform.ports.inbound.admin_service import NodeInfo
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
 from gpu_platform.ports.inbound.usage import UsageReport
 
-__all__ = ["ClusterStatusOut", "ErrorOut", "GpuOut", "JobOut", "JobSubmit", "UsageOut"]
+__all__ = [
+    "CONFLICT",
+    "NOT_FOUND",
+    "AdminActionIn",
+    "AuditOut",
+    "ClusterStatusOut",
+    "ErrorOut",
+    "GpuOut",
+    "InjectIn",
+    "InjectOut",
+    "JobOut",
+    "JobSubmit",
+    "NodeOut",
+    "UsageOut",
+]
 
 
 class ErrorOut(BaseModel):
     """A 404/409 answer: one line saying what is wrong."""
 
     detail: str
+
+
+# Documented error answers, for the routes' `responses=`.
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "Unknown id"}}
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorOut, "description": "Refused by the current state"}
+}
 
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
@@ -46,6 +69,12 @@ class JobSubmit(BaseModel):
         pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
         description="run as this account on the node",
     )
+    max_attempts: int = Field(
+        3, ge=1, le=100, description="attempts before a job hit by faults ends FAILED"
+    )
+    retry_backoff_s: float = Field(
+        0.0, ge=0, le=3600, description="wait before a re-queued attempt, doubled per attempt"
+    )
 
     def to_spec(self) -> JobSpec:
         return JobSpec(
@@ -59,6 +88,8 @@ class JobSubmit(BaseModel):
             memory_bytes=self.memory_bytes,
             time_limit_s=self.time_limit_s,
             user=self.user,
+            max_attempts=self.max_attempts,
+            retry_backoff_s=self.retry_backoff_s,
         )
 
 
@@ -87,6 +118,9 @@ class JobOut(BaseModel):
     user: str | None
     tenant: str
     priority: int
+    max_attempts: int
+    retry_backoff_s: float
+    not_before: float
     attempt: int
     submitted_at: float
     started_at: float | None
@@ -110,6 +144,9 @@ class JobOut(BaseModel):
             user=job.spec.user,
             tenant=job.spec.tenant,
             priority=job.spec.priority,
+            max_attempts=job.spec.max_attempts,
+            retry_backoff_s=job.spec.retry_backoff_s,
+            not_before=job.not_before,
             attempt=job.attempt,
             submitted_at=job.submitted_at,
             started_at=job.started_at,
@@ -140,6 +177,8 @@ class GpuOut(BaseModel):
     pci_bus_id: str
     state: str
     job_id: str | None
+    reason: str
+    hot: bool
 
     @classmethod
     def of(cls, info: GpuInfo) -> GpuOut:
@@ -155,6 +194,8 @@ class GpuOut(BaseModel):
             pci_bus_id=g.pci_bus_id,
             state=str(info.state),
             job_id=info.job_id,
+            reason=info.reason,
+            hot=info.hot,
         )
 
 
@@ -212,4 +253,57 @@ class UsageOut(BaseModel):
                 )
                 for j in r.jobs
             ],
+        )
+
+
+class AdminActionIn(BaseModel):
+    """POST /v1/gpus/{node}/{index}/{action} and /v1/nodes/{node}/{action} body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field("", max_length=512, description="why; recorded in the audit log")
+    force: bool = Field(False, description="offline only: stop and re-queue running jobs")
+
+
+class NodeOut(BaseModel):
+    name: str
+    state: str
+    reason: str
+    gpus: int
+    jobs: int
+
+    @classmethod
+    def of(cls, n: NodeInfo) -> NodeOut:
+        return cls(name=n.name, state=str(n.state), reason=n.reason, gpus=n.gpus, jobs=n.jobs)
+
+
+class InjectIn(BaseModel):
+    """POST /v1/debug/inject body: a fault script (docs/faults.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    script: NonEmpty = Field(max_length=8192)
+
+
+class InjectOut(BaseModel):
+    scheduled: list[str]
+
+
+class AuditOut(BaseModel):
+    at: float
+    actor: str
+    action: str
+    target: str
+    reason: str
+    outcome: str
+
+    @classmethod
+    def of(cls, a: AuditRecord) -> AuditOut:
+        return cls(
+            at=a.at,
+            actor=a.actor,
+            action=a.action,
+            target=a.target,
+            reason=a.reason,
+            outcome=a.outcome,
         )

@@ -26,6 +26,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "exit_code": job.exit_code,
         "reason": job.reason,
         "releasing": job.releasing,
+        "not_before": job.not_before,
         "history": [[t, s.value, r] for t, s, r in job.history],
         "spec": {
             "command": list(spec.command),
@@ -38,6 +39,8 @@ def job_to_dict(job: Job) -> dict[str, Any]:
             "memory_bytes": spec.memory_bytes,
             "time_limit_s": spec.time_limit_s,
             "user": spec.user,
+            "max_attempts": spec.max_attempts,
+            "retry_backoff_s": spec.retry_backoff_s,
         },
         "allocation": None
         if alloc is None
@@ -70,6 +73,8 @@ def job_from_dict(data: dict[str, Any]) -> Job:
             memory_bytes=s.get("memory_bytes"),
             time_limit_s=s.get("time_limit_s"),
             user=s.get("user"),
+            max_attempts=s.get("max_attempts", 3),
+            retry_backoff_s=s.get("retry_backoff_s", 0.0),
         ),
         state=JobState(data["state"]),
         submitted_at=data["submitted_at"],
@@ -88,5 +93,6 @@ def job_from_dict(data: dict[str, Any]) -> Job:
         exit_code=data["exit_code"],
         reason=data["reason"],
         releasing=data["releasing"],
+        not_before=data.get("not_before", 0.0),
         history=tuple((t, JobState(st), r) for t, st, r in data["history"]),
     )
