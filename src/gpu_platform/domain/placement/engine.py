@@ -1,0 +1,302 @@
+"""`place(request, view)`: topology-aware, fragmentation-aware placement (docs/placement.md).
+
+For one task, every signature (hardware class x free shares) present in the view gets a key,
+lower is better:
+
+    (-nic_local [gangs only], -tier, -bottleneck, frag_delta, -total, leftover_milli)
+
+i.e. the NVLink/PCIe/NUMA ladder first (`node_choice`), then FGD's fragmentation increase
+(`fragmentation`), then best fit. Keys are pure functions of (signature, request shape), so
+each request shape keeps a sorted list of signatures that is extended from the view's
+signature log; a decision walks that list from the front, skipping emptied buckets, and takes
+the first node whose CPU and memory fit. A gang (`tasks` > 1) is placed task by task inside
+one leaf, else one rack, else (unless `same_rack` is REQUIRED) the whole cluster, with
+tentative binds that are always undone before returning: all tasks or none.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpu_platform.domain.placement.first_fit import Unschedulable
+from gpu_platform.domain.placement.fragmentation import NodeShape, fragmentation
+from gpu_platform.domain.placement.node_choice import SetChoice, choose_gpus
+from gpu_platform.domain.placement.request import (
+    Affinity,
+    GangPlacement,
+    GpuRequest,
+    GpuShare,
+    Score,
+    TaskPlacement,
+)
+from gpu_platform.domain.placement.view import ClusterView, NodeSlot, Signature
+from gpu_platform.domain.topology.cross_node import NodeLevel, gang_spread
+
+__all__ = ["place", "place_task"]
+
+_Key = tuple[float, ...]
+_UNBOUNDED = 1 << 62
+
+
+@dataclass(slots=True)
+class _Order:
+    entries: list[tuple[_Key, Signature]] = field(default_factory=list)
+    present: set[Signature] = field(default_factory=set)
+    cursor: int = 0
+    choices: dict[Signature, tuple[SetChoice, Score]] = field(default_factory=dict)
+
+
+def _shape_key(request: GpuRequest, gang: bool) -> tuple[object, ...]:
+    return (
+        request.gpus,
+        request.gpu_milli,
+        request.gpu_memory_bytes,
+        request.models,
+        request.vendors,
+        request.nvlink,
+        request.numa,
+        gang,
+    )
+
+
+def _score(
+    view: ClusterView, sig: Signature, request: GpuRequest, gang: bool
+) -> tuple[SetChoice, Score] | None:
+    hw = view.classes[sig[0]]
+    free = sig[1]
+    choice = choose_gpus(hw, free, request, gang)
+    if choice is None:
+        return None
+    after = list(free)
+    for p in choice.positions:
+        after[p] -= request.gpu_milli
+    usable = [p for p, g in enumerate(hw.gpus) if g.schedulable]
+    frag_cache = view.frag_cache
+    before_key = tuple(sorted((free[p] for p in usable), reverse=True))
+    after_key = tuple(sorted((after[p] for p in usable), reverse=True))
+    values = []
+    for k in (before_key, after_key):
+        v = frag_cache.get(k)
+        if v is None:
+            v = frag_cache[k] = fragmentation(
+                NodeShape("", _UNBOUNDED, _UNBOUNDED, k), view.typical
+            )
+        values.append(v)
+    score = Score(
+        tier=choice.tier,
+        bottleneck=choice.bottleneck,
+        total=choice.total,
+        frag_delta=round(values[1] - values[0], 6),
+        leftover_milli=sum(after_key),
+        nic_local=choice.nic_local,
+    )
+    return choice, score
+
+
+def _key(score: Score, gang: bool) -> _Key:
+    return (
+        -float(score.nic_local and gang),
+        -float(score.tier),
+        -float(score.bottleneck),
+        score.frag_delta,
+        -float(score.total),
+        float(score.leftover_milli),
+    )
+
+
+def _order(view: ClusterView, request: GpuRequest, gang: bool) -> _Order:
+    orders = view.orders
+    k = _shape_key(request, gang)
+    order = orders.get(k)
+    if order is None:
+        order = orders[k] = _Order()
+    log = view.log
+    while order.cursor < len(log):
+        sig = log[order.cursor]
+        order.cursor += 1
+        if sig in order.present:
+            continue
+        scored = order.choices.get(sig)
+        if scored is None:
+            scored = _score(view, sig, request, gang)
+            if scored is None:
+                continue
+            order.choices[sig] = scored
+        bisect.insort(order.entries, (_key(scored[1], gang), sig))
+        order.present.add(sig)
+    return order
+
+
+def _fits_host(slot: NodeSlot, request: GpuRequest) -> bool:
+    return slot.cpu_free >= request.cpu_milli and slot.memory_free >= request.memory_bytes
+
+
+def _task(
+    slot: NodeSlot, view: ClusterView, choice: SetChoice, score: Score, milli: int
+) -> TaskPlacement:
+    hw = view.classes[slot.hw]
+    gpus = tuple(GpuShare(hw.gpus[p], milli) for p in choice.positions)
+    numa = tuple(sorted({hw.numa[p] for p in choice.positions if hw.numa[p] >= 0}))
+    cpus = tuple(sorted(c for n in slot.node.numa_nodes if n.id in numa for c in n.cpus))
+    return TaskPlacement(slot.node.name, gpus, numa, cpus, score)
+
+
+def place_task(
+    request: GpuRequest,
+    view: ClusterView,
+    allowed: Callable[[NodeSlot], bool] | None = None,
+    gang: bool = False,
+) -> TaskPlacement | None:
+    """The best node and GPUs for ONE task of `request` (None when none fits). Does not
+    bind; `allowed` restricts the nodes (a gang's leaf or rack)."""
+    order = _order(view, request, gang)
+    buckets = view.buckets
+    stale: list[int] = []
+    found: TaskPlacement | None = None
+    for i, (_, sig) in enumerate(order.entries):
+        bucket = buckets.get(sig)
+        if not bucket:
+            stale.append(i)
+            continue
+        for name in bucket:
+            slot = view.slots[name]
+            if _fits_host(slot, request) and (allowed is None or allowed(slot)):
+                choice, score = order.choices[sig]
+                found = _task(slot, view, choice, score, request.gpu_milli if request.gpus else 0)
+                break
+        if found is not None:
+            break
+    for i in reversed(stale):
+        order.present.discard(order.entries[i][1])
+        del order.entries[i]
+    return found
+
+
+def place(request: GpuRequest, view: ClusterView) -> GangPlacement | Unschedulable:
+    """Place every task of `request` or none; never mutates what the view reports."""
+    if request.tasks == 1:
+        task = place_task(request, view)
+        if task is None:
+            return _why(request, view)
+        return GangPlacement((task,), NodeLevel.SAME_NODE)
+    for allowed in _domains(request, view):
+        tasks = _try_gang(request, view, allowed)
+        if tasks is not None:
+            spread = gang_spread([(t.node, view.slots[t.node].node.labels) for t in tasks])
+            return GangPlacement(tuple(tasks), spread)
+    return _why(request, view)
+
+
+def _try_gang(
+    request: GpuRequest, view: ClusterView, allowed: Callable[[NodeSlot], bool] | None
+) -> list[TaskPlacement] | None:
+    placed: list[TaskPlacement] = []
+    try:
+        for _ in range(request.tasks):
+            task = place_task(request, view, allowed, gang=True)
+            if task is None:
+                return None
+            view.bind(task, request.cpu_milli, request.memory_bytes)
+            placed.append(task)
+        return list(placed)
+    finally:
+        for task in reversed(placed):
+            view.release(task, request.cpu_milli, request.memory_bytes)
+
+
+def _domains(request: GpuRequest, view: ClusterView) -> list[Callable[[NodeSlot], bool] | None]:
+    """Candidate node groups for a gang, tightest first: each leaf, each rack, the cluster."""
+    out: list[Callable[[NodeSlot], bool] | None] = []
+    need = request.tasks * request.gpus * request.gpu_milli
+    for label in ("leaf", "rack"):
+        free: dict[str, int] = {}
+        for slot in view.slots.values():
+            value = slot.labels.get(label)
+            if value:
+                free[value] = free.get(value, 0) + sum(slot.free)
+        for value, amount in sorted(free.items(), key=lambda kv: (kv[1], kv[0])):
+            if amount >= need:
+                out.append(_label_is(label, value))
+    if request.same_rack is not Affinity.REQUIRED:
+        out.append(None)
+    return out
+
+
+def _label_is(label: str, value: str) -> Callable[[NodeSlot], bool]:
+    def allowed(slot: NodeSlot) -> bool:
+        return slot.labels.get(label) == value
+
+    return allowed
+
+
+def _why(request: GpuRequest, view: ClusterView) -> Unschedulable:
+    """One reason per failed constraint, with how many nodes it ruled out."""
+    counts: dict[str, int] = {}
+
+    def miss(what: str) -> None:
+        counts[what] = counts.get(what, 0) + 1
+
+    probe = GpuRequest(
+        gpus=request.gpus,
+        gpu_milli=request.gpu_milli,
+        models=request.models,
+        vendors=request.vendors,
+    )
+    for slot in view.slots.values():
+        hw = view.classes[slot.hw]
+        gpus = hw.gpus
+        free = tuple(slot.free)
+        if request.gpus:
+            if request.models and not any(g.model in request.models for g in gpus):
+                miss("gpu model")
+                continue
+            if request.vendors and not any(str(g.vendor) in request.vendors for g in gpus):
+                miss("gpu vendor")
+                continue
+            if not any(g.memory_bytes >= request.gpu_memory_bytes for g in gpus):
+                miss("gpu memory")
+                continue
+            if choose_gpus(hw, free, probe) is None:
+                miss("free gpus")
+                continue
+            if (
+                request.numa is Affinity.REQUIRED
+                and choose_gpus(
+                    hw, free, GpuRequest(request.gpus, request.gpu_milli, numa=Affinity.REQUIRED)
+                )
+                is None
+            ):
+                miss("numa required")
+                continue
+            if (
+                request.nvlink is Affinity.REQUIRED
+                and choose_gpus(
+                    hw, free, GpuRequest(request.gpus, request.gpu_milli, nvlink=Affinity.REQUIRED)
+                )
+                is None
+            ):
+                miss("nvlink required")
+                continue
+        if slot.cpu_free < request.cpu_milli:
+            miss("cpu")
+            continue
+        if slot.memory_free < request.memory_bytes:
+            miss("memory")
+            continue
+    if request.tasks > 1 and not counts:
+        counts["gang"] = len(view.slots)
+    shape = (
+        f"{request.tasks} x {request.gpus} GPU"
+        if not request.fractional
+        else f"{request.tasks} x {request.gpu_milli} milli-GPU"
+    )
+    detail = "; ".join(f"{what}: {n} nodes" for what, n in sorted(counts.items()))
+    if request.tasks > 1 and "gang" in counts:
+        detail = f"each node fits a task but the {request.tasks} tasks do not fit together" + (
+            " within one rack" if request.same_rack is Affinity.REQUIRED else ""
+        )
+    if not view.slots:
+        detail = "no nodes"
+    return Unschedulable(f"no placement for {shape}: {detail}", tuple(sorted(counts.items())))
