@@ -71,8 +71,8 @@ def inflate(
     rng.shuffle(order)
     limit = tune * capacity_milli
     total = sum(t.gpu_demand_milli for t in order)
-    if not tasks:
-        return order
+    if not any(t.gpu_demand_milli for t in tasks):
+        return order  # copies of GPU-less tasks would never reach the target
     while True:
         extra = tasks[rng.randrange(len(tasks))]
         if total + extra.gpu_demand_milli > limit:

@@ -15,9 +15,12 @@ the FGD simulator's plugins (`hkust-adsl/kubernetes-scheduler-simulator`, read a
   vector (CPU, GPU), both normalised by the largest node; GPU = tightest fit.
 - `fgd`: the smallest increase of fragmentation (`fragmentation.py`); GPU chosen by the same
   rule; equal scores broken at random.
-- `default` (ours): the fragmentation increase, then - instead of a coin - the tightest fit
-  (least leftover GPU, then CPU, on the node), so equal-fragmentation choices pack partly used
-  nodes and keep free nodes whole for the 8-GPU tasks.
+- `default` (ours): the fragmentation increase plus `BEST_FIT_WEIGHT` (50 milli-GPU) times
+  BestFit's normalised leftover `cpu/maxCpu + gpu/maxGpu`; remaining ties go to the least
+  leftover GPU, then CPU - never to a coin. Nearly-equal fragmentation choices are thus
+  decided by packing (FGD decides them at random), which keeps free nodes whole and stops
+  CPU-only tasks from eating the CPU of GPU-rich nodes. Chosen on seeds 42-44 of `default`
+  (weights 30/50/70/100 gave 95.34/95.42/95.38/95.26 %), then checked on all workloads.
 """
 
 from __future__ import annotations
@@ -136,7 +139,9 @@ def make_policy(name: str, ctx: ScoreContext) -> tuple[Policy, bool]:
     def default(shape: NodeShape, task: TaskShape) -> Choice:
         delta, gpu = frag_delta(shape, task)
         left_gpu = sum(shape.gpu_free) - task.gpu_demand_milli
-        return (round(delta, 6), left_gpu, shape.cpu_milli - task.cpu_milli), gpu
+        left_cpu = shape.cpu_milli - task.cpu_milli
+        best_fit = left_cpu / max_cpu + left_gpu / max_gpu
+        return (round(delta + BEST_FIT_WEIGHT * best_fit, 6), left_gpu, left_cpu), gpu
 
     table: dict[str, tuple[Policy, bool]] = {
         "random": (random_, True),
@@ -150,5 +155,7 @@ def make_policy(name: str, ctx: ScoreContext) -> tuple[Policy, bool]:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
     return table[name]
 
+
+BEST_FIT_WEIGHT = 50.0  # milli-GPU of fragmentation per unit of normalised leftover
 
 POLICIES = ("default", "fgd", "bestfit", "packing", "dotprod", "random")
