@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_platform.adapters.outbound.sim.profiles import profile_node
-from gpu_platform.domain.placement.engine import _key, place
+from gpu_platform.domain.placement.engine import place, ranking_key
 from gpu_platform.domain.placement.first_fit import Unschedulable
 from gpu_platform.domain.placement.fragmentation import NodeShape, fragmentation
 from gpu_platform.domain.placement.node_choice import tier_of
@@ -68,7 +68,7 @@ def oracle_best(view: ClusterView, request: GpuRequest) -> tuple[float, ...] | N
                 for f in (slot.free, after)
             ]
             score = Score(tier, bottleneck, total, round(frag[1] - frag[0], 6), sum(after), False)
-            key = _key(score, gang=False)
+            key = ranking_key(score, False, view.max_gpus)
             if best is None or key < best:
                 best = key
     return best
@@ -99,7 +99,7 @@ def test_a_single_task_is_the_exhaustive_optimum_of_the_stated_key(
         assert isinstance(result, Unschedulable)
         return
     assert isinstance(result, GangPlacement)
-    assert _key(result.tasks[0].score, gang=False) == expected
+    assert ranking_key(result.tasks[0].score, False, view.max_gpus) == expected
 
 
 @settings(max_examples=60, deadline=None)

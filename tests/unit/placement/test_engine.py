@@ -135,3 +135,14 @@ def test_first_fit_keeps_working_beside_the_engine() -> None:
     assert not isinstance(
         first_fit(PlacementRequest(2), [NodeView(node.name, node.gpus)]), Unschedulable
     )
+
+
+def test_a_removed_node_is_never_chosen_and_can_come_back() -> None:
+    cluster = nodes("dgx-h100", 2)
+    view = ClusterView(cluster)
+    first = placed(place(GpuRequest(8), view)).tasks[0].node
+    view.remove_node(first)
+    assert placed(place(GpuRequest(8), view)).tasks[0].node != first
+    view.add_node(next(n for n in cluster if n.name == first))
+    view.check_invariants()
+    assert len(view.slots) == 2

@@ -3,11 +3,12 @@
 For one task, every signature (hardware class x free shares) present in the view gets a key,
 lower is better:
 
-    (-nic_local [gangs only], -tier, -bottleneck, frag_delta, -total, leftover_milli)
+    (-nic_local [gangs only], -tier, -bottleneck, frag_delta + w * leftover, -total, leftover)
 
 i.e. the NVLink/PCIe/NUMA ladder first (`node_choice`), then FGD's fragmentation increase
-(`fragmentation`), then best fit. Keys are pure functions of (signature, request shape), so
-each request shape keeps a sorted list of signatures that is extended from the view's
+(`fragmentation`) blended with best fit (`ranking_key`), as the simulator's `default`.
+Keys are pure functions of (signature, request shape), so each request shape keeps a
+sorted list of signatures that is extended from the view's
 signature log; a decision walks that list from the front, skipping emptied buckets, and takes
 the first node whose CPU and memory fit. A gang (`tasks` > 1) is placed task by task inside
 one leaf, else one rack, else (unless `same_rack` is REQUIRED) the whole cluster, with
@@ -34,9 +35,10 @@ from gpu_platform.domain.placement.request import (
 from gpu_platform.domain.placement.view import ClusterView, NodeSlot, Signature
 from gpu_platform.domain.topology.cross_node import NodeLevel, gang_spread
 
-__all__ = ["place", "place_task"]
+__all__ = ["BEST_FIT_WEIGHT", "place", "place_task", "ranking_key"]
 
 _Key = tuple[float, ...]
+BEST_FIT_WEIGHT = 50.0  # milli-GPU of fragmentation per unit of normalised leftover
 _UNBOUNDED = 1 << 62
 
 
@@ -95,12 +97,17 @@ def _score(
     return choice, score
 
 
-def _key(score: Score, gang: bool) -> _Key:
+def ranking_key(score: Score, gang: bool, max_gpus: int) -> _Key:
+    """The order of candidate (node, GPU set) choices, smallest first: NIC locality for gang
+    tasks, the ladder tier, the weakest pair, then fragmentation increase plus
+    `BEST_FIT_WEIGHT` x leftover GPU share of the node (normalised by the largest node's
+    GPU count, as the simulator's `default` policy does), then the pair-score sum."""
+    best_fit = BEST_FIT_WEIGHT * score.leftover_milli / (max(1, max_gpus) * 1000)
     return (
         -float(score.nic_local and gang),
         -float(score.tier),
         -float(score.bottleneck),
-        score.frag_delta,
+        round(score.frag_delta + best_fit, 6),
         -float(score.total),
         float(score.leftover_milli),
     )
@@ -124,7 +131,7 @@ def _order(view: ClusterView, request: GpuRequest, gang: bool) -> _Order:
             if scored is None:
                 continue
             order.choices[sig] = scored
-        bisect.insort(order.entries, (_key(scored[1], gang), sig))
+        bisect.insort(order.entries, (ranking_key(scored[1], gang, view.max_gpus), sig))
         order.present.add(sig)
     return order
 

@@ -68,6 +68,7 @@ class ClusterView:
         # caches owned by the engine: per request shape orderings, fragmentation per shares
         self.orders: dict[tuple[object, ...], Any] = {}
         self.frag_cache: dict[tuple[int, ...], float] = {}
+        self.max_gpus = 0
         for node in nodes:
             self.add_node(node)
 
@@ -82,6 +83,9 @@ class ClusterView:
         if cid is None:
             cid = self._class_ids[key] = len(self.classes)
             self.classes.append(hw)
+        if len(hw.gpus) > self.max_gpus:
+            self.max_gpus = len(hw.gpus)
+            self.orders.clear()  # the best-fit normalisation changed: re-rank lazily
         ready = node.state is NodeState.READY
         free = [MILLI if ready and g.schedulable else 0 for g in hw.gpus]
         cpu_cap = node.cpus * 1000 if node.cpus else UNKNOWN_CAPACITY
@@ -89,6 +93,13 @@ class ClusterView:
         slot = NodeSlot(node, cid, free, cpu_cap, mem_cap, dict(node.labels), cpu_cap, mem_cap)
         self.slots[node.name] = slot
         self._enter(node.name, slot)
+
+    def remove_node(self, name: str) -> None:
+        """Forget node `name` (it left, or went DOWN/DRAINING: re-add it when it is back,
+        then `bind` what still runs there). KeyError for an unknown node."""
+        slot = self.slots[name]
+        self._leave(name, slot)
+        del self.slots[name]
 
     def signature(self, name: str) -> Signature:
         slot = self.slots[name]
