@@ -32,7 +32,7 @@ from gpu_platform.domain.placement.request import (
     Score,
     TaskPlacement,
 )
-from gpu_platform.domain.placement.view import ClusterView, NodeSlot, Signature
+from gpu_platform.domain.placement.view import GANG_LABELS, ClusterView, NodeSlot, Signature
 from gpu_platform.domain.topology.cross_node import NodeLevel, gang_spread
 
 __all__ = ["BEST_FIT_WEIGHT", "place", "place_task", "ranking_key"]
@@ -217,15 +217,13 @@ def _domains(request: GpuRequest, view: ClusterView) -> list[Callable[[NodeSlot]
     """Candidate node groups for a gang, tightest first: each leaf, each rack, the cluster."""
     out: list[Callable[[NodeSlot], bool] | None] = []
     need = request.tasks * request.gpus * request.gpu_milli
-    for label in ("leaf", "rack"):
-        free: dict[str, int] = {}
-        for slot in view.slots.values():
-            value = slot.labels.get(label)
-            if value:
-                free[value] = free.get(value, 0) + sum(slot.free)
-        for value, amount in sorted(free.items(), key=lambda kv: (kv[1], kv[0])):
-            if amount >= need:
-                out.append(_label_is(label, value))
+    for label in GANG_LABELS:
+        fitting = sorted(
+            (amount, value)
+            for (lb, value), amount in view.label_free.items()
+            if lb == label and amount >= need
+        )
+        out.extend(_label_is(label, value) for _, value in fitting)
     if request.same_rack is not Affinity.REQUIRED:
         out.append(None)
     return out

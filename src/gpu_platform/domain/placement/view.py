@@ -23,9 +23,17 @@ from gpu_platform.domain.placement.node_choice import HardwareClass
 from gpu_platform.domain.placement.request import MILLI, TaskPlacement
 from gpu_platform.domain.topology.matrix import build_matrix
 
-__all__ = ["DEFAULT_TYPICAL", "UNKNOWN_CAPACITY", "ClusterView", "NodeSlot", "Signature"]
+__all__ = [
+    "DEFAULT_TYPICAL",
+    "GANG_LABELS",
+    "UNKNOWN_CAPACITY",
+    "ClusterView",
+    "NodeSlot",
+    "Signature",
+]
 
 UNKNOWN_CAPACITY = 1 << 62  # a node that reports no CPU count / memory is not limited by it
+GANG_LABELS = ("leaf", "rack")  # node labels gangs are kept within, narrowest first
 Signature = tuple[int, tuple[int, ...]]  # (hardware class id, free milli per GPU position)
 
 DEFAULT_TYPICAL = TypicalTasks(
@@ -69,6 +77,8 @@ class ClusterView:
         self.orders: dict[tuple[object, ...], Any] = {}
         self.frag_cache: dict[tuple[int, ...], float] = {}
         self.max_gpus = 0
+        # free milli-GPU per (label, value) for the gang labels, kept in step by bind/release
+        self.label_free: dict[tuple[str, str], int] = {}
         for node in nodes:
             self.add_node(node)
 
@@ -93,12 +103,14 @@ class ClusterView:
         slot = NodeSlot(node, cid, free, cpu_cap, mem_cap, dict(node.labels), cpu_cap, mem_cap)
         self.slots[node.name] = slot
         self._enter(node.name, slot)
+        self._count(slot, sum(free))
 
     def remove_node(self, name: str) -> None:
         """Forget node `name` (it left, or went DOWN/DRAINING: re-add it when it is back,
         then `bind` what still runs there). KeyError for an unknown node."""
         slot = self.slots[name]
         self._leave(name, slot)
+        self._count(slot, -sum(slot.free))
         del self.slots[name]
 
     def signature(self, name: str) -> Signature:
@@ -143,8 +155,16 @@ class ClusterView:
         if cpu_free < 0 or mem_free < 0:
             raise ValueError(f"{task.node}: CPU or memory oversubscribed")
         self._leave(task.node, slot)
+        self._count(slot, sum(new) - sum(slot.free))
         slot.free, slot.cpu_free, slot.memory_free = new, cpu_free, mem_free
         self._enter(task.node, slot)
+
+    def _count(self, slot: NodeSlot, delta: int) -> None:
+        for label in GANG_LABELS:
+            value = slot.labels.get(label)
+            if value:
+                key = (label, value)
+                self.label_free[key] = self.label_free.get(key, 0) + delta
 
     def check_invariants(self) -> None:
         """Every node in exactly the bucket of its signature; shares within 0..1000; CPU and
@@ -156,6 +176,14 @@ class ClusterView:
                 assert self.signature(name) == sig
                 seen += 1
         assert seen == len(self.slots)
+        sums: dict[tuple[str, str], int] = {}
+        for slot in self.slots.values():
+            for label in GANG_LABELS:
+                if slot.labels.get(label):
+                    key = (label, slot.labels[label])
+                    sums[key] = sums.get(key, 0) + sum(slot.free)
+        assert sums == {k: v for k, v in self.label_free.items() if k in sums}
+        assert all(v == 0 for k, v in self.label_free.items() if k not in sums)
         for slot in self.slots.values():
             assert all(0 <= f <= MILLI for f in slot.free)
             assert 0 <= slot.cpu_free <= slot.cpu_cap
