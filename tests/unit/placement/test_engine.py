@@ -146,3 +146,17 @@ def test_a_removed_node_is_never_chosen_and_can_come_back() -> None:
     view.add_node(next(n for n in cluster if n.name == first))
     view.check_invariants()
     assert len(view.slots) == 2
+
+
+def test_place_whole_answers_in_first_fits_types_and_respects_the_free_list() -> None:
+    from gpu_platform.domain.placement.engine import place_whole
+    from gpu_platform.domain.placement.first_fit import Placement
+
+    cluster = nodes("dgx-h100", 2)
+    free = {cluster[0].name: [0, 1, 2], cluster[1].name: [4, 5, 6, 7]}
+    view = ClusterView.from_free(cluster, free)
+    got = place_whole(PlacementRequest(4), view)
+    assert isinstance(got, Placement)
+    assert got.node == cluster[1].name
+    assert sorted(g.index for g in got.gpus) == [4, 5, 6, 7]
+    assert isinstance(place_whole(PlacementRequest(5), view), Unschedulable)

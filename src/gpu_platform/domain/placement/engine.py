@@ -21,7 +21,7 @@ import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gpu_platform.domain.placement.first_fit import Unschedulable
+from gpu_platform.domain.placement.first_fit import Placement, PlacementRequest, Unschedulable
 from gpu_platform.domain.placement.fragmentation import NodeShape, fragmentation
 from gpu_platform.domain.placement.node_choice import SetChoice, choose_gpus
 from gpu_platform.domain.placement.request import (
@@ -35,7 +35,7 @@ from gpu_platform.domain.placement.request import (
 from gpu_platform.domain.placement.view import GANG_LABELS, ClusterView, NodeSlot, Signature
 from gpu_platform.domain.topology.cross_node import NodeLevel, gang_spread
 
-__all__ = ["BEST_FIT_WEIGHT", "place", "place_task", "ranking_key"]
+__all__ = ["BEST_FIT_WEIGHT", "place", "place_task", "place_whole", "ranking_key"]
 
 _Key = tuple[float, ...]
 BEST_FIT_WEIGHT = 50.0  # milli-GPU of fragmentation per unit of normalised leftover
@@ -146,7 +146,11 @@ def _task(
     hw = view.classes[slot.hw]
     gpus = tuple(GpuShare(hw.gpus[p], milli) for p in choice.positions)
     numa = tuple(sorted({hw.numa[p] for p in choice.positions if hw.numa[p] >= 0}))
-    cpus = tuple(sorted(c for n in slot.node.numa_nodes if n.id in numa for c in n.cpus))
+    key = (slot.node.name, numa)
+    cpus = view.cpu_cache.get(key)
+    if cpus is None:
+        cpus = tuple(sorted(c for n in slot.node.numa_nodes if n.id in numa for c in n.cpus))
+        view.cpu_cache[key] = cpus
     return TaskPlacement(slot.node.name, gpus, numa, cpus, score)
 
 
@@ -179,6 +183,16 @@ def place_task(
         order.present.discard(order.entries[i][1])
         del order.entries[i]
     return found
+
+
+def place_whole(request: PlacementRequest, view: ClusterView) -> Placement | Unschedulable:
+    """Drop-in for `first_fit`: whole GPUs on one node, answered in first_fit's types. The
+    caller binds the result (`view.bind(task)` via `place`, or rebuilds the view)."""
+    result = place(GpuRequest(gpus=request.gpus), view)
+    if isinstance(result, Unschedulable):
+        return result
+    task = result.tasks[0]
+    return Placement(task.node, tuple(share.gpu for share in task.gpus))
 
 
 def place(request: GpuRequest, view: ClusterView) -> GangPlacement | Unschedulable:

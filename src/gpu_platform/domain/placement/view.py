@@ -13,7 +13,7 @@ tried on a private overlay). `check_invariants()` states what must always hold.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,13 +77,30 @@ class ClusterView:
         self.orders: dict[tuple[object, ...], Any] = {}
         self.frag_cache: dict[tuple[int, ...], float] = {}
         self.max_gpus = 0
+        self.cpu_cache: dict[tuple[str, tuple[int, ...]], tuple[int, ...]] = {}
         # free milli-GPU per (label, value) for the gang labels, kept in step by bind/release
         self.label_free: dict[tuple[str, str], int] = {}
         for node in nodes:
             self.add_node(node)
 
-    def add_node(self, node: Node) -> None:
-        """Index `node` fully free (its GPUs that are not schedulable count as used)."""
+    @classmethod
+    def from_free(
+        cls,
+        nodes: Iterable[Node],
+        free: Mapping[str, Iterable[int]],
+        typical: TypicalTasks = DEFAULT_TYPICAL,
+    ) -> ClusterView:
+        """A view where only the GPU indices in `free[node]` are free (whole); nodes missing
+        from `free` are fully used. For callers that hold first_fit's `NodeView`s:
+        `ClusterView.from_free(nodes, {v.name: [g.index for g in v.free] for v in views})`."""
+        view = cls((), typical)
+        for node in nodes:
+            view.add_node(node, free_indices=frozenset(free.get(node.name, ())))
+        return view
+
+    def add_node(self, node: Node, free_indices: frozenset[int] | None = None) -> None:
+        """Index `node` fully free (its GPUs that are not schedulable count as used), or with
+        only `free_indices` free."""
         if node.name in self.slots:
             raise ValueError(f"node {node.name} already in the view")
         matrix = build_matrix(node.topology) if node.topology is not None else None
@@ -97,7 +114,12 @@ class ClusterView:
             self.max_gpus = len(hw.gpus)
             self.orders.clear()  # the best-fit normalisation changed: re-rank lazily
         ready = node.state is NodeState.READY
-        free = [MILLI if ready and g.schedulable else 0 for g in hw.gpus]
+        free = [
+            MILLI
+            if ready and g.schedulable and (free_indices is None or g.index in free_indices)
+            else 0
+            for g in hw.gpus
+        ]
         cpu_cap = node.cpus * 1000 if node.cpus else UNKNOWN_CAPACITY
         mem_cap = node.memory_bytes or UNKNOWN_CAPACITY
         slot = NodeSlot(node, cid, free, cpu_cap, mem_cap, dict(node.labels), cpu_cap, mem_cap)
@@ -112,6 +134,7 @@ class ClusterView:
         self._leave(name, slot)
         self._count(slot, -sum(slot.free))
         del self.slots[name]
+        self.cpu_cache = {k: v for k, v in self.cpu_cache.items() if k[0] != name}
 
     def signature(self, name: str) -> Signature:
         slot = self.slots[name]
