@@ -74,7 +74,7 @@ def oracle_best(view: ClusterView, request: GpuRequest) -> tuple[float, ...] | N
     return best
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(requests, min_size=1, max_size=12), requests)
 def test_a_single_task_is_the_exhaustive_optimum_of_the_stated_key(
     history: list[GpuRequest], probe: GpuRequest

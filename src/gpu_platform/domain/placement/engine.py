@@ -18,12 +18,12 @@ tentative binds that are always undone before returning: all tasks or none.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpu_platform.domain.placement.first_fit import Placement, PlacementRequest, Unschedulable
 from gpu_platform.domain.placement.fragmentation import NodeShape, fragmentation
-from gpu_platform.domain.placement.node_choice import SetChoice, choose_gpus
+from gpu_platform.domain.placement.node_choice import SetChoice, choose_gpus, single_gpu_choices
 from gpu_platform.domain.placement.request import (
     Affinity,
     GangPlacement,
@@ -66,11 +66,28 @@ def _shape_key(request: GpuRequest, gang: bool) -> tuple[object, ...]:
 def _score(
     view: ClusterView, sig: Signature, request: GpuRequest, gang: bool
 ) -> tuple[SetChoice, Score] | None:
+    """The best GPU set on a node of signature `sig` and its score. One GPU: every candidate
+    GPU is scored and the best by `ranking_key` wins (best-fit order breaks ties)."""
+    hw = view.classes[sig[0]]
+    if request.gpus == 1:
+        candidates = single_gpu_choices(hw, sig[1], request)
+    else:
+        one = choose_gpus(hw, sig[1], request, gang)
+        candidates = [one] if one is not None else []
+    best: tuple[_Key, SetChoice, Score] | None = None
+    for choice in candidates:
+        score = _score_choice(view, sig, choice, request)
+        key = ranking_key(score, gang, view.max_gpus)
+        if best is None or key < best[0]:
+            best = (key, choice, score)
+    return None if best is None else (best[1], best[2])
+
+
+def _score_choice(
+    view: ClusterView, sig: Signature, choice: SetChoice, request: GpuRequest
+) -> Score:
     hw = view.classes[sig[0]]
     free = sig[1]
-    choice = choose_gpus(hw, free, request, gang)
-    if choice is None:
-        return None
     after = list(free)
     for p in choice.positions:
         after[p] -= request.gpu_milli
@@ -86,7 +103,7 @@ def _score(
                 NodeShape("", _UNBOUNDED, _UNBOUNDED, k), view.typical
             )
         values.append(v)
-    score = Score(
+    return Score(
         tier=choice.tier,
         bottleneck=choice.bottleneck,
         total=choice.total,
@@ -94,7 +111,6 @@ def _score(
         leftover_milli=sum(after_key),
         nic_local=choice.nic_local,
     )
-    return choice, score
 
 
 def ranking_key(score: Score, gang: bool, max_gpus: int) -> _Key:
@@ -157,12 +173,15 @@ def _task(
 def place_task(
     request: GpuRequest,
     view: ClusterView,
-    allowed: Callable[[NodeSlot], bool] | None = None,
+    within: Sequence[str] | None = None,
     gang: bool = False,
 ) -> TaskPlacement | None:
     """The best node and GPUs for ONE task of `request` (None when none fits). Does not
-    bind; `allowed` restricts the nodes (a gang's leaf or rack)."""
+    bind. `within` restricts the nodes (a gang's leaf or rack): those nodes are ranked
+    directly, which is cheaper than walking the cluster-wide ordering for a small group."""
     order = _order(view, request, gang)
+    if within is not None:
+        return _best_within(request, view, order, within, gang)
     buckets = view.buckets
     stale: list[int] = []
     found: TaskPlacement | None = None
@@ -173,7 +192,7 @@ def place_task(
             continue
         for name in bucket:
             slot = view.slots[name]
-            if _fits_host(slot, request) and (allowed is None or allowed(slot)):
+            if _fits_host(slot, request):
                 choice, score = order.choices[sig]
                 found = _task(slot, view, choice, score, request.gpu_milli if request.gpus else 0)
                 break
@@ -183,6 +202,31 @@ def place_task(
         order.present.discard(order.entries[i][1])
         del order.entries[i]
     return found
+
+
+def _best_within(
+    request: GpuRequest, view: ClusterView, order: _Order, within: Sequence[str], gang: bool
+) -> TaskPlacement | None:
+    best: tuple[_Key, str, Signature] | None = None
+    for name in within:
+        slot = view.slots.get(name)
+        if slot is None or not _fits_host(slot, request):
+            continue
+        sig = (slot.hw, tuple(slot.free))
+        scored = order.choices.get(sig)
+        if scored is None:
+            scored = _score(view, sig, request, gang)
+            if scored is None:
+                continue
+            order.choices[sig] = scored
+        key = ranking_key(scored[1], gang, view.max_gpus)
+        if best is None or (key, name) < best[:2]:
+            best = (key, name, sig)
+    if best is None:
+        return None
+    slot = view.slots[best[1]]
+    choice, score = order.choices[best[2]]
+    return _task(slot, view, choice, score, request.gpu_milli if request.gpus else 0)
 
 
 def place_whole(request: PlacementRequest, view: ClusterView) -> Placement | Unschedulable:
@@ -202,8 +246,8 @@ def place(request: GpuRequest, view: ClusterView) -> GangPlacement | Unschedulab
         if task is None:
             return _why(request, view)
         return GangPlacement((task,), NodeLevel.SAME_NODE)
-    for allowed in _domains(request, view):
-        tasks = _try_gang(request, view, allowed)
+    for within in _domains(request, view):
+        tasks = _try_gang(request, view, within)
         if tasks is not None:
             spread = gang_spread([(t.node, view.slots[t.node].node.labels) for t in tasks])
             return GangPlacement(tuple(tasks), spread)
@@ -211,12 +255,12 @@ def place(request: GpuRequest, view: ClusterView) -> GangPlacement | Unschedulab
 
 
 def _try_gang(
-    request: GpuRequest, view: ClusterView, allowed: Callable[[NodeSlot], bool] | None
+    request: GpuRequest, view: ClusterView, within: Sequence[str] | None
 ) -> list[TaskPlacement] | None:
     placed: list[TaskPlacement] = []
     try:
         for _ in range(request.tasks):
-            task = place_task(request, view, allowed, gang=True)
+            task = place_task(request, view, within, gang=True)
             if task is None:
                 return None
             view.bind(task, request.cpu_milli, request.memory_bytes)
@@ -227,9 +271,9 @@ def _try_gang(
             view.release(task, request.cpu_milli, request.memory_bytes)
 
 
-def _domains(request: GpuRequest, view: ClusterView) -> list[Callable[[NodeSlot], bool] | None]:
+def _domains(request: GpuRequest, view: ClusterView) -> list[Sequence[str] | None]:
     """Candidate node groups for a gang, tightest first: each leaf, each rack, the cluster."""
-    out: list[Callable[[NodeSlot], bool] | None] = []
+    out: list[Sequence[str] | None] = []
     need = request.tasks * request.gpus * request.gpu_milli
     for label in GANG_LABELS:
         fitting = sorted(
@@ -237,17 +281,10 @@ def _domains(request: GpuRequest, view: ClusterView) -> list[Callable[[NodeSlot]
             for (lb, value), amount in view.label_free.items()
             if lb == label and amount >= need
         )
-        out.extend(_label_is(label, value) for _, value in fitting)
+        out.extend(view.label_members[(label, value)] for _, value in fitting)
     if request.same_rack is not Affinity.REQUIRED:
         out.append(None)
     return out
-
-
-def _label_is(label: str, value: str) -> Callable[[NodeSlot], bool]:
-    def allowed(slot: NodeSlot) -> bool:
-        return slot.labels.get(label) == value
-
-    return allowed
 
 
 def _why(request: GpuRequest, view: ClusterView) -> Unschedulable:

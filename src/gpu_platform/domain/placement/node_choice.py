@@ -5,8 +5,9 @@ Whole GPUs: among the free schedulable GPUs that match the request, every k-subs
 with the lexicographically largest `(nic_local if gang, tier, bottleneck, total)` wins,
 then the one that packs: GPUs whose NUMA node has the fewest other free GPUs, then lowest
 indices. REQUIRED NVLink / NUMA wishes filter sets; PREFERRED ones are what `tier` rewards.
-Fractional: the matching GPU with the least free share that still fits (best fit), then the
-fullest NUMA node, then the lowest index. Pure; results are cached by the caller per
+One GPU (whole or a share): `single_gpu_choices` lists the candidates in best-fit order
+(least free share that fits, fullest NUMA node, lowest index) and the engine picks among
+them by fragmentation, as FGD picks a GPU. Pure; results are cached by the caller per
 (hardware class, free shares, request) signature.
 """
 
@@ -21,7 +22,14 @@ from gpu_platform.domain.placement.request import MILLI, Affinity, GpuRequest
 from gpu_platform.domain.topology.affinity import pair_score
 from gpu_platform.domain.topology.matrix import TopologyMatrix
 
-__all__ = ["EXACT_LIMIT", "HardwareClass", "SetChoice", "choose_gpus", "tier_of"]
+__all__ = [
+    "EXACT_LIMIT",
+    "HardwareClass",
+    "SetChoice",
+    "choose_gpus",
+    "single_gpu_choices",
+    "tier_of",
+]
 
 EXACT_LIMIT = 2000
 _TIER = {
@@ -159,8 +167,7 @@ def choose_gpus(
         if free[p] == MILLI and g.schedulable:
             free_per_numa[hw.numa[p]] = free_per_numa.get(hw.numa[p], 0) + 1
     if k == 1:
-        p = min(usable, key=lambda q: (free[q], free_per_numa.get(hw.numa[q], 0), q))
-        return SetChoice((p,), 7, 0, 0, hw.nic_local[p])
+        return single_gpu_choices(hw, free, request)[0]
 
     best: tuple[tuple[int, ...], tuple[int, ...]] | None = None
     for s in _candidates(hw, tuple(usable), k):
@@ -176,6 +183,22 @@ def choose_gpus(
         return None
     (nic, tier, bottleneck, total, *_), s = best
     return SetChoice(s, tier, bottleneck, total, all(hw.nic_local[p] for p in s))
+
+
+def single_gpu_choices(
+    hw: HardwareClass, free: tuple[int, ...], request: GpuRequest
+) -> list[SetChoice]:
+    """Every GPU one single-GPU task could take, best-fit order first: least free share
+    that fits, then the NUMA node with the fewest free GPUs, then the lowest index. The
+    engine picks among them by its ranking (fragmentation), keeping this order for ties."""
+    need = request.gpu_milli
+    free_per_numa: dict[int, int] = {}
+    for p, g in enumerate(hw.gpus):
+        if free[p] == MILLI and g.schedulable:
+            free_per_numa[hw.numa[p]] = free_per_numa.get(hw.numa[p], 0) + 1
+    usable = [p for p, g in enumerate(hw.gpus) if free[p] >= need and _matches(g, request)]
+    usable.sort(key=lambda q: (free[q], free_per_numa.get(hw.numa[q], 0), q))
+    return [SetChoice((p,), 7, 0, 0, hw.nic_local[p]) for p in usable]
 
 
 def _candidates(hw: HardwareClass, usable: tuple[int, ...], k: int) -> list[tuple[int, ...]]:

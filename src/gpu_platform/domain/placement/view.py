@@ -80,6 +80,7 @@ class ClusterView:
         self.cpu_cache: dict[tuple[str, tuple[int, ...]], tuple[int, ...]] = {}
         # free milli-GPU per (label, value) for the gang labels, kept in step by bind/release
         self.label_free: dict[tuple[str, str], int] = {}
+        self.label_members: dict[tuple[str, str], list[str]] = {}
         for node in nodes:
             self.add_node(node)
 
@@ -126,6 +127,9 @@ class ClusterView:
         self.slots[node.name] = slot
         self._enter(node.name, slot)
         self._count(slot, sum(free))
+        for label in GANG_LABELS:
+            if slot.labels.get(label):
+                self.label_members.setdefault((label, slot.labels[label]), []).append(node.name)
 
     def remove_node(self, name: str) -> None:
         """Forget node `name` (it left, or went DOWN/DRAINING: re-add it when it is back,
@@ -134,6 +138,9 @@ class ClusterView:
         self._leave(name, slot)
         self._count(slot, -sum(slot.free))
         del self.slots[name]
+        for label in GANG_LABELS:
+            if slot.labels.get(label):
+                self.label_members[(label, slot.labels[label])].remove(name)
         self.cpu_cache = {k: v for k, v in self.cpu_cache.items() if k[0] != name}
 
     def signature(self, name: str) -> Signature:
