@@ -8,6 +8,7 @@ from itertools import combinations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from gpu_platform.adapters.outbound.sim.profiles import profile_node
 from gpu_platform.domain.placement.engine import place, ranking_key
@@ -19,6 +20,7 @@ from gpu_platform.domain.placement.request import (
     GangPlacement,
     GpuRequest,
     Score,
+    TaskPlacement,
 )
 from gpu_platform.domain.placement.view import ClusterView
 
@@ -139,3 +141,59 @@ def test_random_sequences_never_oversubscribe_or_break_a_required_constraint(
             assert cpu[task.node] <= NODE_CPUS[task.node]
             assert mem[task.node] <= NODE_MEM[task.node]
         view.check_invariants()
+
+
+class PlaceBindRelease(RuleBasedStateMachine):
+    """Random place / bind / release / node removal: the view's index stays consistent and
+    what it reports free always equals capacity minus what is bound."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view = ClusterView(CLUSTER)
+        self.bound: list[tuple[GpuRequest, TaskPlacement]] = []
+        self.removed: set[str] = set()
+
+    @rule(request=requests)
+    def place_and_bind(self, request: GpuRequest) -> None:
+        result = place(request, self.view)
+        if isinstance(result, GangPlacement):
+            assert len(result.tasks) == request.tasks
+            for task in result.tasks:
+                assert task.node not in self.removed
+                self.view.bind(task, request.cpu_milli, request.memory_bytes)
+                self.bound.append((request, task))
+
+    @precondition(lambda self: bool(self.bound))
+    @rule(data=st.data())
+    def release_one(self, data: st.DataObject) -> None:
+        i = data.draw(st.integers(0, len(self.bound) - 1))
+        request, task = self.bound.pop(i)
+        if task.node in self.removed:
+            return
+        self.view.release(task, request.cpu_milli, request.memory_bytes)
+
+    @precondition(lambda self: len(self.removed) < len(CLUSTER) - 1)
+    @rule(data=st.data())
+    def remove_a_node(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(sorted(set(self.view.slots))))
+        self.view.remove_node(name)
+        self.removed.add(name)
+
+    @invariant()
+    def free_is_capacity_minus_bound(self) -> None:
+        self.view.check_invariants()
+        used: dict[tuple[str, int], int] = {}
+        for _, task in self.bound:
+            for share in task.gpus:
+                key = (task.node, share.gpu.index)
+                used[key] = used.get(key, 0) + share.milli
+        for name, slot in self.view.slots.items():
+            hw = self.view.classes[slot.hw]
+            for p, gpu in enumerate(hw.gpus):
+                assert slot.free[p] == 1000 - used.get((name, gpu.index), 0)
+
+
+PlaceBindRelease.TestCase.settings = settings(
+    max_examples=40, stateful_step_count=25, deadline=None
+)
+test_place_bind_release_keeps_the_view_consistent = PlaceBindRelease.TestCase
