@@ -49,3 +49,24 @@ def test_hwloc_topologies_get_links_at_least_as_good_as_besteffort() -> None:
             continue
         compared += compare(topo)
     assert compared > 0
+
+
+@pytest.mark.parametrize("half", [0, 1])
+def test_dgx2_halves_get_links_at_least_as_good_as_besteffort(half: int) -> None:
+    """DGX-2 has 16 GPUs, too many for besteffort's exhaustive partitions: compare on each
+    baseboard's 8 GPUs (the others marked used)."""
+    xml = require_shared("topologies", "hwloc", "nvidiaDGX2.xml")
+    topo = HwlocTopologyProbe(str(xml), node="n0").probe()
+    matrix = build_matrix(topo)
+    node = node_from_topology(topo)
+    indices = sorted(g.index for g in node.gpus)
+    available = indices[8 * half : 8 * half + 8]
+    for size in range(1, 9):
+        view = ClusterView.from_free([node], {node.name: available})
+        result = place(GpuRequest(size), view)
+        assert isinstance(result, GangPlacement)
+        chosen = [g.gpu.index for g in result.tasks[0].gpus]
+        assert set(chosen) <= set(available)
+        ours = set_affinity(matrix, chosen)
+        theirs = set_affinity(matrix, best_effort(matrix, available, size))
+        assert (ours.bottleneck, ours.total) >= (theirs.bottleneck, theirs.total), size
