@@ -333,7 +333,8 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         policy: Annotated[
             str,
             typer.Option(
-                help="Comma-separated policies: default (ours: fragmentation + best fit), "
+                help="Comma-separated policies: default (ours: fragmentation + best fit + "
+                "CPU-stranding), "
                 "fgd, bestfit, packing, dotprod, random."
             ),
         ] = "default",
