@@ -8,8 +8,9 @@ __all__ = ["main"]
 def main() -> None:
     from gpu_platform.adapters.inbound.cli import CliHooks, build_cli
     from gpu_platform.infrastructure.server import serve, topology
+    from gpu_platform.infrastructure.simulate import simulate_command
 
-    build_cli(CliHooks(serve=serve, topology=topology))()
+    build_cli(CliHooks(serve=serve, topology=topology, simulate=simulate_command))()
 
 
 if __name__ == "__main__":

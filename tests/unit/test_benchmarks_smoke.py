@@ -27,6 +27,6 @@ def test_every_benchmark_runs_and_writes_results_json(tmp_path: Path) -> None:
         assert row["p50_us"] <= row["p99_us"]
         assert "." in row["name"], row["name"]  # issue-13 names: area.metric
         if "baseline" in row:
-            assert {"name", "p50_us", "p99_us"} <= set(row["baseline"])
+            assert "name" in row["baseline"], row
     report = (tmp_path / "REPORT.md").read_text()
     assert report.startswith("# Benchmark report") and "## buddy.alloc_free" in report

@@ -85,12 +85,8 @@ from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
 from gpu_platform.domain.model.node import Inventory, Node
-from gpu_platform.domain.placement.first_fit import (
-    NodeView,
-    Placement,
-    PlacementRequest,
-    first_fit,
-)
+from gpu_platform.domain.placement import ClusterView, GangPlacement, GpuRequest, place
+from gpu_platform.domain.placement.first_fit import Placement
 from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
 from gpu_platform.ports.inbound.admin_service import NodeInfo
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
@@ -297,27 +293,26 @@ class ControlPlane:
     def schedule_once(self) -> int:
         """One scheduling cycle: bind and launch queued jobs in FIFO order. Returns #launched.
 
+        Placement is the topology- and fragmentation-aware engine (docs/placement.md) over an
+        indexed view built once per cycle and narrowed after each bind. The cluster state
+        re-validates every bind, so the view can only make us miss a slot, never oversubscribe.
         FIFO without skipping: when the head job does not fit, later jobs wait too (issue 5
         brings backfill), so a big job is never starved by a stream of small ones.
         """
         launched = 0
         with self._lock:
-            views = self._state.node_views()  # one snapshot per cycle, narrowed as we bind
+            free = {v.name: [g.index for g in v.free] for v in self._state.node_views()}
+            view = ClusterView.from_free(self._state.nodes, free)
             for job in self._state.queued(self._now()):
                 if self._stopping.is_set():
                     break
-                placed = first_fit(PlacementRequest(job.spec.gpus), views)
-                if not isinstance(placed, Placement):
+                result = place(GpuRequest(gpus=job.spec.gpus), view)
+                if not isinstance(result, GangPlacement):
                     break
-                self._bind_and_launch(job, placed)
+                task = result.tasks[0]
+                self._bind_and_launch(job, Placement(task.node, tuple(s.gpu for s in task.gpus)))
+                view.bind(task)
                 launched += 1
-                taken = {g.uuid for g in placed.gpus}
-                views = [
-                    NodeView(v.name, tuple(g for g in v.free if g.uuid not in taken))
-                    if v.name == placed.node
-                    else v
-                    for v in views
-                ]
         return launched
 
     def _bind_and_launch(self, job: Job, placed: Placement) -> None:

@@ -42,7 +42,11 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class Unschedulable:
+    """Why nothing fits now. `constraints` names each failed constraint with the number of
+    nodes it ruled out (the engine fills it; `first_fit` leaves it empty)."""
+
     reason: str
+    constraints: tuple[tuple[str, int], ...] = ()
 
 
 def first_fit(request: PlacementRequest, nodes: Sequence[NodeView]) -> Placement | Unschedulable:

@@ -22,7 +22,15 @@ from rich.table import Table
 from gpu_platform.adapters.inbound.cli.admin import DEFAULT_SERVER, ServerOpt, register_admin
 from gpu_platform.adapters.inbound.cli.client import ApiClient, ApiError
 
-__all__ = ["CliHooks", "ServeOptions", "build_cli", "parse_duration", "parse_size", "parse_when"]
+__all__ = [
+    "CliHooks",
+    "ServeOptions",
+    "SimulateOptions",
+    "build_cli",
+    "parse_duration",
+    "parse_size",
+    "parse_when",
+]
 
 
 @dataclass(frozen=True)
@@ -34,13 +42,32 @@ class ServeOptions:
 
 
 @dataclass(frozen=True)
+class SimulateOptions:
+    """`gpu-platform simulate`: protocol, openb node list, pod list, policies, seeds, output
+    directory, demand inflation (1.3 = 130 %), worker processes, published means CSV."""
+
+    protocol: str
+    cluster: Path
+    trace: Path
+    policies: tuple[str, ...]
+    seeds: tuple[int, ...]
+    out: Path
+    tune: float = 1.3
+    workers: int = 1
+    expected: Path | None = None
+
+
+@dataclass(frozen=True)
 class CliHooks:
     """What the entry point provides: `serve` runs the server until a signal stops it;
     `topology(node, xml, as_json)` renders this host's (or an XML's) topology, raising
-    ValueError-like errors whose message is the one line to print."""
+    ValueError-like errors whose message is the one line to print; `simulate(options)` runs
+    a trace-driven placement simulation, writes its files and returns the table to print
+    (same error contract)."""
 
     serve: Callable[[ServeOptions], None]
     topology: Callable[[str | None, str | None, bool], str]
+    simulate: Callable[[SimulateOptions], str] | None = None
 
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -322,6 +349,48 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         except Exception as exc:  # the hook's errors are one-line reasons by contract
             raise _fail(str(exc)) from None
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+    @app.command()
+    def simulate(
+        cluster: Annotated[Path, typer.Option(help="Node list CSV (openb format).")],
+        trace: Annotated[Path, typer.Option(help="Pod list CSV (openb format).")],
+        out: Annotated[Path, typer.Option(help="Output directory (summary.json, curves).")],
+        protocol: Annotated[str, typer.Option(help="Evaluation protocol: fgd.")] = "fgd",
+        policy: Annotated[
+            str,
+            typer.Option(
+                help="Comma-separated policies: default (ours: fragmentation + best fit + "
+                "CPU-stranding), "
+                "fgd, bestfit, packing, dotprod, random."
+            ),
+        ] = "default",
+        seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "42",
+        tune: Annotated[float, typer.Option(help="Inflate demand to this x capacity.")] = 1.3,
+        workers: Annotated[int, typer.Option(help="Worker processes.")] = 1,
+        expected: Annotated[
+            Path | None, typer.Option(help="Published means CSV to print beside ours.")
+        ] = None,
+    ) -> None:
+        """Trace-driven placement simulation (FGD protocol, USENIX ATC '23): allocation ratio
+        per policy, means over seeds, written to OUT/summary.json."""
+        if hooks.simulate is None:
+            raise _fail("simulate is not available in this build")
+        try:
+            options = SimulateOptions(
+                protocol=protocol,
+                cluster=cluster,
+                trace=trace,
+                policies=tuple(p.strip() for p in policy.split(",") if p.strip()),
+                seeds=tuple(int(s) for s in seeds.split(",") if s.strip()),
+                out=out,
+                tune=tune,
+                workers=max(1, workers),
+                expected=expected,
+            )
+            text = hooks.simulate(options)
+        except Exception as exc:  # the hook's errors are one-line reasons by contract
+            raise _fail(str(exc)) from None
+        sys.stdout.write(text)
 
     @app.command()
     def gpus(server: ServerOpt = DEFAULT_SERVER) -> None:
