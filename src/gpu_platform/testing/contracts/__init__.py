@@ -12,6 +12,7 @@ from gpu_platform.testing.contracts.gpu_discovery import GpuDiscoveryContract
 from gpu_platform.testing.contracts.gpu_telemetry import GpuTelemetryContract
 from gpu_platform.testing.contracts.job_runner import JobRunnerContract, RunnerKit
 from gpu_platform.testing.contracts.job_store import JobStoreContract
+from gpu_platform.testing.contracts.raft_storage import RaftStorageContract
 from gpu_platform.testing.contracts.topology_probe import TopologyProbeContract
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "GpuTelemetryContract",
     "JobRunnerContract",
     "JobStoreContract",
+    "RaftStorageContract",
     "RunnerKit",
     "TopologyProbeContract",
 ]
