@@ -39,6 +39,7 @@ class InMemoryRaftStorage(MemoryStorage):
         hard_state: HardState | None,
         entries: Sequence[Entry],
         snapshot: Snapshot | None = None,
+        sync: bool = True,
     ) -> None:
         if snapshot is not None:
             self.apply_snapshot(snapshot)

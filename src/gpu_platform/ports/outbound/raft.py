@@ -29,9 +29,12 @@ class RaftStorage(Protocol):
     Reads are the core's `Storage` protocol (`CompactedError` / `UnavailableError` as there).
     Writes:
 
-    * `save(hard_state, entries, snapshot)` — one atomic, durable step: install `snapshot`
+    * `save(hard_state, entries, snapshot, sync=True)` — one atomic step: install `snapshot`
       (if any, replacing the log), append `entries` (overwriting a conflicting suffix) and
-      record `hard_state` (if any). After a crash either all of it is there or none.
+      record `hard_state` (if any). After a crash either all of it is there or none. With
+      `sync=True` it is durable on return, even across power loss; `sync=False` (allowed when
+      the `Ready` says `must_sync` is false: only the commit index moved) still survives a
+      process crash but may be lost with the OS, which Raft tolerates.
     * `create_snapshot(index, conf_state, data)` — record the applied state at `index`.
     * `compact(index)` — discard entries before `index`.
 
@@ -57,6 +60,7 @@ class RaftStorage(Protocol):
         hard_state: HardState | None,
         entries: Sequence[Entry],
         snapshot: Snapshot | None = None,
+        sync: bool = True,
     ) -> None: ...
 
     def create_snapshot(self, index: int, conf_state: ConfState, data: bytes) -> Snapshot: ...

@@ -84,6 +84,19 @@ class RaftStorageContract:
         assert s.last_index() == 3
         s.close()
 
+    def test_an_unsynced_save_is_still_atomic_and_survives_a_reopen(
+        self, make_storage: Callable[[], RaftStorage]
+    ) -> None:
+        s = make_storage()
+        s.save(HardState(1, 1, 0), _ents(1, 4))
+        s.save(HardState(1, 1, 3), [], sync=False)  # only the commit index moved
+        s.save(None, _ents(4, 5))
+        s.close()
+        s = make_storage()
+        assert s.initial_state()[0] == HardState(1, 1, 3)
+        assert _log(s) == _ents(1, 5)
+        s.close()
+
     def test_appending_a_conflicting_suffix_overwrites_it_durably(
         self, make_storage: Callable[[], RaftStorage]
     ) -> None:

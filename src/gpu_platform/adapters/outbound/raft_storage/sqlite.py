@@ -77,6 +77,7 @@ class SqliteRaftStorage:
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
+        self._synced = True
         self._db.executescript(_SCHEMA)
         self.hard_state = HardState()
         self._snapshot = Snapshot()
@@ -143,8 +144,11 @@ class SqliteRaftStorage:
         hard_state: HardState | None,
         entries: Sequence[Entry],
         snapshot: Snapshot | None = None,
+        sync: bool = True,
     ) -> None:
-        """Install `snapshot`, append `entries`, record `hard_state`: one durable transaction."""
+        """Install `snapshot`, append `entries`, record `hard_state`: one transaction, fsynced
+        unless `sync` is false (then `synchronous=NORMAL`: atomic, survives a process crash,
+        made durable by the next synced transaction)."""
         ents = list(self._ents)
         snap = self._snapshot
         if snapshot is not None:
@@ -154,6 +158,9 @@ class SqliteRaftStorage:
             ents = [Entry(snapshot.metadata.term, snapshot.metadata.index)]
         new = self._merge(ents, entries)
         db = self._db
+        if sync != self._synced:
+            db.execute(f"PRAGMA synchronous={'FULL' if sync else 'NORMAL'}")
+            self._synced = sync
         db.execute("BEGIN IMMEDIATE")
         try:
             if snapshot is not None:
@@ -211,6 +218,7 @@ class SqliteRaftStorage:
             raise CompactedError
         term = self._ents[index - self._ents[0].index].term
         snap = Snapshot(data, SnapshotMetadata(conf_state, index, term))
+        self._full()
         self._db.execute("BEGIN IMMEDIATE")
         try:
             self._put_snapshot(snap)
@@ -228,6 +236,7 @@ class SqliteRaftStorage:
         if compact_index > self.last_index():
             raise LogInvariantError(f"compact {compact_index} is out of bound lastindex")
         head = self._ents[compact_index - offset]
+        self._full()
         self._db.execute("BEGIN IMMEDIATE")
         try:
             self._db.execute("DELETE FROM entries WHERE idx <= ?", (compact_index,))
@@ -242,6 +251,11 @@ class SqliteRaftStorage:
         self._db.close()
 
     # ------------------------------------------------------------------ helpers
+    def _full(self) -> None:
+        if not self._synced:
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._synced = True
+
     def _put(self, key: str, value: str | bytes) -> None:
         blob = value.encode() if isinstance(value, str) else value
         self._db.execute(
