@@ -215,12 +215,12 @@ class RaftNode:
         """Start the transport and the Raft loop."""
         if self._thread is not None:
             raise RuntimeError("already started")
-        self._running = True
         self.transport.start(
             lambda m: self._inbox.put(("msg", m, None)),
             lambda peer: self._inbox.put(("unreachable", peer, None)),
             lambda peer, ok: self._inbox.put(("snap_status", peer, ok)),
         )
+        self._running = True
         self._thread = threading.Thread(target=self._run, name=f"raft-{self.config.id}")
         self._thread.daemon = True
         self._thread.start()
@@ -230,10 +230,11 @@ class RaftNode:
 
         Storage stays open (the caller owns it) so a node can be rebuilt over it.
         """
-        if self._thread is None or not self._running:
+        if self._thread is None:
             return
-        self._inbox.put(("stop", None, None))
-        self._thread.join(timeout=30)
+        if self._thread.is_alive():
+            self._inbox.put(("stop", None, None))
+            self._thread.join(timeout=30)
         self.transport.stop()
 
     # ------------------------------------------------------------------ client API
@@ -270,8 +271,13 @@ class RaftNode:
         return s.leader_id, s.leader_address
 
     def campaign(self) -> None:
-        """Start an election at this node now (tests, leader transfer by hand)."""
+        """Start an election at this node now (ignored by peers that still hear a leader)."""
         self._inbox.put(("campaign", None, None))
+
+    def transfer_leadership(self, to: int) -> None:
+        """Ask the leader (this node or, forwarded, the current one) to hand over to `to`;
+        best effort — watch `status()` for the outcome."""
+        self._inbox.put(("transfer", to, None))
 
     # ------------------------------------------------------------------ the loop
     def _run(self) -> None:
@@ -347,6 +353,9 @@ class RaftNode:
             rn.report_snapshot(arg, bool(extra))
         elif kind == "campaign":
             rn.campaign()
+        elif kind == "transfer":
+            assert isinstance(arg, int)
+            rn.transfer_leader(arg)
         elif kind == "stop":
             return False
         return True

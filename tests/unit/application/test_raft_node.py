@@ -304,3 +304,16 @@ def test_a_command_the_state_machine_rejects_fails_only_its_own_future() -> None
     finally:
         node.stop()
         hub.close()
+
+
+def test_leadership_can_be_transferred_to_a_named_follower(cluster: Cluster) -> None:
+    lead = cluster.wait_leader()
+    target = next(i for i in cluster.ids if i != lead)
+    wait_for(lambda: cluster.nodes[target].status().leader_id == lead)
+    deadline = time.monotonic() + WAIT
+    while cluster.leader() != target:  # best effort: retried until it lands
+        assert time.monotonic() < deadline, "leadership never moved"
+        cluster.nodes[target].transfer_leadership(target)  # forwarded to the leader
+        time.sleep(0.2)
+    cluster.propose(put("moved", "1"))
+    wait_for(lambda: all(m.get("moved") == "1" for m in cluster.machines.values()))
