@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpu_platform.adapters.outbound.raft_grpc import (
     GrpcRaftTransport,
@@ -17,6 +19,7 @@ from gpu_platform.adapters.outbound.raft_grpc import (
     encode_message,
     parse_peers,
 )
+from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2
 from gpu_platform.domain.consensus import (
     ConfState,
     Entry,
@@ -89,6 +92,48 @@ def test_every_message_field_survives_the_wire_encoding() -> None:
     ]
     for m in msgs:
         assert decode_message(encode_message(m)) == m
+
+
+ids = st.integers(0, 2**31)
+entries = st.builds(Entry, ids, ids, st.sampled_from(list(EntryType)), st.binary(max_size=64))
+conf_states = st.builds(
+    ConfState,
+    st.lists(ids, max_size=5).map(tuple),
+    st.lists(ids, max_size=3).map(tuple),
+    st.lists(ids, max_size=3).map(tuple),
+    st.lists(ids, max_size=3).map(tuple),
+    st.booleans(),
+)
+snapshots = st.builds(
+    Snapshot, st.binary(max_size=256), st.builds(SnapshotMetadata, conf_states, ids, ids)
+)
+messages = st.builds(
+    Message,
+    st.sampled_from(list(MessageType)),
+    to=ids,
+    from_=ids,
+    term=ids,
+    log_term=ids,
+    index=ids,
+    entries=st.lists(entries, max_size=4).map(tuple),
+    commit=ids,
+    snapshot=st.none() | snapshots,
+    reject=st.booleans(),
+    reject_hint=ids,
+    context=st.binary(max_size=16),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(m=messages)
+def test_any_message_survives_the_wire_encoding(m: Message) -> None:
+    wire = encode_message(m).SerializeToString()
+    assert decode_message(raft_pb2.Message.FromString(wire)) == m
+
+
+def test_the_address_book_lists_every_peer() -> None:
+    peers = {1: "127.0.0.1:1", 2: "127.0.0.1:2", 3: "h:3"}
+    assert GrpcRaftTransport(2, peers).addresses == peers
 
 
 def test_the_grpc_transport_satisfies_the_port_protocol() -> None:
