@@ -302,7 +302,8 @@ class ControlPlane:
         launched = 0
         with self._lock:
             free = {v.name: [g.index for g in v.free] for v in self._state.node_views()}
-            view = ClusterView.from_free(self._state.nodes, free)
+            ready = [n for n in self._state.nodes if n.name in free]  # READY nodes only
+            view = ClusterView.from_free(ready, free)
             for job in self._state.queued(self._now()):
                 if self._stopping.is_set():
                     break

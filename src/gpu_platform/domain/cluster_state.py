@@ -361,14 +361,14 @@ class ClusterState(FaultHandlers):
             raise Conflict(
                 f"job {job.id} needs {job.spec.gpus} distinct GPUs, got {cmd.gpu_indices}"
             )
+        if node.state is not NodeState.READY:  # checked for every job, GPU-less ones too
+            raise Conflict(f"node {node.name} is {node.state}")
         gpus = []
         for index in cmd.gpu_indices:
             try:
                 gpu = node.gpu(index)
             except KeyError:
                 raise NotFound("gpu", f"{node.name}/{index}") from None
-            if node.state is not NodeState.READY:
-                raise Conflict(f"node {node.name} is {node.state}")
             if not gpu.schedulable:
                 raise Conflict(f"gpu {node.name}/{index} is {gpu.state}")
             if gpu.uuid in self._hot:

@@ -214,3 +214,15 @@ def test_saved_jobs_that_share_a_gpu_are_refused_on_restore(inventory: Inventory
     clash = replace(state.job("j-1"), id="j-2", seq=99)
     with pytest.raises(Conflict):
         ClusterState(inventory, [state.job("j-1"), clash])
+
+
+def test_a_gpu_less_job_is_never_bound_to_a_node_that_is_not_ready(inventory: Inventory) -> None:
+    from dataclasses import replace
+
+    from gpu_platform.domain.model.node import NodeState
+
+    down = Inventory((replace(inventory.nodes[0], state=NodeState.DOWN),), "sim", True)
+    state = ClusterState(down)
+    state.apply(SubmitJob("j-1", spec(0), 1.0))
+    with pytest.raises(Conflict, match="DOWN"):
+        state.apply(BindJob("j-1", "node-0", (), 2.0))

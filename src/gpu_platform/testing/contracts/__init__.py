@@ -15,6 +15,7 @@ from gpu_platform.testing.contracts.gpu_telemetry import GpuTelemetryContract
 from gpu_platform.testing.contracts.hardware_store import HardwareStoreContract
 from gpu_platform.testing.contracts.job_runner import JobRunnerContract, RunnerKit
 from gpu_platform.testing.contracts.job_store import JobStoreContract
+from gpu_platform.testing.contracts.raft_storage import RaftStorageContract
 from gpu_platform.testing.contracts.topology_probe import TopologyProbeContract
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "HardwareStoreContract",
     "JobRunnerContract",
     "JobStoreContract",
+    "RaftStorageContract",
     "ResetKit",
     "RunnerKit",
     "TopologyProbeContract",

@@ -1,0 +1,270 @@
+"""`GrpcRaftTransport`: a `RaftTransport` over gRPC (grpcio's asyncio API) on its own thread.
+
+Theory of operation. `start()` runs an asyncio event loop on a daemon thread; on it live the
+gRPC server (the `Raft.Send` servicer hands each received message to `on_message`) and, per
+peer, a channel, a bounded outbox (a deque) and a sender task. `send()` is called from the
+Raft loop: it groups messages by destination and schedules them onto the event loop with
+`call_soon_threadsafe` — it never blocks and never waits for the network. A sender task takes
+up to `max_batch` messages from its outbox, makes one `Send` call (one batch in flight per
+peer, so messages to a peer stay in order) and repeats. When the outbox is full, new messages
+for that peer are dropped and counted (Raft retransmits what matters). When a call fails the
+batch is dropped, the peer is reported unreachable (the leader then probes instead of
+streaming), snapshots in the batch are reported lost, and the task backs off exponentially
+(`backoff_initial` doubling up to `backoff_max`) before the next attempt; gRPC's channel also
+reconnects on its own. Successfully delivered snapshots are reported with ok=True.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+import grpc.aio
+
+from gpu_platform.adapters.outbound.raft_grpc.codec import decode_message, encode_message
+from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2 as pb
+from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2_grpc as pb_grpc
+from gpu_platform.domain.consensus import Message, MessageType
+from gpu_platform.ports.outbound.raft import MessageHandler, SnapshotReport, UnreachableHandler
+
+__all__ = ["GrpcRaftTransport", "TransportStats", "parse_peers"]
+
+_MAX_MSG = 256 * 1024 * 1024  # bytes; snapshots travel in one message
+_CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", _MAX_MSG),
+    ("grpc.max_receive_message_length", _MAX_MSG),
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.enable_retries", 0),
+]
+
+
+def parse_peers(text: str) -> dict[int, str]:
+    """`"1=127.0.0.1:7001,2=127.0.0.1:7002"` -> {1: "127.0.0.1:7001", 2: ...}."""
+    peers: dict[int, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        node, _, addr = part.partition("=")
+        if not addr:
+            raise ValueError(f"peer {part!r} is not ID=HOST:PORT")
+        peers[int(node)] = addr
+    return peers
+
+
+@dataclass(slots=True)
+class TransportStats:
+    """Counters (messages unless named otherwise)."""
+
+    sent: int = 0
+    received: int = 0
+    dropped_overflow: int = 0
+    dropped_failed: int = 0
+    batches: int = 0
+    failures: int = 0
+
+
+@dataclass(slots=True)
+class _Peer:
+    id: int
+    address: str
+    outbox: collections.deque[Message] = field(default_factory=collections.deque)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    channel: grpc.aio.Channel | None = None
+    task: asyncio.Task[None] | None = None
+
+
+class _Servicer(pb_grpc.RaftServicer):
+    def __init__(self, transport: GrpcRaftTransport) -> None:
+        self._t = transport
+
+    async def Send(self, request: pb.Batch, context: grpc.aio.ServicerContext) -> pb.Ack:  # noqa: N802
+        t = self._t
+        handler = t._on_message
+        accepted = 0
+        if handler is not None and request.to_id == t.id:
+            for p in request.messages:
+                handler(decode_message(p))
+                accepted += 1
+        t.stats.received += accepted
+        return pb.Ack(node_id=t.id, accepted=accepted)
+
+
+class GrpcRaftTransport:
+    """A `RaftTransport` for node `node_id`, serving on `peers[node_id]` (or `listen`)."""
+
+    def __init__(
+        self,
+        node_id: int,
+        peers: Mapping[int, str],
+        *,
+        listen: str | None = None,
+        outbox_limit: int = 4096,
+        max_batch: int = 1024,
+        rpc_timeout: float = 2.0,
+        backoff_initial: float = 0.05,
+        backoff_max: float = 1.0,
+    ) -> None:
+        if node_id not in peers and listen is None:
+            raise ValueError(f"node {node_id} has no address in the peer list")
+        self.id = node_id
+        self._addresses = dict(peers)
+        self.listen = listen or peers[node_id]
+        self.outbox_limit = outbox_limit
+        self.max_batch = max_batch
+        self.rpc_timeout = rpc_timeout
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.stats = TransportStats()
+        self._on_message: MessageHandler | None = None
+        self._on_unreachable: UnreachableHandler | None = None
+        self._on_snapshot: SnapshotReport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: grpc.aio.Server | None = None
+        self._peers: dict[int, _Peer] = {}
+        self.bound_port = 0
+
+    @property
+    def addresses(self) -> Mapping[int, str]:
+        return dict(self._addresses)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(
+        self,
+        on_message: MessageHandler,
+        on_unreachable: UnreachableHandler,
+        on_snapshot: SnapshotReport,
+    ) -> None:
+        """Serve and connect; returns once the server listens (raises if it cannot bind)."""
+        self._on_message = on_message
+        self._on_unreachable = on_unreachable
+        self._on_snapshot = on_snapshot
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        started = threading.Event()
+        error: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._astart())
+            except BaseException as exc:  # reported to start()'s caller
+                error.append(exc)
+                started.set()
+                return
+            started.set()
+            loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name=f"raft-grpc-{self.id}", daemon=True)
+        self._thread.start()
+        started.wait()
+        if error:
+            raise error[0]
+
+    async def _astart(self) -> None:
+        server = grpc.aio.server(options=_CHANNEL_OPTIONS)
+        pb_grpc.add_RaftServicer_to_server(_Servicer(self), server)  # type: ignore[no-untyped-call]
+        self.bound_port = server.add_insecure_port(self.listen)
+        if self.bound_port == 0:
+            raise OSError(f"cannot listen on {self.listen}")
+        await server.start()
+        self._server = server
+        for pid, addr in self._addresses.items():
+            if pid != self.id:
+                peer = _Peer(pid, addr)
+                peer.channel = grpc.aio.insecure_channel(addr, options=_CHANNEL_OPTIONS)
+                peer.task = asyncio.get_running_loop().create_task(self._sender(peer))
+                self._peers[pid] = peer
+
+    def stop(self) -> None:
+        """Stop serving and sending (idempotent); queued messages are dropped."""
+        loop, thread = self._loop, self._thread
+        self._on_message = None
+        if loop is None or thread is None:
+            return
+        self._loop = None
+        with contextlib.suppress(RuntimeError):
+            asyncio.run_coroutine_threadsafe(self._astop(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        with contextlib.suppress(RuntimeError):
+            loop.close()
+
+    async def _astop(self) -> None:
+        for peer in self._peers.values():
+            if peer.task is not None:
+                peer.task.cancel()
+        for peer in self._peers.values():
+            if peer.task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await peer.task
+            if peer.channel is not None:
+                await peer.channel.close()
+        if self._server is not None:
+            await self._server.stop(grace=None)
+
+    # ------------------------------------------------------------------ sending
+    def send(self, messages: Sequence[Message]) -> None:
+        """Queue `messages` for their peers; never blocks (drops on overflow)."""
+        loop = self._loop
+        if loop is None or not messages:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed under us: stopping
+            loop.call_soon_threadsafe(self._enqueue, tuple(messages))
+
+    def _enqueue(self, messages: tuple[Message, ...]) -> None:
+        for m in messages:
+            peer = self._peers.get(m.to)
+            if peer is None:
+                self.stats.dropped_failed += 1
+                continue
+            if len(peer.outbox) >= self.outbox_limit:
+                self.stats.dropped_overflow += 1
+                continue
+            peer.outbox.append(m)
+            peer.wake.set()
+
+    async def _sender(self, peer: _Peer) -> None:
+        assert peer.channel is not None
+        stub = pb_grpc.RaftStub(peer.channel)  # type: ignore[no-untyped-call]
+        backoff = self.backoff_initial
+        while True:
+            await peer.wake.wait()
+            peer.wake.clear()
+            while peer.outbox:
+                n = min(len(peer.outbox), self.max_batch)
+                batch = [peer.outbox.popleft() for _ in range(n)]
+                request = pb.Batch(
+                    from_id=self.id, to_id=peer.id, messages=[encode_message(m) for m in batch]
+                )
+                ok = True
+                try:
+                    ack = await stub.Send(request, timeout=self.rpc_timeout)
+                    ok = ack.node_id == peer.id
+                except grpc.aio.AioRpcError:
+                    ok = False
+                self.stats.batches += 1
+                self._report_snapshots(peer.id, batch, ok)
+                if ok:
+                    self.stats.sent += len(batch)
+                    backoff = self.backoff_initial
+                    continue
+                self.stats.failures += 1
+                self.stats.dropped_failed += len(batch)
+                if self._on_unreachable is not None:
+                    self._on_unreachable(peer.id)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.backoff_max)
+
+    def _report_snapshots(self, peer: int, batch: list[Message], ok: bool) -> None:
+        report = self._on_snapshot
+        if report is None:
+            return
+        for m in batch:
+            if m.type is MessageType.SNAP:
+                report(peer, ok)

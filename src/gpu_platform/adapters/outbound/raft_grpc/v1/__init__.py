@@ -1,0 +1,1 @@
+"""Generated from raft.proto by `make proto`; do not edit by hand."""

@@ -1,0 +1,273 @@
+"""`SqliteRaftStorage`: the Raft log, hard state and snapshot in one SQLite file.
+
+Theory of operation. SQLite in WAL mode with `synchronous=FULL`: a transaction is durable
+(fsynced WAL) when `COMMIT` returns, and atomic — after a `kill -9` or power loss at any
+instant the file holds either all of a `save()` or none of it. Every write is one transaction,
+so a `Ready`'s snapshot, entries and hard state land together.
+
+Reads never touch the disk: the log after the last compaction is mirrored in memory (write-
+through; compaction keeps it bounded) and rebuilt from the file on open. Layout:
+
+* `entries(idx PRIMARY KEY, term, type, data)` — the log after the compaction point;
+* `meta(key, value)` — `hard_state` (term, vote, commit), `offset` (index and term of the
+  entry just before the first one: the compaction point), `snapshot_meta` (index, term,
+  conf state as JSON) and `snapshot_data` (the application state, bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpu_platform.domain.consensus import (
+    CompactedError,
+    ConfState,
+    Entry,
+    EntryType,
+    HardState,
+    LogInvariantError,
+    Snapshot,
+    SnapshotMetadata,
+    SnapshotOutOfDateError,
+    UnavailableError,
+)
+from gpu_platform.domain.consensus.storage import limit_size
+
+__all__ = ["SqliteRaftStorage"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    idx INTEGER PRIMARY KEY, term INTEGER NOT NULL, type INTEGER NOT NULL, data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+"""
+
+
+def _conf_to_json(cs: ConfState) -> str:
+    return json.dumps(
+        {
+            "voters": list(cs.voters),
+            "learners": list(cs.learners),
+            "voters_outgoing": list(cs.voters_outgoing),
+            "learners_next": list(cs.learners_next),
+            "auto_leave": cs.auto_leave,
+        }
+    )
+
+
+def _conf_from_json(text: str) -> ConfState:
+    d = json.loads(text)
+    return ConfState(
+        voters=tuple(d["voters"]),
+        learners=tuple(d["learners"]),
+        voters_outgoing=tuple(d["voters_outgoing"]),
+        learners_next=tuple(d["learners_next"]),
+        auto_leave=bool(d["auto_leave"]),
+    )
+
+
+class SqliteRaftStorage:
+    """A durable `RaftStorage` (see the module docstring). One thread at a time."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._synced = True
+        self._db.executescript(_SCHEMA)
+        self.hard_state = HardState()
+        self._snapshot = Snapshot()
+        self._ents: list[Entry] = [Entry(0, 0)]  # [0] = the compaction point (index, term)
+        self._load()
+
+    def _meta(self, key: str) -> bytes | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def _load(self) -> None:
+        hs = self._meta("hard_state")
+        if hs is not None:
+            term, vote, commit = json.loads(hs)
+            self.hard_state = HardState(term, vote, commit)
+        sm = self._meta("snapshot_meta")
+        if sm is not None:
+            idx, term, conf = json.loads(sm)
+            data = self._meta("snapshot_data") or b""
+            self._snapshot = Snapshot(data, SnapshotMetadata(_conf_from_json(conf), idx, term))
+        off = self._meta("offset")
+        off_index, off_term = json.loads(off) if off is not None else (0, 0)
+        self._ents = [Entry(off_term, off_index)]
+        rows = self._db.execute("SELECT idx, term, type, data FROM entries ORDER BY idx")
+        for idx, term, typ, data in rows:
+            if idx != self._ents[-1].index + 1:
+                raise LogInvariantError(f"gap in the stored log before index {idx}")
+            self._ents.append(Entry(term, idx, EntryType(typ), bytes(data)))
+
+    # ------------------------------------------------------------------ Storage (reads)
+    def initial_state(self) -> tuple[HardState, ConfState]:
+        return self.hard_state, self._snapshot.metadata.conf_state
+
+    def entries(self, lo: int, hi: int, max_size: int) -> list[Entry]:
+        offset = self._ents[0].index
+        if lo <= offset:
+            raise CompactedError
+        if hi > self.last_index() + 1:
+            raise LogInvariantError(f"entries' hi({hi}) is out of bound lastindex")
+        if len(self._ents) == 1:
+            raise UnavailableError
+        return limit_size(self._ents[lo - offset : hi - offset], max_size)
+
+    def term(self, index: int) -> int:
+        offset = self._ents[0].index
+        if index < offset:
+            raise CompactedError
+        if index - offset >= len(self._ents):
+            raise UnavailableError
+        return self._ents[index - offset].term
+
+    def first_index(self) -> int:
+        return self._ents[0].index + 1
+
+    def last_index(self) -> int:
+        return self._ents[0].index + len(self._ents) - 1
+
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    # ------------------------------------------------------------------ durable writes
+    def save(
+        self,
+        hard_state: HardState | None,
+        entries: Sequence[Entry],
+        snapshot: Snapshot | None = None,
+        sync: bool = True,
+    ) -> None:
+        """Install `snapshot`, append `entries`, record `hard_state`: one transaction, fsynced
+        unless `sync` is false (then `synchronous=NORMAL`: atomic, survives a process crash,
+        made durable by the next synced transaction)."""
+        ents = list(self._ents)
+        snap = self._snapshot
+        if snapshot is not None:
+            if snap.metadata.index >= snapshot.metadata.index:
+                raise SnapshotOutOfDateError
+            snap = snapshot
+            ents = [Entry(snapshot.metadata.term, snapshot.metadata.index)]
+        new = self._merge(ents, entries)
+        db = self._db
+        if sync != self._synced:
+            db.execute(f"PRAGMA synchronous={'FULL' if sync else 'NORMAL'}")
+            self._synced = sync
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if snapshot is not None:
+                db.execute("DELETE FROM entries")
+                self._put_snapshot(snapshot)
+                self._put_offset(ents[0])
+            if new is not None:
+                first, appended = new
+                db.execute("DELETE FROM entries WHERE idx >= ?", (first,))
+                db.executemany(
+                    "INSERT INTO entries (idx, term, type, data) VALUES (?, ?, ?, ?)",
+                    [(e.index, e.term, e.type.value, e.data) for e in appended],
+                )
+            if hard_state is not None:
+                hs = [hard_state.term, hard_state.vote, hard_state.commit]
+                self._put("hard_state", json.dumps(hs))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        if new is not None:
+            first, appended = new
+            del ents[first - ents[0].index :]
+            ents.extend(appended)
+        self._ents = ents
+        self._snapshot = snap
+        if hard_state is not None:
+            self.hard_state = hard_state
+
+    @staticmethod
+    def _merge(ents: list[Entry], entries: Sequence[Entry]) -> tuple[int, list[Entry]] | None:
+        """(first index to overwrite, entries to write) for appending `entries` to `ents`."""
+        if not entries:
+            return None
+        first = ents[0].index + 1
+        last = entries[0].index + len(entries) - 1
+        if last < first:
+            return None
+        todo = list(entries)
+        if first > todo[0].index:
+            todo = todo[first - todo[0].index :]
+        offset = todo[0].index - ents[0].index
+        if offset > len(ents):
+            raise LogInvariantError(
+                f"missing log entry [last: {ents[-1].index}, append at: {todo[0].index}]"
+            )
+        return todo[0].index, todo
+
+    def create_snapshot(self, index: int, conf_state: ConfState, data: bytes) -> Snapshot:
+        if index <= self._snapshot.metadata.index:
+            raise SnapshotOutOfDateError
+        if index > self.last_index():
+            raise LogInvariantError(f"snapshot {index} is out of bound lastindex")
+        if index < self._ents[0].index:
+            raise CompactedError
+        term = self._ents[index - self._ents[0].index].term
+        snap = Snapshot(data, SnapshotMetadata(conf_state, index, term))
+        self._full()
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._put_snapshot(snap)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._snapshot = snap
+        return snap
+
+    def compact(self, compact_index: int) -> None:
+        offset = self._ents[0].index
+        if compact_index <= offset:
+            raise CompactedError
+        if compact_index > self.last_index():
+            raise LogInvariantError(f"compact {compact_index} is out of bound lastindex")
+        head = self._ents[compact_index - offset]
+        self._full()
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("DELETE FROM entries WHERE idx <= ?", (compact_index,))
+            self._put_offset(head)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._ents = [Entry(head.term, head.index), *self._ents[compact_index - offset + 1 :]]
+
+    def close(self) -> None:
+        self._db.close()
+
+    # ------------------------------------------------------------------ helpers
+    def _full(self) -> None:
+        if not self._synced:
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._synced = True
+
+    def _put(self, key: str, value: str | bytes) -> None:
+        blob = value.encode() if isinstance(value, str) else value
+        self._db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, blob),
+        )
+
+    def _put_offset(self, head: Entry) -> None:
+        self._put("offset", json.dumps([head.index, head.term]))
+
+    def _put_snapshot(self, snap: Snapshot) -> None:
+        md = snap.metadata
+        self._put("snapshot_meta", json.dumps([md.index, md.term, _conf_to_json(md.conf_state)]))
+        self._put("snapshot_data", snap.data)

@@ -1,0 +1,501 @@
+"""`RaftNode`: the Raft driver — a `RawNode` wired to durable storage, a transport and a
+replicated state machine, on one thread.
+
+Theory of operation. Everything that touches the `RawNode` runs on one thread, the *Raft
+loop*. Other threads talk to it through an inbox queue: messages from the transport, client
+proposals and reads, transport reports, stop. The loop takes whatever is queued (a burst of
+proposals becomes one append and one fsync), ticks the `RawNode` every `tick_interval`
+seconds, and handles each `Ready` in the order Raft's safety needs:
+
+1. **persist** — `storage.save(hard_state, entries_to_persist, snapshot, sync)`: one atomic
+   write, fsynced when the Ready says `must_sync` (new entries, term or vote; a commit-index
+   move alone need not be); a received snapshot is also restored into the state machine here;
+2. **send** — `transport.send(messages)`: never before 1, so no vote or acknowledgement
+   outruns the disk;
+3. **apply** — committed entries go to `StateMachine.apply(index, data)` (conf changes to the
+   `RawNode`); the proposal future for that index is resolved with the result; read-index
+   futures are resolved once the applied index reaches them;
+4. **advance** — then, every `snapshot_entries` applied entries, the state machine's
+   `snapshot()` is stored and the log compacted (keeping `compact_keep` entries for slow
+   followers).
+
+A proposal is only taken by the leader: elsewhere its future fails with `NotLeader` naming the
+known leader and its address. The leader remembers (index, term) of each proposal; when the
+entry at that index is applied with that term the future gets the state machine's result; if a
+different entry lands there, or this node loses leadership first, the future fails with
+`NotLeader` — the outcome is then unknown (the entry may still commit under the new leader),
+so commands should be idempotent or carry an id. On restart the node loads its hard state,
+log and snapshot from storage, restores the state machine from the snapshot, and re-applies
+the committed entries after it.
+
+Errors::
+
+    RaftNodeError
+    ├── NotLeader      this node cannot take the request; leader_id/leader_address say where
+    └── NodeStopped    the node is stopped (or stopped before answering)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import random
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from gpu_platform.domain.consensus import (
+    NONE,
+    ConfChange,
+    Config,
+    ConfState,
+    EntryType,
+    HardState,
+    Message,
+    ProposalDroppedError,
+    RawNode,
+    ReadOnlyOption,
+    Ready,
+    Role,
+    Snapshot,
+    SnapshotMetadata,
+)
+from gpu_platform.ports.outbound.raft import RaftStorage, RaftTransport
+
+__all__ = [
+    "NodeStopped",
+    "NotLeader",
+    "RaftNode",
+    "RaftNodeConfig",
+    "RaftNodeError",
+    "RaftNodeStatus",
+    "StateMachine",
+]
+
+log = logging.getLogger(__name__)
+
+
+class RaftNodeError(Exception):
+    """Base of the driver's errors."""
+
+
+class NotLeader(RaftNodeError):
+    """This node is not (or stopped being) the leader; retry at `leader_address` if known."""
+
+    def __init__(self, leader_id: int | None, leader_address: str | None) -> None:
+        self.leader_id = leader_id
+        self.leader_address = leader_address
+        where = f"node {leader_id} at {leader_address}" if leader_id else "unknown"
+        super().__init__(f"not the leader; the leader is {where}")
+
+
+class NodeStopped(RaftNodeError):
+    """The node is stopped."""
+
+    def __init__(self) -> None:
+        super().__init__("raft node is stopped")
+
+
+@runtime_checkable
+class StateMachine(Protocol):
+    """The replicated state machine. Called only on the Raft loop thread.
+
+    `apply` must be deterministic (same entries in the same order give the same state on every
+    node) and returns the result handed to the proposer. `snapshot()` serialises the whole
+    state; `restore(data)` replaces it (`b""` is the initial, empty state).
+    """
+
+    def apply(self, index: int, data: bytes) -> object: ...
+
+    def snapshot(self) -> bytes: ...
+
+    def restore(self, data: bytes) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RaftNodeConfig:
+    """Driver settings. Time: `tick_interval` seconds per tick; the rest counts ticks/entries."""
+
+    id: int
+    voters: tuple[int, ...]
+    tick_interval: float = 0.05
+    election_tick: int = 10
+    heartbeat_tick: int = 1
+    pre_vote: bool = True
+    check_quorum: bool = True
+    snapshot_entries: int = 10_000  # applied entries between snapshots; 0 = never
+    compact_keep: int = 1_000  # entries kept before the snapshot index for slow followers
+    max_size_per_msg: int = 1 << 20  # bytes per append message
+    max_inflight_msgs: int = 256
+    max_inbox_batch: int = 4096  # inbox items handled before the next Ready
+    seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RaftNodeStatus:
+    """What the node last published (after each loop iteration)."""
+
+    id: int
+    role: Role
+    leader_id: int | None
+    leader_address: str | None
+    term: int
+    commit: int
+    applied: int
+    last_index: int
+    snapshot_index: int
+    voters: tuple[int, ...]
+    running: bool
+
+
+_Item = tuple[str, object, object]
+
+
+class RaftNode:
+    """A Raft peer: see the module docstring. Thread-safe public methods."""
+
+    def __init__(
+        self,
+        config: RaftNodeConfig,
+        storage: RaftStorage,
+        transport: RaftTransport,
+        state_machine: StateMachine,
+    ) -> None:
+        self.config = config
+        self.storage = storage
+        self.transport = transport
+        self.state_machine = state_machine
+        self._inbox: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._proposals: dict[int, tuple[int, Future[object]]] = {}
+        self._reads: dict[bytes, Future[int]] = {}
+        self._ready_reads: list[tuple[int, Future[int]]] = []
+        self._read_seq = 0
+        self._thread: threading.Thread | None = None
+        self._stopped = threading.Event()
+        self._running = False
+        self._was_leader = False
+        self._bootstrap_if_empty()
+        snap = storage.snapshot()
+        state_machine.restore(snap.data)
+        self._applied = snap.metadata.index
+        self._conf_state = snap.metadata.conf_state
+        rng = random.Random(config.seed if config.seed is not None else time.time_ns())
+        self.rawnode = RawNode(self._raft_config(self._applied), storage, rng)
+        self._status = self._snapshot_status()
+
+    # ------------------------------------------------------------------ setup
+    def _raft_config(self, applied: int) -> Config:
+        c = self.config
+        return Config(
+            id=c.id,
+            election_tick=c.election_tick,
+            heartbeat_tick=c.heartbeat_tick,
+            applied=applied,
+            max_size_per_msg=c.max_size_per_msg,
+            max_inflight_msgs=c.max_inflight_msgs,
+            check_quorum=c.check_quorum,
+            pre_vote=c.pre_vote,
+            read_only_option=ReadOnlyOption.SAFE,
+        )
+
+    def _bootstrap_if_empty(self) -> None:
+        """A brand-new node of a brand-new cluster: the configuration as a snapshot at 1."""
+        s = self.storage
+        hs, _ = s.initial_state()
+        if hs.is_empty() and s.snapshot().is_empty() and s.last_index() == 0:
+            cs = ConfState(voters=tuple(sorted(self.config.voters)))
+            boot = Snapshot(b"", SnapshotMetadata(cs, index=1, term=1))
+            s.save(HardState(term=1, commit=1), (), boot)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Start the transport and the Raft loop."""
+        if self._thread is not None:
+            raise RuntimeError("already started")
+        self.transport.start(
+            lambda m: self._inbox.put(("msg", m, None)),
+            lambda peer: self._inbox.put(("unreachable", peer, None)),
+            lambda peer, ok: self._inbox.put(("snap_status", peer, ok)),
+        )
+        self._running = True
+        self._thread = threading.Thread(target=self._run, name=f"raft-{self.config.id}")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the loop and the transport; pending futures fail with `NodeStopped`.
+
+        Storage stays open (the caller owns it) so a node can be rebuilt over it.
+        """
+        if self._thread is None:
+            return
+        if self._thread.is_alive():
+            self._inbox.put(("stop", None, None))
+            self._thread.join(timeout=30)
+        self.transport.stop()
+
+    # ------------------------------------------------------------------ client API
+    def propose(self, data: bytes) -> Future[object]:
+        """Replicate `data`; the future gets `StateMachine.apply`'s result on this node.
+
+        Fails with `NotLeader` (not the leader, or lost leadership before the entry was
+        applied) or `NodeStopped`.
+        """
+        fut: Future[object] = Future()
+        if not self._running:
+            fut.set_exception(NodeStopped())
+        else:
+            self._inbox.put(("propose", data, fut))
+        return fut
+
+    def read_index(self) -> Future[int]:
+        """A linearizable read barrier: resolves to an index once this node (the leader) has
+        confirmed its leadership with a quorum and applied up to that index, so reading the
+        state machine afterwards sees every write acknowledged before the call."""
+        fut: Future[int] = Future()
+        if not self._running:
+            fut.set_exception(NodeStopped())
+        else:
+            self._inbox.put(("read", None, fut))
+        return fut
+
+    def status(self) -> RaftNodeStatus:
+        """The state the loop last published (never blocks)."""
+        return self._status
+
+    def leader(self) -> tuple[int | None, str | None]:
+        s = self._status
+        return s.leader_id, s.leader_address
+
+    def campaign(self) -> None:
+        """Start an election at this node now (ignored by peers that still hear a leader)."""
+        self._inbox.put(("campaign", None, None))
+
+    def transfer_leadership(self, to: int) -> None:
+        """Ask the leader (this node or, forwarded, the current one) to hand over to `to`;
+        best effort — watch `status()` for the outcome."""
+        self._inbox.put(("transfer", to, None))
+
+    # ------------------------------------------------------------------ the loop
+    def _run(self) -> None:
+        interval = self.config.tick_interval
+        next_tick = time.monotonic() + interval
+        try:
+            while True:
+                timeout = max(0.0, next_tick - time.monotonic())
+                try:
+                    item = self._inbox.get(timeout=timeout)
+                except queue.Empty:
+                    item = None
+                if item is not None:
+                    if not self._handle(item):
+                        return
+                    for _ in range(self.config.max_inbox_batch):
+                        try:
+                            more = self._inbox.get_nowait()
+                        except queue.Empty:
+                            break
+                        if not self._handle(more):
+                            return
+                now = time.monotonic()
+                if now >= next_tick:
+                    self.rawnode.tick()
+                    next_tick = max(next_tick + interval, now)
+                self._process_ready()
+                self._status = self._snapshot_status()
+        except BaseException:
+            log.exception("raft loop of node %d crashed", self.config.id)
+            raise
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        self._running = False
+        self._stopped.set()
+        err = NodeStopped()
+        for _, fut in self._proposals.values():
+            _fail(fut, err)
+        self._proposals.clear()
+        for rfut in [*self._reads.values(), *(f for _, f in self._ready_reads)]:
+            _fail(rfut, err)
+        self._reads.clear()
+        self._ready_reads.clear()
+        while True:  # requests that raced with stop
+            try:
+                kind, _, waiter = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if kind in ("propose", "read") and isinstance(waiter, Future):
+                _fail(waiter, err)
+        self._status = self._snapshot_status()
+
+    def _handle(self, item: _Item) -> bool:
+        kind, arg, extra = item
+        rn = self.rawnode
+        if kind == "msg":
+            assert isinstance(arg, Message)
+            with contextlib.suppress(ProposalDroppedError):
+                rn.step(arg)
+        elif kind == "propose":
+            assert isinstance(arg, bytes) and isinstance(extra, Future)
+            self._propose(arg, extra)
+        elif kind == "read":
+            assert isinstance(extra, Future)
+            self._read(extra)
+        elif kind == "unreachable":
+            assert isinstance(arg, int)
+            rn.report_unreachable(arg)
+        elif kind == "snap_status":
+            assert isinstance(arg, int)
+            rn.report_snapshot(arg, bool(extra))
+        elif kind == "campaign":
+            rn.campaign()
+        elif kind == "transfer":
+            assert isinstance(arg, int)
+            rn.transfer_leader(arg)
+        elif kind == "stop":
+            return False
+        return True
+
+    def _not_leader(self) -> NotLeader:
+        lead = self.rawnode.raft.lead
+        if lead == NONE:
+            return NotLeader(None, None)
+        return NotLeader(lead, self.transport.addresses.get(lead))
+
+    def _propose(self, data: bytes, fut: Future[object]) -> None:
+        r = self.rawnode.raft
+        if r.state is not Role.LEADER or r.lead_transferee != NONE:
+            _fail(fut, self._not_leader())
+            return
+        try:
+            self.rawnode.propose(data)
+        except ProposalDroppedError:
+            _fail(fut, self._not_leader())
+            return
+        self._proposals[r.raft_log.last_index()] = (r.term, fut)
+
+    def _read(self, fut: Future[int]) -> None:
+        if self.rawnode.raft.state is not Role.LEADER:
+            _fail(fut, self._not_leader())
+            return
+        self._read_seq += 1
+        ctx = b"r%d" % self._read_seq
+        self._reads[ctx] = fut
+        self.rawnode.read_index(ctx)
+
+    def _process_ready(self) -> None:
+        rn = self.rawnode
+        while rn.has_ready():
+            rd = rn.ready()
+            self._persist(rd)
+            if rd.messages:
+                self.transport.send(rd.messages)
+            self._apply(rd)
+            if rd.soft_state is not None:
+                self._on_role(rd.soft_state.role)
+            rn.advance(rd)
+            self._maybe_snapshot()
+
+    def _persist(self, rd: Ready) -> None:
+        if rd.snapshot is not None or rd.entries_to_persist or rd.hard_state is not None:
+            sync = rd.must_sync or rd.snapshot is not None
+            self.storage.save(rd.hard_state, rd.entries_to_persist, rd.snapshot, sync=sync)
+        if rd.snapshot is not None:
+            md = rd.snapshot.metadata
+            self.state_machine.restore(rd.snapshot.data)
+            self._applied = md.index
+            self._conf_state = md.conf_state
+            self._fail_proposals_up_to(md.index)
+
+    def _apply(self, rd: Ready) -> None:
+        for e in rd.committed_entries:
+            result: object = None
+            error: BaseException | None = None
+            if e.type is EntryType.CONF_CHANGE:
+                self._conf_state = self.rawnode.apply_conf_change(ConfChange.decode(e.data))
+            elif e.data:
+                try:
+                    result = self.state_machine.apply(e.index, e.data)
+                except Exception as exc:  # a command the state machine rejects
+                    error = exc
+            self._applied = e.index
+            pending = self._proposals.pop(e.index, None)
+            if pending is not None:
+                term, fut = pending
+                if term != e.term:
+                    _fail(fut, self._not_leader())
+                elif error is not None:
+                    _fail(fut, error)
+                elif not fut.done():
+                    fut.set_result(result)
+        for rs in rd.read_states:
+            rfut = self._reads.pop(rs.request_ctx, None)
+            if rfut is not None:
+                self._ready_reads.append((rs.index, rfut))
+        if self._ready_reads:
+            still = []
+            for index, rfut in self._ready_reads:
+                if index <= self._applied:
+                    if not rfut.done():
+                        rfut.set_result(index)
+                else:
+                    still.append((index, rfut))
+            self._ready_reads = still
+
+    def _on_role(self, role: Role) -> None:
+        leader = role is Role.LEADER
+        if self._was_leader and not leader:
+            err = self._not_leader()
+            for _, fut in self._proposals.values():
+                _fail(fut, err)
+            self._proposals.clear()
+            for rfut in self._reads.values():
+                _fail(rfut, err)
+            self._reads.clear()
+        self._was_leader = leader
+
+    def _fail_proposals_up_to(self, index: int) -> None:
+        for i in [i for i in self._proposals if i <= index]:
+            _fail(self._proposals.pop(i)[1], self._not_leader())
+
+    def _maybe_snapshot(self) -> None:
+        every = self.config.snapshot_entries
+        if not every:
+            return
+        s = self.storage
+        snap_index = s.snapshot().metadata.index
+        if self._applied - snap_index < every or self._applied > s.last_index():
+            return
+        s.create_snapshot(self._applied, self._conf_state, self.state_machine.snapshot())
+        compact_to = self._applied - self.config.compact_keep
+        if compact_to >= s.first_index():
+            s.compact(compact_to)
+
+    def _snapshot_status(self) -> RaftNodeStatus:
+        r = self.rawnode.raft
+        lead = r.lead if r.lead != NONE else None
+        return RaftNodeStatus(
+            id=self.config.id,
+            role=r.state,
+            leader_id=lead,
+            leader_address=None if lead is None else self.transport.addresses.get(lead),
+            term=r.term,
+            commit=r.raft_log.committed,
+            applied=self._applied,
+            last_index=r.raft_log.last_index(),
+            snapshot_index=self.storage.snapshot().metadata.index,
+            voters=self._conf_state.voters,
+            running=self._running,
+        )
+
+    def wait_stopped(self, timeout: float | None = None) -> bool:
+        return self._stopped.wait(timeout)
+
+
+def _fail(fut: Future[Any], err: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(err)

@@ -1,0 +1,106 @@
+"""Raft's outbound ports: durable `RaftStorage` and the `RaftTransport` between peers.
+
+`RaftStorage` is the consensus core's read-only `Storage` plus the writes a driver makes from
+each `Ready`; `RaftTransport` moves `Message`s between peers. Both are driven by one thread,
+the Raft loop of `application.raft_node.RaftNode` (the transport's callbacks arrive on the
+transport's own thread and must only enqueue).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from gpu_platform.domain.consensus import ConfState, Entry, HardState, Message, Snapshot
+
+__all__ = [
+    "MessageHandler",
+    "RaftStorage",
+    "RaftTransport",
+    "SnapshotReport",
+    "UnreachableHandler",
+]
+
+
+@runtime_checkable
+class RaftStorage(Protocol):
+    """The Raft log, hard state and latest snapshot, durable on return of every write.
+
+    Reads are the core's `Storage` protocol (`CompactedError` / `UnavailableError` as there).
+    Writes:
+
+    * `save(hard_state, entries, snapshot, sync=True)` — one atomic step: install `snapshot`
+      (if any, replacing the log), append `entries` (overwriting a conflicting suffix) and
+      record `hard_state` (if any). After a crash either all of it is there or none. With
+      `sync=True` it is durable on return, even across power loss; `sync=False` (allowed when
+      the `Ready` says `must_sync` is false: only the commit index moved) still survives a
+      process crash but may be lost with the OS, which Raft tolerates.
+    * `create_snapshot(index, conf_state, data)` — record the applied state at `index`.
+    * `compact(index)` — discard entries before `index`.
+
+    Not thread-safe: one thread (the Raft loop) reads and writes. `close()` releases files.
+    """
+
+    # --- the core's Storage (read side)
+    def initial_state(self) -> tuple[HardState, ConfState]: ...
+
+    def entries(self, lo: int, hi: int, max_size: int) -> list[Entry]: ...
+
+    def term(self, index: int) -> int: ...
+
+    def first_index(self) -> int: ...
+
+    def last_index(self) -> int: ...
+
+    def snapshot(self) -> Snapshot: ...
+
+    # --- durable writes
+    def save(
+        self,
+        hard_state: HardState | None,
+        entries: Sequence[Entry],
+        snapshot: Snapshot | None = None,
+        sync: bool = True,
+    ) -> None: ...
+
+    def create_snapshot(self, index: int, conf_state: ConfState, data: bytes) -> Snapshot: ...
+
+    def compact(self, compact_index: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+MessageHandler = Callable[[Message], None]
+"""Called with every message received from a peer (on the transport's thread; must not block)."""
+
+UnreachableHandler = Callable[[int], None]
+"""Called with a peer's id when a batch to it could not be delivered."""
+
+SnapshotReport = Callable[[int, bool], None]
+"""Called with (peer id, ok) once a snapshot message was delivered (True) or lost (False)."""
+
+
+@runtime_checkable
+class RaftTransport(Protocol):
+    """Best-effort, ordered-per-peer delivery of Raft messages between peers.
+
+    `send` never blocks and never raises for a peer's failure: messages to an unreachable or
+    slow peer are dropped (Raft retransmits) and reported through `on_unreachable`. Messages to
+    one peer arrive in the order sent, or not at all. `addresses` is the address book
+    (id -> "host:port"), used to tell clients where the leader is. `start` begins serving and
+    calls `on_message` for every message received; `stop` is idempotent. `send` is thread-safe.
+    """
+
+    @property
+    def addresses(self) -> Mapping[int, str]: ...
+
+    def start(
+        self,
+        on_message: MessageHandler,
+        on_unreachable: UnreachableHandler,
+        on_snapshot: SnapshotReport,
+    ) -> None: ...
+
+    def send(self, messages: Sequence[Message]) -> None: ...
+
+    def stop(self) -> None: ...

@@ -1,0 +1,177 @@
+"""A replicated key-value store over `RaftNode` — a test and benchmark HARNESS, not a product.
+
+One process is one Raft node: `SqliteRaftStorage` in `--data`, `GrpcRaftTransport` on its
+`--peers` address, `KvStateMachine` as the state machine, and a tiny HTTP/JSON interface:
+
+* `POST /put` `{"key": k, "value": v}` -> 200 `{"index": i}` once committed and applied here;
+  421 `{"leader_id": id|null}` when this node is not the leader; 503 on timeout/stop.
+* `GET /get?key=k` -> a linearizable read (ReadIndex on the leader): 200 `{"value": v|null}`.
+* `GET /dump` -> this node's applied state (not linearizable): `{"applied": i, "kv": {...}}`.
+* `GET /status` -> `RaftNodeStatus` as JSON.
+
+    python -m gpu_platform.testing.raft_kv --id 1 --data /tmp/n1 --http 8001 \
+        --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003
+
+SIGTERM stops the node cleanly; SIGKILL is what the crash tests use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import socket
+import threading
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import asdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport, parse_peers
+from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
+from gpu_platform.application.raft_node import (
+    NotLeader,
+    RaftNode,
+    RaftNodeConfig,
+    RaftNodeError,
+)
+
+__all__ = ["KvStateMachine", "main"]
+
+
+class KvStateMachine:
+    """`StateMachine` of a dict: commands are JSON `{"key", "value"}` puts; thread-safe reads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.kv: dict[str, str] = {}
+        self.applied = 0
+
+    def apply(self, index: int, data: bytes) -> object:
+        cmd = json.loads(data)
+        with self._lock:
+            self.kv[cmd["key"]] = cmd["value"]
+            self.applied = index
+        return index
+
+    def snapshot(self) -> bytes:
+        with self._lock:
+            return json.dumps({"applied": self.applied, "kv": self.kv}).encode()
+
+    def restore(self, data: bytes) -> None:
+        doc: dict[str, Any] = json.loads(data) if data else {"applied": 0, "kv": {}}
+        with self._lock:
+            self.kv = dict(doc["kv"])
+            self.applied = int(doc["applied"])
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            return self.kv.get(key)
+
+    def dump(self) -> dict[str, Any]:
+        with self._lock:
+            return {"applied": self.applied, "kv": dict(self.kv)}
+
+
+def _handler(node: RaftNode, sm: KvStateMachine, timeout: float) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()  # no Nagle: a reply's header and body are two small writes
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def _reply(self, code: int, body: dict[str, Any]) -> None:
+            raw = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def _error(self, exc: BaseException) -> None:
+            if isinstance(exc, NotLeader):
+                self._reply(421, {"leader_id": exc.leader_id, "error": str(exc)})
+            else:
+                self._reply(503, {"error": str(exc) or type(exc).__name__})
+
+        def do_POST(self) -> None:
+            if urlparse(self.path).path != "/put":
+                self._reply(404, {"error": "not found"})
+                return
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            try:
+                index = node.propose(body).result(timeout=timeout)
+            except (RaftNodeError, FutureTimeout) as exc:
+                self._error(exc)
+                return
+            self._reply(200, {"index": index})
+
+        def do_GET(self) -> None:
+            url = urlparse(self.path)
+            if url.path == "/get":
+                key = parse_qs(url.query).get("key", [""])[0]
+                try:
+                    node.read_index().result(timeout=timeout)
+                except (RaftNodeError, FutureTimeout) as exc:
+                    self._error(exc)
+                    return
+                self._reply(200, {"value": sm.get(key)})
+            elif url.path == "/dump":
+                self._reply(200, sm.dump())
+            elif url.path == "/status":
+                st = asdict(node.status())
+                st["role"] = st["role"].value
+                self._reply(200, st)
+            else:
+                self._reply(404, {"error": "not found"})
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--id", type=int, required=True)
+    p.add_argument("--peers", required=True, help="1=host:port,2=host:port,...")
+    p.add_argument("--data", required=True, help="directory for raft.db")
+    p.add_argument("--http", type=int, required=True, help="HTTP port on 127.0.0.1")
+    p.add_argument("--tick", type=float, default=0.05, help="seconds per Raft tick")
+    p.add_argument("--election-tick", type=int, default=10)
+    p.add_argument("--snapshot-entries", type=int, default=10_000)
+    p.add_argument("--compact-keep", type=int, default=1_000)
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds a request may wait")
+    args = p.parse_args(argv)
+
+    peers = parse_peers(args.peers)
+    storage = SqliteRaftStorage(Path(args.data) / "raft.db")
+    sm = KvStateMachine()
+    config = RaftNodeConfig(
+        id=args.id,
+        voters=tuple(sorted(peers)),
+        tick_interval=args.tick,
+        election_tick=args.election_tick,
+        snapshot_entries=args.snapshot_entries,
+        compact_keep=args.compact_keep,
+    )
+    node = RaftNode(config, storage, GrpcRaftTransport(args.id, peers), sm)
+    node.start()
+    http = ThreadingHTTPServer(("127.0.0.1", args.http), _handler(node, sm, args.timeout))
+    http.daemon_threads = True
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    threading.Thread(target=http.serve_forever, name="kv-http", daemon=True).start()
+    print(f"raft_kv node {args.id} serving http://127.0.0.1:{args.http}", flush=True)
+    done.wait()
+    http.shutdown()
+    node.stop()
+    storage.close()
+
+
+if __name__ == "__main__":
+    main()

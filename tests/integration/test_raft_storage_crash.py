@@ -1,0 +1,78 @@
+"""Kill -9 a process that writes the Raft log through `SqliteRaftStorage` at random instants:
+every write it acknowledged is on disk afterwards, in order, with its term and data, and the
+hard state always matches the log (entries and hard state are saved in one transaction)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
+from gpu_platform.domain.consensus.storage import NO_LIMIT
+
+CHILD = r"""
+import sys
+from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
+from gpu_platform.domain.consensus import ConfState, Entry, EntryType, HardState
+
+path, term = sys.argv[1], int(sys.argv[2])
+s = SqliteRaftStorage(path)
+conf = ConfState(voters=(1, 2, 3))
+print("ready", flush=True)
+i = s.last_index() + 1
+while True:
+    data = (f"{i}:{term}:" * 40).encode()
+    s.save(HardState(term, 1, i), [Entry(term, i, EntryType.NORMAL, data)])
+    print(i, term, flush=True)
+    if i % 40 == 0:
+        s.create_snapshot(i, conf, f"snap{i}".encode())
+        s.compact(i - 5)
+    i += 1
+"""
+
+
+def test_a_kill_9_at_random_instants_loses_no_acknowledged_entry(tmp_path: Path) -> None:
+    rng = random.Random(10)
+    db = tmp_path / "raft.db"
+    acked: dict[int, int] = {}  # index -> term
+    for rnd in range(1, 7):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(db), str(rnd)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.05, 0.5))
+        proc.kill()
+        proc.wait(timeout=30)
+        for line in proc.stdout.read().splitlines():
+            index, term = map(int, line.split())
+            acked[index] = term
+        proc.stdout.close()
+
+        s = SqliteRaftStorage(db)
+        try:
+            hs, _ = s.initial_state()
+            last = s.last_index()
+            top = max(acked)
+            assert last >= top, f"round {rnd}: acknowledged index {top} lost (last {last})"
+            assert last <= top + 1  # at most the one write that was not acknowledged yet
+            assert hs.commit == last  # hard state and entries were saved together
+            assert hs.term == s.term(last)
+            log = s.entries(s.first_index(), last + 1, NO_LIMIT)
+            assert [e.index for e in log] == list(range(s.first_index(), last + 1))
+            for e in log:
+                if e.index in acked:
+                    assert e.term == acked[e.index]
+                assert e.data == (f"{e.index}:{e.term}:" * 40).encode()
+            snap = s.snapshot()
+            if not snap.is_empty():
+                assert snap.data == f"snap{snap.metadata.index}".encode()
+                assert s.first_index() <= snap.metadata.index + 1
+        finally:
+            s.close()
+    assert len(acked) > 50  # the rounds really wrote something
