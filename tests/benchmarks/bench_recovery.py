@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _harness import result
+from _harness import baseline, result
 
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
 from gpu_platform.adapters.outbound.sim import SimulatedHardware, default_node
@@ -139,7 +139,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
                 name,
                 {"xid": xid, "job_gpus": gpus, "node_gpus": 8, "trials": n, "store": "sqlite"},
                 durable,
-                baseline={"name": "same path, in-memory store", **base},
+                baseline=baseline("same path, in-memory store", base),
                 extra={"max_us": round(max(durable), 1)},
             )
         )
