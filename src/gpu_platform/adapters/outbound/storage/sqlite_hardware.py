@@ -7,11 +7,10 @@ audit log only grows. WAL and synchronous=FULL: durable when a call returns.
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpu_platform.adapters.outbound.storage.sqlite_db import SqliteDb
 from gpu_platform.domain.faults.commands import HardwareRecord
 from gpu_platform.domain.model.audit import AuditRecord
 
@@ -42,42 +41,31 @@ class SqliteHardwareStore:
     """Implements HardwareStore. One connection guarded by a lock; each call one transaction."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        self._sql = SqliteDb(path, _SCHEMA)
+        self.path = self._sql.path
 
     def save_hardware(self, records: Sequence[HardwareRecord]) -> None:
         if not records:
             return
         rows = [(r.kind, r.name, r.state, r.reason, r.at) for r in records]
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany(
-                    "INSERT INTO hardware(kind, name, state, reason, at) VALUES (?, ?, ?, ?, ?) "
-                    "ON CONFLICT(kind, name) DO UPDATE SET state=excluded.state, "
-                    "reason=excluded.reason, at=excluded.at",
-                    rows,
-                )
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        with self._sql.transaction() as db:
+            db.executemany(
+                "INSERT INTO hardware(kind, name, state, reason, at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(kind, name) DO UPDATE SET state=excluded.state, "
+                "reason=excluded.reason, at=excluded.at",
+                rows,
+            )
 
     def load_hardware(self) -> list[HardwareRecord]:
-        with self._lock:
-            rows = self._db.execute(
+        with self._sql.reading() as db:
+            rows = db.execute(
                 "SELECT kind, name, state, reason, at FROM hardware ORDER BY kind, name"
             ).fetchall()
         return [HardwareRecord(k, n, s, r, a) for k, n, s, r, a in rows]
 
     def append_audit(self, record: AuditRecord) -> None:
-        with self._lock:
-            self._db.execute(
+        with self._sql.reading() as db:
+            db.execute(
                 "INSERT INTO audit(at, actor, action, target, reason, outcome) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (
@@ -91,8 +79,8 @@ class SqliteHardwareStore:
             )
 
     def audit(self, limit: int = 100) -> list[AuditRecord]:
-        with self._lock:
-            rows = self._db.execute(
+        with self._sql.reading() as db:
+            rows = db.execute(
                 "SELECT at, actor, action, target, reason, outcome FROM audit "
                 "ORDER BY id DESC LIMIT ?",
                 (limit,),
@@ -100,5 +88,4 @@ class SqliteHardwareStore:
         return [AuditRecord(*row) for row in reversed(rows)]
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._sql.close()
