@@ -23,7 +23,8 @@ def test_bad_sizes_are_refused(text: str) -> None:
     ("text", "value"), [("90", 90), ("01:30", 90), ("1:00:00", 3600), ("0.5", 0.5)]
 )
 def test_durations_read_as_seconds_or_clock_time(text: str, value: float) -> None:
-    assert cli.parse_duration(text) == value
+    seconds = cli.parse_duration(text)
+    assert seconds == value
 
 
 @pytest.mark.parametrize("text", ["", "a", "1:2:3:4", "0", "-5"])

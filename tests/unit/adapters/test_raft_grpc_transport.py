@@ -158,7 +158,8 @@ def test_a_delivered_snapshot_is_reported_to_the_sender(pair) -> None:  # type: 
     a, _b, ca, cb = pair
     snap_msg = Message(MessageType.SNAP, to=2, from_=1, term=9, snapshot=SNAP)
     a.send([snap_msg])
-    assert cb.messages.get(timeout=WAIT) == snap_msg
+    received = cb.messages.get(timeout=WAIT)
+    assert received == snap_msg
     assert ca.snapshots.get(timeout=WAIT) == (2, True)
 
 

@@ -27,7 +27,7 @@ from gpu_platform.domain.consensus.types import (
     SnapshotMetadata,
 )
 
-__all__ = ["NO_LIMIT", "MemoryStorage", "Storage", "limit_size"]
+__all__ = ["NO_LIMIT", "LogReads", "MemoryStorage", "Storage", "limit_size"]
 
 NO_LIMIT = 2**63
 """A byte limit that never limits."""
@@ -63,16 +63,15 @@ class Storage(Protocol):
     def snapshot(self) -> Snapshot: ...
 
 
-class MemoryStorage:
-    """A `Storage` in memory; also the write side a driver (or the simulator) uses."""
+class LogReads:
+    """The `Storage` read side over an in-memory copy of the log: `_ents[0]` is a dummy entry
+    at the snapshot's position. Shared by MemoryStorage and durable storages that keep such a
+    copy (their writes go to disk first, then to these fields)."""
 
-    def __init__(self, conf_state: ConfState | None = None) -> None:
-        """An empty log; `conf_state` seeds the configuration (an index-0 snapshot's)."""
-        self.hard_state = HardState()
-        self._snapshot = Snapshot(metadata=SnapshotMetadata(conf_state or ConfState()))
-        self._ents: list[Entry] = [Entry(0, 0)]  # dummy entry at the snapshot's position
+    hard_state: HardState
+    _snapshot: Snapshot
+    _ents: list[Entry]
 
-    # --- Storage protocol
     def initial_state(self) -> tuple[HardState, ConfState]:
         return self.hard_state, self._snapshot.metadata.conf_state
 
@@ -102,6 +101,16 @@ class MemoryStorage:
 
     def snapshot(self) -> Snapshot:
         return self._snapshot
+
+
+class MemoryStorage(LogReads):
+    """A `Storage` in memory; also the write side a driver (or the simulator) uses."""
+
+    def __init__(self, conf_state: ConfState | None = None) -> None:
+        """An empty log; `conf_state` seeds the configuration (an index-0 snapshot's)."""
+        self.hard_state = HardState()
+        self._snapshot = Snapshot(metadata=SnapshotMetadata(conf_state or ConfState()))
+        self._ents: list[Entry] = [Entry(0, 0)]  # dummy entry at the snapshot's position
 
     # --- write side
     def set_hard_state(self, hs: HardState) -> None:

@@ -31,9 +31,8 @@ from gpu_platform.domain.consensus import (
     Snapshot,
     SnapshotMetadata,
     SnapshotOutOfDateError,
-    UnavailableError,
 )
-from gpu_platform.domain.consensus.storage import limit_size
+from gpu_platform.domain.consensus.storage import LogReads
 
 __all__ = ["SqliteRaftStorage"]
 
@@ -68,7 +67,7 @@ def _conf_from_json(text: str) -> ConfState:
     )
 
 
-class SqliteRaftStorage:
+class SqliteRaftStorage(LogReads):
     """A durable `RaftStorage` (see the module docstring). One thread at a time."""
 
     def __init__(self, path: str | Path) -> None:
@@ -107,36 +106,7 @@ class SqliteRaftStorage:
                 raise LogInvariantError(f"gap in the stored log before index {idx}")
             self._ents.append(Entry(term, idx, EntryType(typ), bytes(data)))
 
-    # ------------------------------------------------------------------ Storage (reads)
-    def initial_state(self) -> tuple[HardState, ConfState]:
-        return self.hard_state, self._snapshot.metadata.conf_state
-
-    def entries(self, lo: int, hi: int, max_size: int) -> list[Entry]:
-        offset = self._ents[0].index
-        if lo <= offset:
-            raise CompactedError
-        if hi > self.last_index() + 1:
-            raise LogInvariantError(f"entries' hi({hi}) is out of bound lastindex")
-        if len(self._ents) == 1:
-            raise UnavailableError
-        return limit_size(self._ents[lo - offset : hi - offset], max_size)
-
-    def term(self, index: int) -> int:
-        offset = self._ents[0].index
-        if index < offset:
-            raise CompactedError
-        if index - offset >= len(self._ents):
-            raise UnavailableError
-        return self._ents[index - offset].term
-
-    def first_index(self) -> int:
-        return self._ents[0].index + 1
-
-    def last_index(self) -> int:
-        return self._ents[0].index + len(self._ents) - 1
-
-    def snapshot(self) -> Snapshot:
-        return self._snapshot
+    # Storage reads: LogReads, over the in-memory copy loaded above.
 
     # ------------------------------------------------------------------ durable writes
     def save(
