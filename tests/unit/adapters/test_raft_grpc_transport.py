@@ -156,10 +156,10 @@ def test_messages_to_a_peer_arrive_complete_and_in_order(pair) -> None:  # type:
 
 def test_a_delivered_snapshot_is_reported_to_the_sender(pair) -> None:  # type: ignore[no-untyped-def]
     a, _b, ca, cb = pair
-    snap_msg = Message(MessageType.SNAP, to=2, from_=1, term=9, snapshot=SNAP)
-    a.send([snap_msg])
+    snapshot_message = Message(MessageType.SNAP, to=2, from_=1, term=9, snapshot=SNAP)
+    a.send([snapshot_message])
     received = cb.messages.get(timeout=WAIT)
-    assert received == snap_msg
+    assert received == snapshot_message
     assert ca.snapshots.get(timeout=WAIT) == (2, True)
 
 
