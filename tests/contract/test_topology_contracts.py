@@ -24,32 +24,10 @@ from gpu_platform.testing.fake_pyzes import FakePyzes
 from gpu_platform.testing.fake_sysfs import two_socket_gpu_host
 from gpu_platform.testing.system import require_shared, require_tool
 from gpu_platform.testing.topology_fakes import StaticFabricDiscovery, StaticTopologyProbe
+from tests.contract._made import Made
 
 MIXED = profile_topology("mixed-vendor", "mixed")
 XMLS = ["nvidiaDGX2.xml", "24em64t-2n6c2t-pci.xml", "16intel64-manyVFs.xml"]
-
-
-class Made:
-    """Every contract fixture is the adapter `make()` builds."""
-
-    def make(self) -> Any:
-        raise NotImplementedError
-
-    @pytest.fixture
-    def discovery(self) -> Any:
-        return self.make()
-
-    @pytest.fixture
-    def telemetry(self) -> Any:
-        return self.make()
-
-    @pytest.fixture
-    def probe(self) -> Any:
-        return self.make()
-
-    @pytest.fixture
-    def fabric_discovery(self) -> Any:
-        return self.make()
 
 
 class FakeTree(Made):

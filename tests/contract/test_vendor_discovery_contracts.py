@@ -19,32 +19,10 @@ from gpu_platform.testing.fake_pynvml import FakePynvml
 from gpu_platform.testing.fake_pyzes import FakePyzes
 from gpu_platform.testing.fake_sysfs import two_socket_gpu_host
 from gpu_platform.testing.system import require_shared
+from tests.contract._made import Made
 
 MIXED = profile_topology("mixed-vendor", "mixed")
 A100 = profile_topology("dgx-a100", "a100")
-
-
-class Made:
-    """Every contract fixture is the adapter `make()` builds."""
-
-    def make(self) -> Any:
-        raise NotImplementedError
-
-    @pytest.fixture
-    def discovery(self) -> Any:
-        return self.make()
-
-    @pytest.fixture
-    def telemetry(self) -> Any:
-        return self.make()
-
-    @pytest.fixture
-    def probe(self) -> Any:
-        return self.make()
-
-    @pytest.fixture
-    def fabric_discovery(self) -> Any:
-        return self.make()
 
 
 class TestNvmlOnFakePynvml(Made, GpuDiscoveryContract, GpuTelemetryContract):
