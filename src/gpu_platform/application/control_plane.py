@@ -26,6 +26,7 @@ too.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from typing import Literal
 
@@ -85,7 +86,13 @@ from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
 from gpu_platform.domain.model.node import Inventory, Node
-from gpu_platform.domain.placement import ClusterView, GangPlacement, GpuRequest, place
+from gpu_platform.domain.placement import (
+    ClusterView,
+    GangPlacement,
+    GpuRequest,
+    Unschedulable,
+    place,
+)
 from gpu_platform.domain.placement.first_fit import Placement
 from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
 from gpu_platform.ports.inbound.admin_service import NodeInfo
@@ -97,6 +104,7 @@ from gpu_platform.ports.outbound.hardware_store import HardwareStore
 from gpu_platform.ports.outbound.health_monitor import FaultInjector
 from gpu_platform.ports.outbound.job_runner import ExitReport, JobRunner, LaunchError, LaunchSpec
 from gpu_platform.ports.outbound.job_store import JobStore
+from gpu_platform.ports.outbound.metrics import NoSchedulerMetrics, SchedulerMetrics
 
 __all__ = ["ControlPlane", "ShutdownPolicy"]
 
@@ -111,7 +119,8 @@ class ControlPlane:
     Optional collaborators: `hardware` persists GPU/node states and the audit log (without it
     they live in memory only); `gpu_reset` resets GPUs (without it a GPU needing a reset goes
     OFFLINE: nothing can reset it); `injector` enables `inject`; `check_heartbeats` makes each
-    scheduling cycle judge node heartbeat ages (only useful when a monitor sends heartbeats).
+    scheduling cycle judge node heartbeat ages (only useful when a monitor sends heartbeats);
+    `scheduler_metrics` hears every placement decision (latency, outcome).
     """
 
     def __init__(
@@ -133,6 +142,7 @@ class ControlPlane:
         fault_policy: FaultPolicy = FaultPolicy(),
         check_heartbeats: bool = False,
         reset_in_background: bool = False,
+        scheduler_metrics: SchedulerMetrics | None = None,
     ) -> None:
         self._inventory = inventory
         self._store = store
@@ -156,6 +166,7 @@ class ControlPlane:
         self._reset_in_background = reset_in_background
         self._resets_inflight: set[str] = set()
         self._memory_audit: list[AuditRecord] = []
+        self._metrics = scheduler_metrics or NoSchedulerMetrics()
         self._state = ClusterState(
             inventory,
             store.load(),
@@ -307,7 +318,7 @@ class ControlPlane:
             for job in self._state.queued(self._now()):
                 if self._stopping.is_set():
                     break
-                result = place(GpuRequest(gpus=job.spec.gpus), view)
+                result = self._place(job, view)
                 if not isinstance(result, GangPlacement):
                     break
                 task = result.tasks[0]
@@ -315,6 +326,15 @@ class ControlPlane:
                 view.bind(task)
                 launched += 1
         return launched
+
+    def _place(self, job: Job, view: ClusterView) -> GangPlacement | Unschedulable:
+        """The engine's decision for `job`, timed and reported to the scheduler metrics."""
+        started = time.perf_counter_ns()
+        result = place(GpuRequest(gpus=job.spec.gpus), view)
+        latency_us = (time.perf_counter_ns() - started) / 1000
+        failure = result if isinstance(result, Unschedulable) else None
+        self._metrics.placement_decided(job.id, latency_us, failure)
+        return result
 
     def _bind_and_launch(self, job: Job, placed: Placement) -> None:
         indices = tuple(g.index for g in placed.gpus)

@@ -27,7 +27,7 @@ from gpu_platform.adapters.outbound.cgroups import (
 )
 from gpu_platform.adapters.outbound.discovery import detect
 from gpu_platform.adapters.outbound.nvml import NvidiaSmiGpuReset, NvmlHealthMonitor
-from gpu_platform.adapters.outbound.observability import StructlogEventPublisher
+from gpu_platform.adapters.outbound.observability import OtelJobTracer, StructlogEventPublisher
 from gpu_platform.adapters.outbound.observability.event_hub import EventHub
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
 from gpu_platform.adapters.outbound.sim import SimulatedHardware
@@ -39,6 +39,7 @@ from gpu_platform.application.usage import UsageService
 from gpu_platform.domain.events import DomainEvent
 from gpu_platform.domain.faults.policy import FaultPolicy, XidClass
 from gpu_platform.domain.model.node import Inventory
+from gpu_platform.domain.placement import Unschedulable
 from gpu_platform.infrastructure.config import ConfigError, Settings
 from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector
 from gpu_platform.infrastructure.metrics import Metrics
@@ -51,8 +52,16 @@ from gpu_platform.ports.outbound.health_monitor import FaultInjector, HealthMoni
 from gpu_platform.ports.outbound.isolation import Isolation
 from gpu_platform.ports.outbound.job_runner import JobRunner
 from gpu_platform.ports.outbound.job_store import JobStore
+from gpu_platform.ports.outbound.metrics import SchedulerMetrics
 
-__all__ = ["Container", "FanoutPublisher", "HealthParts", "fault_policy", "select_health"]
+__all__ = [
+    "Container",
+    "FanoutPublisher",
+    "FanoutSchedulerMetrics",
+    "HealthParts",
+    "fault_policy",
+    "select_health",
+]
 
 
 class FanoutPublisher:
@@ -64,6 +73,19 @@ class FanoutPublisher:
     def publish(self, event: DomainEvent) -> None:
         for subscriber in self._subscribers:
             subscriber.publish(event)
+
+
+class FanoutSchedulerMetrics:
+    """Implements SchedulerMetrics by reporting to every subscriber in order."""
+
+    def __init__(self, *subscribers: SchedulerMetrics) -> None:
+        self._subscribers = subscribers
+
+    def placement_decided(
+        self, job_id: str, latency_us: float, failure: Unschedulable | None
+    ) -> None:
+        for subscriber in self._subscribers:
+            subscriber.placement_decided(job_id, latency_us, failure)
 
 
 def select_discovery(settings: Settings) -> GpuDiscovery:
@@ -200,6 +222,8 @@ def _running_control_plane(
     publisher: EventPublisher,
     hardware: HardwareStore,
     health: HealthParts,
+    metrics: Metrics,
+    tracer: OtelJobTracer,
 ) -> Iterator[ControlPlane]:
     plane = ControlPlane(
         inventory,
@@ -219,7 +243,9 @@ def _running_control_plane(
         fault_policy=fault_policy(settings),
         check_heartbeats=health.heartbeats,
         reset_in_background=True,
+        scheduler_metrics=FanoutSchedulerMetrics(metrics.scheduler, tracer),
     )
+    metrics.scheduler.watch_jobs(plane.get, clock.now)  # before start: recovery moves jobs
     plane.start()
     yield plane
     plane.shutdown()
@@ -250,18 +276,32 @@ def _rest_app(
     if isinstance(discovery, GpuTelemetry):
         metrics.watch_gpus(DcgmCollector(discovery.snapshot, lambda: plane))
     return create_app(
-        plane, admin=plane, metrics=metrics.render, tracer_provider=tracer, usage=usage
+        plane,
+        admin=plane,
+        metrics=metrics.render,
+        tracer_provider=tracer,
+        usage=usage,
+        api_metrics=metrics.api,
     )
 
 
 def _grpc_server(
-    settings: Settings, plane: ControlPlane, events: EventHub, tracer: TracerProvider
+    settings: Settings,
+    plane: ControlPlane,
+    events: EventHub,
+    tracer: TracerProvider,
+    metrics: Metrics,
 ) -> Iterator[GrpcServer | None]:
     if settings.grpc_port < 0:
         yield None
         return
     server = GrpcServer(
-        plane, settings.host, settings.grpc_port, events=events, tracer_provider=tracer
+        plane,
+        settings.host,
+        settings.grpc_port,
+        events=events,
+        tracer_provider=tracer,
+        api_metrics=metrics.api,
     )
     server.start()
     yield server
@@ -271,10 +311,12 @@ def _grpc_server(
 class Observability(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=Settings)
     metrics = providers.Singleton(Metrics)
-    log_events = providers.Singleton(StructlogEventPublisher)
-    event_hub = providers.Singleton(EventHub)
-    publisher = providers.Singleton(FanoutPublisher, log_events, metrics, event_hub)
     tracer_provider = providers.Singleton(configure_tracing, settings.provided.otlp_endpoint)
+    job_tracer = providers.Singleton(OtelJobTracer, tracer_provider)
+    log_events = providers.Singleton(StructlogEventPublisher, job_tracer.provided.trace_id)
+    event_hub = providers.Singleton(EventHub)
+    # the tracer first: the log line of an event then carries the job's trace id
+    publisher = providers.Singleton(FanoutPublisher, job_tracer, log_events, metrics, event_hub)
 
 
 class Adapters(containers.DeclarativeContainer):
@@ -305,6 +347,8 @@ class Container(containers.DeclarativeContainer):
         observability.publisher,
         adapters.hardware,
         adapters.health_parts,
+        observability.metrics,
+        observability.job_tracer,
     )
     health = providers.Resource(_running_health, control_plane, adapters.health_parts)
     usage = providers.Singleton(UsageService, control_plane, adapters.clock)
@@ -314,6 +358,7 @@ class Container(containers.DeclarativeContainer):
         control_plane,
         observability.event_hub,
         observability.tracer_provider,
+        observability.metrics,
     )
     rest_app = providers.Singleton(
         _rest_app,

@@ -10,6 +10,7 @@ goes away or its deadline passes.
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any, Protocol, TypeVar
@@ -19,6 +20,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.trace import TracerProvider
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gpu_platform.adapters.inbound.grpc.convert import (
     gpu_to_pb,
@@ -31,6 +33,7 @@ from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_gr
 from gpu_platform.domain.errors import Conflict, DomainError, InvalidRequest, NotFound
 from gpu_platform.domain.events import DomainEvent
 from gpu_platform.ports.inbound.job_service import JobService
+from gpu_platform.ports.outbound.metrics import ApiMetrics
 
 __all__ = ["EventSource", "GrpcServer"]
 
@@ -132,7 +135,8 @@ class ClusterServicer(pb_grpc.ClusterServiceServicer):
 
 class _TracingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
     """One OpenTelemetry span per unary RPC, named after its method
-    (e.g. /gpu_platform.v1.JobService/GetJob)."""
+    (e.g. /gpu_platform.v1.JobService/GetJob); a `traceparent` in the call's metadata makes it
+    a child of the caller's span."""
 
     def __init__(self, tracer_provider: TracerProvider) -> None:
         self._tracer = tracer_provider.get_tracer("gpu_platform.grpc")
@@ -149,13 +153,49 @@ class _TracingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         inner = handler.unary_unary
 
         def traced(request: Any, context: grpc.ServicerContext) -> Any:
-            with self._tracer.start_as_current_span(method) as span:
+            parent = TraceContextTextMapPropagator().extract(dict(context.invocation_metadata()))
+            with self._tracer.start_as_current_span(method, context=parent) as span:
                 span.set_attribute("rpc.system", "grpc")
                 span.set_attribute("rpc.method", method)
                 return inner(request, context)
 
         return grpc.unary_unary_rpc_method_handler(
             traced,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+class _MetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+    """Reports each unary RPC's latency and status code to ApiMetrics."""
+
+    def __init__(self, metrics: ApiMetrics) -> None:
+        self._metrics = metrics
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler  # streams (WatchJobs) last as long as the client wants
+        method = handler_call_details.method
+        inner = handler.unary_unary
+
+        def measured(request: Any, context: grpc.ServicerContext) -> Any:
+            started, failed = time.perf_counter(), True
+            try:
+                response = inner(request, context)
+                failed = False
+                return response
+            finally:
+                code = context.code() or (grpc.StatusCode.UNKNOWN if failed else grpc.StatusCode.OK)
+                name = code.name if isinstance(code, grpc.StatusCode) else str(code)
+                self._metrics.grpc_call(method, name, time.perf_counter() - started)
+
+        return grpc.unary_unary_rpc_method_handler(
+            measured,
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
@@ -172,8 +212,13 @@ class GrpcServer:
         events: EventSource | None = None,
         max_workers: int = 32,
         tracer_provider: TracerProvider | None = None,
+        api_metrics: ApiMetrics | None = None,
     ) -> None:
-        interceptors = [_TracingInterceptor(tracer_provider)] if tracer_provider else []
+        interceptors: list[grpc.ServerInterceptor] = []
+        if api_metrics is not None:  # outermost: the latency includes tracing
+            interceptors.append(_MetricsInterceptor(api_metrics))
+        if tracer_provider is not None:
+            interceptors.append(_TracingInterceptor(tracer_provider))
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers), interceptors=interceptors
         )

@@ -3,12 +3,15 @@
 Errors: 422 for bad input (malformed body, or a request that can never be satisfied — `detail`
 names the field, FastAPI's shape), 404 for unknown ids, 409 for conflicts (cancelling an ended
 job; an operator action the state tables refuse). Admin routes: `rest.admin`. Every request
-runs in an OpenTelemetry span when a tracer provider is given.
+runs in an OpenTelemetry span when a tracer provider is given (continuing the caller's trace
+when the request carries a W3C `traceparent` header), and its latency is reported by route
+template when `api_metrics` is given.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -16,6 +19,9 @@ from fastapi import FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from opentelemetry.trace import TracerProvider
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from starlette.routing import Match
+from starlette.types import Scope
 
 from gpu_platform import __version__
 from gpu_platform.adapters.inbound.rest.admin import admin_router
@@ -33,6 +39,7 @@ from gpu_platform.domain.model.job import JobState
 from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
 from gpu_platform.ports.inbound.usage import UsageQueries
+from gpu_platform.ports.outbound.metrics import ApiMetrics
 
 __all__ = ["FOLLOW_POLL_S", "create_app"]
 
@@ -59,6 +66,18 @@ def _install_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": str(exc)}, status_code=409)
 
 
+def _route_template(app: FastAPI, scope: Scope) -> str:
+    """The template of the route `scope` went to (`/v1/jobs/{job_id}`), or "unmatched"."""
+    partial = None
+    for route in app.router.routes:
+        match, _ = route.matches(scope)
+        if match is Match.FULL:
+            return str(getattr(route, "path", "unmatched"))
+        if match is Match.PARTIAL and partial is None:  # path matched, method did not (405)
+            partial = str(getattr(route, "path", "unmatched"))
+    return partial or "unmatched"
+
+
 def create_app(
     service: JobService,
     *,
@@ -66,6 +85,7 @@ def create_app(
     metrics: Callable[[], tuple[bytes, str]] | None = None,
     tracer_provider: TracerProvider | None = None,
     usage: UsageQueries | None = None,
+    api_metrics: ApiMetrics | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="gpu-platform",
@@ -82,12 +102,30 @@ def create_app(
         async def _trace(
             request: Request, call_next: Callable[[Request], Awaitable[Response]]
         ) -> Response:
-            with tracer.start_as_current_span(f"{request.method} {request.url.path}") as span:
+            parent = TraceContextTextMapPropagator().extract(request.headers)
+            name = f"{request.method} {request.url.path}"
+            with tracer.start_as_current_span(name, context=parent) as span:
                 span.set_attribute("http.request.method", request.method)
                 span.set_attribute("url.path", request.url.path)
                 response = await call_next(request)
                 span.set_attribute("http.response.status_code", response.status_code)
                 return response
+
+    if api_metrics is not None:
+        observe = api_metrics
+
+        @app.middleware("http")
+        async def _measure(
+            request: Request, call_next: Callable[[Request], Awaitable[Response]]
+        ) -> Response:
+            started, status = time.perf_counter(), 500
+            try:
+                response = await call_next(request)
+                status = response.status_code
+                return response
+            finally:  # streamed bodies: the time to the response headers
+                route = _route_template(app, request.scope)
+                observe.http_request(request.method, route, status, time.perf_counter() - started)
 
     @app.post("/v1/jobs", status_code=201, response_model=JobOut)
     async def submit(body: JobSubmit) -> JobOut:
