@@ -20,8 +20,6 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from opentelemetry.trace import TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from starlette.routing import Match
-from starlette.types import Scope
 
 from gpu_platform import __version__
 from gpu_platform.adapters.inbound.rest.admin import admin_router
@@ -64,18 +62,6 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(IllegalTransition)
     async def _illegal(_: Request, exc: IllegalTransition) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)
-
-
-def _route_template(app: FastAPI, scope: Scope) -> str:
-    """The template of the route `scope` went to (`/v1/jobs/{job_id}`), or "unmatched"."""
-    partial = None
-    for route in app.router.routes:
-        match, _ = route.matches(scope)
-        if match is Match.FULL:
-            return str(getattr(route, "path", "unmatched"))
-        if match is Match.PARTIAL and partial is None:  # path matched, method did not (405)
-            partial = str(getattr(route, "path", "unmatched"))
-    return partial or "unmatched"
 
 
 def create_app(
@@ -124,7 +110,8 @@ def create_app(
                 status = response.status_code
                 return response
             finally:  # streamed bodies: the time to the response headers
-                route = _route_template(app, request.scope)
+                # the template of the route the router chose (it sets scope["route"])
+                route = getattr(request.scope.get("route"), "path", None) or "unmatched"
                 observe.http_request(request.method, route, status, time.perf_counter() - started)
 
     @app.post("/v1/jobs", status_code=201, response_model=JobOut)
