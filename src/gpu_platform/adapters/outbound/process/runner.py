@@ -298,6 +298,7 @@ class ProcessJobRunner:
             "attempt started",
             job_id=spec.job_id,
             epoch=spec.epoch,
+            gpus=list(spec.gpu_indices),
             pid=proc.pid,
             isolation=self.isolation.name,
             log=str(path),
