@@ -139,7 +139,8 @@ def _gpus_of(job: dict[str, Any]) -> str:
     a = job.get("allocation")
     if not a:
         return "-"
-    return f"{a['node']}:{','.join(str(i) for i in a['gpu_indices'])}"
+    tasks = a.get("tasks") or [a]
+    return " ".join(f"{t['node']}:{','.join(str(i) for i in t['gpu_indices'])}" for t in tasks)
 
 
 def build_cli(hooks: CliHooks) -> typer.Typer:
@@ -178,7 +179,10 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     @app.command(context_settings={"allow_interspersed_args": False})
     def submit(
         command: Annotated[list[str], typer.Argument(help="The program and its arguments.")],
-        gpus: Annotated[int, typer.Option(help="Whole GPUs on one node.")] = 0,
+        gpus: Annotated[int, typer.Option(help="Whole GPUs on one node (per task).")] = 0,
+        tasks: Annotated[
+            int, typer.Option(help="Tasks of a gang: all start together (RANK, WORLD_SIZE...).")
+        ] = 1,
         name: Annotated[str, typer.Option(help="A name for humans.")] = "",
         env: Annotated[
             list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE, repeatable.")
@@ -212,6 +216,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         body: dict[str, Any] = {
             "command": command,
             "gpus": gpus,
+            "tasks": tasks,
             "name": name,
             "env": env_map,
             "priority": priority,
@@ -268,10 +273,14 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             ("State", j["state"]),
             ("Reason", j["reason"] or "-"),
             ("Command", " ".join(j["command"])),
-            ("GPUs requested", str(j["gpus"])),
+            (
+                "GPUs requested",
+                str(j["gpus"]) + (f" x {j['tasks']} tasks" if j["tasks"] > 1 else ""),
+            ),
             ("Memory cap", "-" if j["memory_bytes"] is None else f"{j['memory_bytes']} bytes"),
             ("Time limit", "-" if j["time_limit_s"] is None else f"{j['time_limit_s']:g}s"),
             ("User", j["user"] or "-"),
+            ("Tasks", _gpus_of(j) if a and len(a["tasks"]) > 1 else "-"),
             ("Node", a["node"] if a else "-"),
             ("GPU indices", ",".join(map(str, a["gpu_indices"])) if a else "-"),
             ("GPU UUIDs", ",".join(a["gpu_uuids"]) if a else "-"),
@@ -309,10 +318,11 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         follow: Annotated[
             bool, typer.Option("--follow", "-f", help="Keep printing until the attempt ends.")
         ] = False,
+        rank: Annotated[int, typer.Option(help="Which task of a gang (default: rank 0).")] = 0,
         server: ServerOpt = DEFAULT_SERVER,
     ) -> None:
         """Print a job's output (combined stdout and stderr)."""
-        params: dict[str, Any] = {"tail_bytes": 16 << 20}
+        params: dict[str, Any] = {"tail_bytes": 16 << 20, "rank": rank}
         if attempt is not None:
             params["attempt"] = attempt
         client = ApiClient(server, timeout=None if follow else 30.0)
