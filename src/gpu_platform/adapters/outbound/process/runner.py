@@ -38,7 +38,12 @@ import structlog
 from gpu_platform.adapters.outbound.cgroups.devices import gpu_device_rules
 from gpu_platform.adapters.outbound.cgroups.noop import NoopIsolation
 from gpu_platform.domain.allocation.mps import mps_environment
-from gpu_platform.ports.outbound.isolation import Isolation, IsolationError, IsolationSpec
+from gpu_platform.ports.outbound.isolation import (
+    Isolation,
+    IsolationError,
+    IsolationSpec,
+    WrapsCommand,
+)
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
 
 __all__ = ["ProcessJobRunner", "visibility_env"]
@@ -288,11 +293,15 @@ class ProcessJobRunner:
         shim = [sys.executable, "-I", "-S", _SHIM, str(os.getpid())]
         for join in joins:
             shim += ["--join", join]
-        if account is not None:
+        wrapper: tuple[str, ...] = ()
+        if isinstance(self.isolation, WrapsCommand):  # e.g. systemd-run --scope: it drops to
+            uid, gid = (account.pw_uid, account.pw_gid) if account else (None, None)  # the user
+            wrapper = self.isolation.command_prefix(self.isolation_spec(spec).name, uid, gid)
+        elif account is not None:
             shim += ["--user", f"{account.pw_uid}:{account.pw_gid}"]
         try:
             proc = subprocess.Popen(
-                [*shim, "--", *spec.argv],
+                [*shim, "--", *wrapper, *spec.argv],
                 env=env,
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
@@ -310,7 +319,7 @@ class ProcessJobRunner:
             name=f"log-{spec.job_id}",
             daemon=True,
         )
-        attempt = _Attempt(spec, proc, pump, cgroups=bool(joins))
+        attempt = _Attempt(spec, proc, pump, cgroups=bool(joins or wrapper))
         attempt.waiter = threading.Thread(
             target=self._wait, args=(attempt, on_exit), name=f"wait-{spec.job_id}", daemon=True
         )
