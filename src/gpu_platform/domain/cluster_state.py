@@ -355,6 +355,9 @@ class ClusterState(FaultHandlers):
                     f"a gang of {spec.tasks} tasks x {spec.gpus} GPUs needs more room than the "
                     f"whole cluster has ({slots} such tasks); it could never be placed",
                 )
+        unknown = [d for d in spec.depends_on if d not in self._jobs]
+        if unknown:
+            raise InvalidRequest("depends_on", f"no such job: {', '.join(unknown)}")
         job = Job(cmd.job_id, spec, JobState.PENDING, cmd.now, seq=self.next_seq)
         job, _ = transition(job, JobInput.ACCEPT, cmd.now, reason="admitted")
         self.next_seq += 1

@@ -50,7 +50,12 @@ class JobSpec:
     Restart policy: an attempt stopped by a fault (a failed GPU or node) is re-queued while the
     job has started fewer than `max_attempts` attempts, waiting `retry_backoff_s *
     2**(attempt-1)` seconds (capped by the fault policy); after that the job ends FAILED with
-    the fault as its reason."""
+    the fault as its reason.
+
+    Scheduling: `priority` orders the queue (higher first; aging raises it while the job
+    waits); `preemptible` jobs may be stopped and re-queued to make room for higher-priority
+    work or for a tenant reclaiming its quota; `depends_on` names jobs that must have
+    COMPLETED before this one may start."""
 
     command: tuple[str, ...]
     gpus: int = 0
@@ -65,6 +70,8 @@ class JobSpec:
     max_attempts: int = 3
     retry_backoff_s: float = 0.0
     tasks: int = 1
+    preemptible: bool = True
+    depends_on: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 1 <= self.tasks <= MAX_TASKS:

@@ -187,7 +187,17 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         env: Annotated[
             list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE, repeatable.")
         ] = None,
-        priority: Annotated[int, typer.Option()] = 0,
+        priority: Annotated[int, typer.Option(help="Higher runs first.")] = 0,
+        preemptible: Annotated[
+            bool,
+            typer.Option(
+                "--preemptible/--no-preemptible", help="May be re-queued for higher priority."
+            ),
+        ] = True,
+        after: Annotated[
+            list[str] | None,
+            typer.Option("--after", help="Start only after this job COMPLETED (repeatable)."),
+        ] = None,
         tenant: Annotated[str, typer.Option()] = "default",
         cwd: Annotated[str | None, typer.Option(help="Working directory on the node.")] = None,
         memory: Annotated[
@@ -217,6 +227,8 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             "command": command,
             "gpus": gpus,
             "tasks": tasks,
+            "preemptible": preemptible,
+            "depends_on": after or [],
             "name": name,
             "env": env_map,
             "priority": priority,

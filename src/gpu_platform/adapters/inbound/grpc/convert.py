@@ -22,6 +22,8 @@ def spec_from_pb(req: pb.SubmitJobRequest) -> JobSpec:
         time_limit_s=req.time_limit_s if req.HasField("time_limit_s") else None,
         user=req.user if req.HasField("user") else None,
         tasks=req.tasks or 1,
+        preemptible=req.preemptible if req.HasField("preemptible") else True,
+        depends_on=tuple(req.depends_on),
     )
 
 
@@ -33,6 +35,8 @@ def job_to_pb(job: Job) -> pb.Job:
         command=list(job.spec.command),
         gpus=job.spec.gpus,
         tasks=job.spec.tasks,
+        preemptible=job.spec.preemptible,
+        depends_on=list(job.spec.depends_on),
         tenant=job.spec.tenant,
         priority=job.spec.priority,
         attempt=job.attempt,

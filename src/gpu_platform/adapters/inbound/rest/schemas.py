@@ -55,6 +55,12 @@ class JobSubmit(BaseModel):
     tasks: int = Field(
         1, ge=1, le=MAX_TASKS, description="tasks of a gang (all start together or none)"
     )
+    preemptible: bool = Field(
+        True, description="may be stopped and re-queued for higher-priority work"
+    )
+    depends_on: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
+        default_factory=list, max_length=64, description="jobs that must COMPLETE first"
+    )
     name: str = Field("", max_length=128)
     tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     priority: int = Field(0, ge=-1000, le=1000)
@@ -94,6 +100,8 @@ class JobSubmit(BaseModel):
             max_attempts=self.max_attempts,
             retry_backoff_s=self.retry_backoff_s,
             tasks=self.tasks,
+            preemptible=self.preemptible,
+            depends_on=tuple(self.depends_on),
         )
 
 
@@ -128,6 +136,8 @@ class JobOut(BaseModel):
     command: list[str]
     gpus: int
     tasks: int
+    preemptible: bool
+    depends_on: list[str]
     memory_bytes: int | None
     time_limit_s: float | None
     user: str | None
@@ -155,6 +165,8 @@ class JobOut(BaseModel):
             command=list(job.spec.command),
             gpus=job.spec.gpus,
             tasks=job.spec.tasks,
+            preemptible=job.spec.preemptible,
+            depends_on=list(job.spec.depends_on),
             memory_bytes=job.spec.memory_bytes,
             time_limit_s=job.spec.time_limit_s,
             user=job.spec.user,

@@ -42,6 +42,8 @@ def job_to_dict(job: Job) -> dict[str, Any]:
             "max_attempts": spec.max_attempts,
             "retry_backoff_s": spec.retry_backoff_s,
             "tasks": spec.tasks,
+            "preemptible": spec.preemptible,
+            "depends_on": list(spec.depends_on),
         },
         "allocation": None
         if alloc is None
@@ -81,6 +83,8 @@ def job_from_dict(data: dict[str, Any]) -> Job:
             max_attempts=s.get("max_attempts", 3),
             retry_backoff_s=s.get("retry_backoff_s", 0.0),
             tasks=s.get("tasks", 1),
+            preemptible=s.get("preemptible", True),
+            depends_on=tuple(s.get("depends_on", ())),
         ),
         state=JobState(data["state"]),
         submitted_at=data["submitted_at"],
