@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpu_platform.adapters.inbound.cli.admin import DEFAULT_SERVER, ServerOpt, register_admin
@@ -409,7 +410,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             )
             text = hooks.simulate(options)
         except Exception as exc:  # the hook's errors are one-line reasons by contract
-            raise _fail(str(exc)) from None
+            raise _fail(escape(str(exc))) from None  # escape: "[sim]" is not rich markup
         sys.stdout.write(text)
 
     @app.command()

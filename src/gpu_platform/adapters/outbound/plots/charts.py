@@ -70,9 +70,8 @@ def require_matplotlib() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise PlotsUnavailable(
-            f"plots need matplotlib, which is not installed ({exc.name or exc}): {INSTALL_HINT}"
-        ) from None
+        why = "is not installed" if exc.name == "matplotlib" else f"cannot be imported ({exc})"
+        raise PlotsUnavailable(f"plots need matplotlib, which {why}: {INSTALL_HINT}") from None
     return plt
 
 
