@@ -125,12 +125,16 @@ def test_plots_need_no_published_results(inputs: tuple[Path, Path], tmp_path: Pa
     assert_png(out / UNALLOCATED_PNG)
 
 
-def test_an_expected_folder_without_the_means_file_is_refused(
+def test_an_expected_folder_without_the_means_file_is_refused_before_any_run(
     inputs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     nodes, pods = inputs
+    out = tmp_path / "out"
     with pytest.raises(ValueError, match=r"DERIVED_summary_by_workload_policy\.csv"):
-        simulate_command(options(nodes, pods, tmp_path / "out", expected=tmp_path))
+        simulate_command(options(nodes, pods, out, expected=tmp_path))
+    with pytest.raises(ValueError, match="no such file or folder"):
+        simulate_command(options(nodes, pods, out, expected=tmp_path / "nosuch.csv"))
+    assert not out.exists()
 
 
 def recording_bar(

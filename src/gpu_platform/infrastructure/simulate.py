@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from gpu_platform.adapters.inbound.cli import SimulateOptions
+from gpu_platform.adapters.outbound.plots import require_matplotlib, write_fgd_plots
 from gpu_platform.adapters.outbound.traces import read_nodes, read_tasks
 from gpu_platform.application.simulation import published_curves, published_means, run_protocol
 from gpu_platform.domain.placement.fragmentation import TaskShape
@@ -46,9 +47,8 @@ def simulate_command(options: SimulateOptions) -> str:
     if not sum(n.gpus for n in nodes):
         raise ValueError(f"{options.cluster}: the cluster has no GPUs")
 
+    means_csv, curves_csv = _expected_files(options.expected)
     if options.plots:
-        from gpu_platform.adapters.outbound.plots import require_matplotlib
-
         require_matplotlib()  # fail before the runs, not after
     total = len(options.policies) * len(options.seeds)
     with progress_bar(total, "simulate", enabled=not options.quiet) as advance:
@@ -78,7 +78,6 @@ def simulate_command(options: SimulateOptions) -> str:
         for r in run.results:
             writer.writerow([r.policy, r.seed, *r.curve])
     published: dict[str, dict[str, float]] = {}
-    means_csv, curves_csv = _expected_files(options.expected)
     if means_csv is not None:
         with means_csv.open(newline="") as fh:
             published = published_means(csv.DictReader(fh), options.trace.stem)
@@ -157,8 +156,6 @@ def _plots(
     published: dict[str, dict[str, float]],
     curves_csv: Path | None,
 ) -> list[Path]:
-    from gpu_platform.adapters.outbound.plots import write_fgd_plots
-
     curves: dict[str, list[tuple[float, ...]]] = {}
     if curves_csv is not None:
         with curves_csv.open(newline="") as fh:
