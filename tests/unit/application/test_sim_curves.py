@@ -74,3 +74,13 @@ def test_the_real_published_curves_agree_with_the_published_means() -> None:
             assert band.mean[130] == pytest.approx(means[policy]["alloc_pct_at_130"], abs=0.006)
             assert band.mean[100] == pytest.approx(means[policy]["alloc_pct_at_100"], abs=0.006)
             assert all(0 <= v <= 100 for v in band.high)
+
+
+def test_the_published_fragmentation_curves_read_the_same_way() -> None:
+    """The upstream fragmentation file has the same layout without `total_gpus`."""
+    base = require_shared(*EXPECTED)
+    with (base / "analysis_frag_discrete.csv").open(newline="") as fh:
+        curves = published_curves(csv.DictReader(fh), "openb_pod_list_default")
+    assert len(curves["fgd"]) == 10 and all(len(c) == 131 for c in curves["fgd"])
+    # FGD keeps less of the cluster fragmented than Random once it fills up
+    assert curve_band(curves["fgd"]).mean[90] < curve_band(curves["random"]).mean[90]
