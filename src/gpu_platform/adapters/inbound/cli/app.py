@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpu_platform.adapters.inbound.cli.admin import DEFAULT_SERVER, ServerOpt, register_admin
@@ -44,7 +45,8 @@ class ServeOptions:
 @dataclass(frozen=True)
 class SimulateOptions:
     """`gpu-platform simulate`: protocol, openb node list, pod list, policies, seeds, output
-    directory, demand inflation (1.3 = 130 %), worker processes, published means CSV."""
+    directory, demand inflation (1.3 = 130 %), worker processes, published means CSV (or the
+    expected-results folder), PNG plots, no progress bar."""
 
     protocol: str
     cluster: Path
@@ -55,6 +57,8 @@ class SimulateOptions:
     tune: float = 1.3
     workers: int = 1
     expected: Path | None = None
+    plots: bool = False
+    quiet: bool = False
 
 
 @dataclass(frozen=True)
@@ -390,8 +394,23 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         tune: Annotated[float, typer.Option(help="Inflate demand to this x capacity.")] = 1.3,
         workers: Annotated[int, typer.Option(help="Worker processes.")] = 1,
         expected: Annotated[
-            Path | None, typer.Option(help="Published means CSV to print beside ours.")
+            Path | None,
+            typer.Option(
+                help="Published means CSV to print beside ours, or the expected-results "
+                "folder (its per-seed curves are drawn under --plots)."
+            ),
         ] = None,
+        plots: Annotated[
+            bool,
+            typer.Option(
+                "--plots",
+                help="Also write PNG plots to OUT (needs matplotlib: "
+                "pip install 'gpu-platform[sim]').",
+            ),
+        ] = False,
+        quiet: Annotated[
+            bool, typer.Option("--quiet", help="No progress bar (it shows only on a terminal).")
+        ] = False,
     ) -> None:
         """Trace-driven placement simulation (FGD protocol, USENIX ATC '23): allocation ratio
         per policy, means over seeds, written to OUT/summary.json."""
@@ -408,10 +427,12 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 tune=tune,
                 workers=max(1, workers),
                 expected=expected,
+                plots=plots,
+                quiet=quiet,
             )
             text = hooks.simulate(options)
         except Exception as exc:  # the hook's errors are one-line reasons by contract
-            raise _fail(str(exc)) from None
+            raise _fail(escape(str(exc))) from None  # escape: "[sim]" is not rich markup
         sys.stdout.write(text)
 
     @app.command()
