@@ -20,6 +20,8 @@ def query(port: int, expr: str) -> list[dict[str, Any]]:
         r = httpx.get(f"http://127.0.0.1:{port}/api/v1/query", params={"query": expr}, timeout=5)
     except httpx.HTTPError:
         return []
+    if r.status_code != 200:  # 503 "Service Unavailable" while Prometheus is starting up
+        return []
     data = r.json()
     return data["data"]["result"] if data.get("status") == "success" else []
 

@@ -80,7 +80,7 @@ class Settings(BaseSettings):
         description="What a graceful shutdown does to running jobs: requeue (they run again "
         "on the next start) or fail (they end FAILED).",
     )
-    isolation: Literal["auto", "cgroup-v1", "cgroup-v2", "none"] = Field(
+    isolation: Literal["auto", "systemd", "cgroup-v1", "cgroup-v2", "none"] = Field(
         "auto",
         description="Job confinement: auto (cgroup v2 if usable, else v1, else none, logged), "
         "cgroup-v1, cgroup-v2, or none.",

@@ -23,6 +23,7 @@ from gpu_platform.adapters.inbound.rest import create_app
 from gpu_platform.adapters.outbound.cgroups import (
     CgroupV1Isolation,
     CgroupV2Isolation,
+    SystemdScopeIsolation,
     detect_isolation,
 )
 from gpu_platform.adapters.outbound.discovery import detect
@@ -190,7 +191,7 @@ def fault_policy(settings: Settings) -> FaultPolicy:
 
 def _isolation(settings: Settings) -> Isolation:
     isolation = detect_isolation(settings.isolation)
-    if isinstance(isolation, CgroupV1Isolation | CgroupV2Isolation):
+    if isinstance(isolation, CgroupV1Isolation | CgroupV2Isolation | SystemdScopeIsolation):
         # One cgroup subtree per data directory, so two servers never sweep each other's jobs.
         instance = hashlib.sha256(str(settings.data_dir.resolve()).encode()).hexdigest()[:12]
         isolation.use_prefix(f"gpu-platform/{instance}")

@@ -208,3 +208,15 @@ def test_job_event_lines_carry_the_jobs_trace_id_off_the_request_thread() -> Non
         ("JobSubmitted", expected),
         ("JobStarted", expected),
     ]
+
+
+def test_a_gang_is_one_trace_with_one_bind_for_all_its_tasks(rig: Rig) -> None:
+    body = {"command": ["fake-exit", "0"], "gpus": 2, "tasks": 2}
+    job_id = rig.client.post("/v1/jobs", json=body).json()["id"]
+    rig.wait(lambda: rig.state(job_id) == "RUNNING")
+    rig.runner.deliver()
+    rig.wait(lambda: rig.state(job_id) == "COMPLETED")
+    _, steps = tree(rig.spans, job_id)
+    assert [s.name for s in steps] == STEPS[1:]
+    bind = next(s for s in steps if s.name == "job.bind").attributes or {}
+    assert bind["gpu_platform.tasks"] == 2

@@ -50,12 +50,17 @@ class JobService(Protocol):
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> Job: ...
 
-    def logs(self, job_id: str, attempt: int | None = None, tail_bytes: int = 65536) -> str: ...
+    def logs(
+        self, job_id: str, attempt: int | None = None, tail_bytes: int = 65536, rank: int = 0
+    ) -> str:
+        """The tail of task `rank`'s log of `attempt` (default: the latest)."""
+        ...
 
     def log_from(
-        self, job_id: str, attempt: int, offset: int, max_bytes: int = 65536
+        self, job_id: str, attempt: int, offset: int, max_bytes: int = 65536, rank: int = 0
     ) -> tuple[bytes, bool]:
-        """Log bytes of `attempt` from `offset`, and whether that attempt may still write."""
+        """Log bytes of task `rank` of `attempt` from `offset`, and whether that attempt may
+        still write."""
         ...
 
     def gpus(self) -> list[GpuInfo]: ...

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gpu_platform.adapters.inbound.cli.admin import DEFAULT_SERVER, ServerOpt, register_admin
@@ -44,7 +45,8 @@ class ServeOptions:
 @dataclass(frozen=True)
 class SimulateOptions:
     """`gpu-platform simulate`: protocol, openb node list, pod list, policies, seeds, output
-    directory, demand inflation (1.3 = 130 %), worker processes, published means CSV."""
+    directory, demand inflation (1.3 = 130 %), worker processes, published means CSV (or the
+    expected-results folder), PNG plots, no progress bar."""
 
     protocol: str
     cluster: Path
@@ -55,6 +57,8 @@ class SimulateOptions:
     tune: float = 1.3
     workers: int = 1
     expected: Path | None = None
+    plots: bool = False
+    quiet: bool = False
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,8 @@ def _gpus_of(job: dict[str, Any]) -> str:
     a = job.get("allocation")
     if not a:
         return "-"
-    return f"{a['node']}:{','.join(str(i) for i in a['gpu_indices'])}"
+    tasks = a.get("tasks") or [a]
+    return " ".join(f"{t['node']}:{','.join(str(i) for i in t['gpu_indices'])}" for t in tasks)
 
 
 def build_cli(hooks: CliHooks) -> typer.Typer:
@@ -178,12 +183,25 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     @app.command(context_settings={"allow_interspersed_args": False})
     def submit(
         command: Annotated[list[str], typer.Argument(help="The program and its arguments.")],
-        gpus: Annotated[int, typer.Option(help="Whole GPUs on one node.")] = 0,
+        gpus: Annotated[int, typer.Option(help="Whole GPUs on one node (per task).")] = 0,
+        tasks: Annotated[
+            int, typer.Option(help="Tasks of a gang: all start together (RANK, WORLD_SIZE...).")
+        ] = 1,
         name: Annotated[str, typer.Option(help="A name for humans.")] = "",
         env: Annotated[
             list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE, repeatable.")
         ] = None,
-        priority: Annotated[int, typer.Option()] = 0,
+        priority: Annotated[int, typer.Option(help="Higher runs first.")] = 0,
+        preemptible: Annotated[
+            bool,
+            typer.Option(
+                "--preemptible/--no-preemptible", help="May be re-queued for higher priority."
+            ),
+        ] = True,
+        after: Annotated[
+            list[str] | None,
+            typer.Option("--after", help="Start only after this job COMPLETED (repeatable)."),
+        ] = None,
         tenant: Annotated[str, typer.Option()] = "default",
         cwd: Annotated[str | None, typer.Option(help="Working directory on the node.")] = None,
         memory: Annotated[
@@ -212,6 +230,9 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         body: dict[str, Any] = {
             "command": command,
             "gpus": gpus,
+            "tasks": tasks,
+            "preemptible": preemptible,
+            "depends_on": after or [],
             "name": name,
             "env": env_map,
             "priority": priority,
@@ -268,10 +289,14 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             ("State", j["state"]),
             ("Reason", j["reason"] or "-"),
             ("Command", " ".join(j["command"])),
-            ("GPUs requested", str(j["gpus"])),
+            (
+                "GPUs requested",
+                str(j["gpus"]) + (f" x {j['tasks']} tasks" if j["tasks"] > 1 else ""),
+            ),
             ("Memory cap", "-" if j["memory_bytes"] is None else f"{j['memory_bytes']} bytes"),
             ("Time limit", "-" if j["time_limit_s"] is None else f"{j['time_limit_s']:g}s"),
             ("User", j["user"] or "-"),
+            ("Tasks", _gpus_of(j) if a and len(a["tasks"]) > 1 else "-"),
             ("Node", a["node"] if a else "-"),
             ("GPU indices", ",".join(map(str, a["gpu_indices"])) if a else "-"),
             ("GPU UUIDs", ",".join(a["gpu_uuids"]) if a else "-"),
@@ -309,10 +334,11 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         follow: Annotated[
             bool, typer.Option("--follow", "-f", help="Keep printing until the attempt ends.")
         ] = False,
+        rank: Annotated[int, typer.Option(help="Which task of a gang (default: rank 0).")] = 0,
         server: ServerOpt = DEFAULT_SERVER,
     ) -> None:
         """Print a job's output (combined stdout and stderr)."""
-        params: dict[str, Any] = {"tail_bytes": 16 << 20}
+        params: dict[str, Any] = {"tail_bytes": 16 << 20, "rank": rank}
         if attempt is not None:
             params["attempt"] = attempt
         client = ApiClient(server, timeout=None if follow else 30.0)
@@ -368,8 +394,23 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         tune: Annotated[float, typer.Option(help="Inflate demand to this x capacity.")] = 1.3,
         workers: Annotated[int, typer.Option(help="Worker processes.")] = 1,
         expected: Annotated[
-            Path | None, typer.Option(help="Published means CSV to print beside ours.")
+            Path | None,
+            typer.Option(
+                help="Published means CSV to print beside ours, or the expected-results "
+                "folder (its per-seed curves are drawn under --plots)."
+            ),
         ] = None,
+        plots: Annotated[
+            bool,
+            typer.Option(
+                "--plots",
+                help="Also write PNG plots to OUT (needs matplotlib: "
+                "pip install 'gpu-platform[sim]').",
+            ),
+        ] = False,
+        quiet: Annotated[
+            bool, typer.Option("--quiet", help="No progress bar (it shows only on a terminal).")
+        ] = False,
     ) -> None:
         """Trace-driven placement simulation (FGD protocol, USENIX ATC '23): allocation ratio
         per policy, means over seeds, written to OUT/summary.json."""
@@ -386,10 +427,12 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 tune=tune,
                 workers=max(1, workers),
                 expected=expected,
+                plots=plots,
+                quiet=quiet,
             )
             text = hooks.simulate(options)
         except Exception as exc:  # the hook's errors are one-line reasons by contract
-            raise _fail(str(exc)) from None
+            raise _fail(escape(str(exc))) from None  # escape: "[sim]" is not rich markup
         sys.stdout.write(text)
 
     @app.command()

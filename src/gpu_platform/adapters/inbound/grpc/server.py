@@ -88,7 +88,7 @@ class JobServicer(pb_grpc.JobServiceServicer):
     ) -> pb.GetLogsResponse:
         attempt = request.attempt or None
         tail = request.tail_bytes or 65536
-        text = _call(context, lambda: self._service.logs(request.id, attempt, tail))
+        text = _call(context, lambda: self._service.logs(request.id, attempt, tail, request.rank))
         return pb.GetLogsResponse(data=text.encode())
 
     def WatchJobs(

@@ -145,9 +145,10 @@ def create_app(
         attempt: int | None = Query(None, ge=1),
         tail_bytes: int = Query(65536, ge=1, le=16 << 20),
         follow: bool = Query(False, description="stream until the attempt has ended"),
+        rank: int = Query(0, ge=0, description="which task of a gang"),
     ) -> str | StreamingResponse:
         if not follow:
-            return await run_in_threadpool(service.logs, job_id, attempt, tail_bytes)
+            return await run_in_threadpool(service.logs, job_id, attempt, tail_bytes, rank)
         job = await run_in_threadpool(service.get, job_id)
         which = attempt or job.attempt
         if which == 0:  # not started yet: wait for the first attempt (or the end)
@@ -157,12 +158,14 @@ def create_app(
                 which = job.attempt
             if which == 0:
                 return ""
-        await run_in_threadpool(service.log_from, job_id, which, 0, 0)  # 404 early
+        await run_in_threadpool(service.log_from, job_id, which, 0, 0, rank)  # 404 early
 
         async def stream() -> AsyncIterator[bytes]:
             offset = 0
             while True:
-                chunk, live = await run_in_threadpool(service.log_from, job_id, which, offset)
+                chunk, live = await run_in_threadpool(
+                    service.log_from, job_id, which, offset, 65536, rank
+                )
                 if chunk:
                     offset += len(chunk)
                     yield chunk

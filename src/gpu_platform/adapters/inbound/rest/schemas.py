@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from gpu_platform.domain.model.audit import AuditRecord
-from gpu_platform.domain.model.job import Job, JobSpec
+from gpu_platform.domain.model.job import MAX_TASKS, Job, JobSpec
 from gpu_platform.ports.inbound.admin_service import NodeInfo
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
 from gpu_platform.ports.inbound.usage import UsageReport
@@ -51,7 +51,16 @@ class JobSubmit(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     command: list[NonEmpty] = Field(min_length=1, description="argv; command[0] is the program")
-    gpus: int = Field(0, ge=0, le=4096, description="whole GPUs on one node")
+    gpus: int = Field(0, ge=0, le=4096, description="whole GPUs on one node, per task")
+    tasks: int = Field(
+        1, ge=1, le=MAX_TASKS, description="tasks of a gang (all start together or none)"
+    )
+    preemptible: bool = Field(
+        True, description="may be stopped and re-queued for higher-priority work"
+    )
+    depends_on: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
+        default_factory=list, max_length=64, description="jobs that must COMPLETE first"
+    )
     name: str = Field("", max_length=128)
     tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     priority: int = Field(0, ge=-1000, le=1000)
@@ -90,15 +99,28 @@ class JobSubmit(BaseModel):
             user=self.user,
             max_attempts=self.max_attempts,
             retry_backoff_s=self.retry_backoff_s,
+            tasks=self.tasks,
+            preemptible=self.preemptible,
+            depends_on=tuple(self.depends_on),
         )
 
 
+class TaskSlotOut(BaseModel):
+    node: str
+    gpu_indices: list[int]
+    gpu_uuids: list[str]
+    numa_nodes: list[int]
+
+
 class AllocationOut(BaseModel):
+    """Task 0's node and GPUs (the only task of an ordinary job), and every task in `tasks`."""
+
     node: str
     gpu_indices: list[int]
     gpu_uuids: list[str]
     numa_nodes: list[int]
     epoch: int
+    tasks: list[TaskSlotOut]
 
 
 class HistoryOut(BaseModel):
@@ -113,6 +135,9 @@ class JobOut(BaseModel):
     state: str
     command: list[str]
     gpus: int
+    tasks: int
+    preemptible: bool
+    depends_on: list[str]
     memory_bytes: int | None
     time_limit_s: float | None
     user: str | None
@@ -139,6 +164,9 @@ class JobOut(BaseModel):
             state=str(job.state),
             command=list(job.spec.command),
             gpus=job.spec.gpus,
+            tasks=job.spec.tasks,
+            preemptible=job.spec.preemptible,
+            depends_on=list(job.spec.depends_on),
             memory_bytes=job.spec.memory_bytes,
             time_limit_s=job.spec.time_limit_s,
             user=job.spec.user,
@@ -161,6 +189,15 @@ class JobOut(BaseModel):
                 gpu_uuids=list(a.gpu_uuids),
                 numa_nodes=list(a.numa_nodes),
                 epoch=a.epoch,
+                tasks=[
+                    TaskSlotOut(
+                        node=t.node,
+                        gpu_indices=list(t.gpu_indices),
+                        gpu_uuids=list(t.gpu_uuids),
+                        numa_nodes=list(t.numa_nodes),
+                    )
+                    for t in a.tasks
+                ],
             ),
             history=[HistoryOut(at=t, state=str(s), reason=r) for t, s, r in job.history],
         )

@@ -112,6 +112,7 @@ class OtelJobTracer:
                         "gpu_platform.gpus": list(allocation.gpu_indices),
                         "gpu_platform.epoch": allocation.epoch,
                         "gpu_platform.attempt": attempt,
+                        "gpu_platform.tasks": len(allocation.tasks),
                     },
                 )
             case JobStarted(job_id, epoch):

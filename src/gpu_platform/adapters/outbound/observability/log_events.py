@@ -16,7 +16,8 @@ __all__ = ["StructlogEventPublisher"]
 class StructlogEventPublisher:
     """Implements EventPublisher by logging `event=<EventName>` with the event's fields.
 
-    A job's line also names its `node` and `gpus` (from the allocation it binds or stops) and,
+    A job's line also names its `node` and `gpus` (task 0's, from the allocation it binds or
+    stops; a gang's line adds all its `nodes`) and,
     given `trace_ids` (job id -> trace id), the job's own `trace_id`, so lines written on the
     scheduler thread join the job's trace too."""
 
@@ -30,6 +31,9 @@ class StructlogEventPublisher:
         if isinstance(alloc, dict):
             fields.setdefault("node", alloc["node"])
             fields.setdefault("gpus", list(alloc["gpu_indices"]))
+            if alloc.get("peers"):  # a gang: every task's node, rank order
+                nodes = [alloc["node"], *(p["node"] for p in alloc["peers"])]
+                fields.setdefault("nodes", list(dict.fromkeys(nodes)))
         job_id = fields.get("job_id")
         if self._trace_ids is not None and job_id:
             trace_id = self._trace_ids(job_id)

@@ -54,6 +54,9 @@ class SubmitJobRequest(_message.Message):
     MEMORY_BYTES_FIELD_NUMBER: _builtins.int
     TIME_LIMIT_S_FIELD_NUMBER: _builtins.int
     USER_FIELD_NUMBER: _builtins.int
+    TASKS_FIELD_NUMBER: _builtins.int
+    PREEMPTIBLE_FIELD_NUMBER: _builtins.int
+    DEPENDS_ON_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     """whole GPUs on one node"""
     name: _builtins.str
@@ -67,12 +70,20 @@ class SubmitJobRequest(_message.Message):
     """per attempt"""
     user: _builtins.str
     """run as this account on the node"""
+    tasks: _builtins.int
+    """tasks of a gang; 0 = 1"""
+    preemptible: _builtins.bool
+    """default true"""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """argv; command[0] is the program"""
 
     @_builtins.property
     def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def depends_on(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """jobs that must COMPLETE first"""
+
     def __init__(
         self,
         *,
@@ -86,15 +97,20 @@ class SubmitJobRequest(_message.Message):
         memory_bytes: _builtins.int | None = ...,
         time_limit_s: _builtins.float | None = ...,
         user: _builtins.str | None = ...,
+        tasks: _builtins.int = ...,
+        preemptible: _builtins.bool | None = ...,
+        depends_on: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "memory_bytes", b"memory_bytes", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_preemptible", b"_preemptible", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "memory_bytes", b"memory_bytes", "preemptible", b"preemptible", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cwd", b"cwd", "env", b"env", "gpus", b"gpus", "memory_bytes", b"memory_bytes", "name", b"name", "priority", b"priority", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_preemptible", b"_preemptible", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpus", b"gpus", "memory_bytes", b"memory_bytes", "name", b"name", "preemptible", b"preemptible", "priority", b"priority", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cwd: _TypeAlias = _typing.Literal["cwd"]  # noqa: Y015
     _WhichOneofArgType__cwd: _TypeAlias = _typing.Literal["_cwd", b"_cwd"]  # noqa: Y015
     _WhichOneofReturnType__memory_bytes: _TypeAlias = _typing.Literal["memory_bytes"]  # noqa: Y015
     _WhichOneofArgType__memory_bytes: _TypeAlias = _typing.Literal["_memory_bytes", b"_memory_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__preemptible: _TypeAlias = _typing.Literal["preemptible"]  # noqa: Y015
+    _WhichOneofArgType__preemptible: _TypeAlias = _typing.Literal["_preemptible", b"_preemptible"]  # noqa: Y015
     _WhichOneofReturnType__time_limit_s: _TypeAlias = _typing.Literal["time_limit_s"]  # noqa: Y015
     _WhichOneofArgType__time_limit_s: _TypeAlias = _typing.Literal["_time_limit_s", b"_time_limit_s"]  # noqa: Y015
     _WhichOneofReturnType__user: _TypeAlias = _typing.Literal["user"]  # noqa: Y015
@@ -104,6 +120,8 @@ class SubmitJobRequest(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_bytes) -> _WhichOneofReturnType__memory_bytes | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__preemptible) -> _WhichOneofReturnType__preemptible | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__time_limit_s) -> _WhichOneofReturnType__time_limit_s | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__user) -> _WhichOneofReturnType__user | None: ...
@@ -111,16 +129,14 @@ class SubmitJobRequest(_message.Message):
 Global___SubmitJobRequest: _TypeAlias = SubmitJobRequest  # noqa: Y015
 
 @_typing.final
-class Allocation(_message.Message):
+class TaskSlot(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NODE_FIELD_NUMBER: _builtins.int
     GPU_INDICES_FIELD_NUMBER: _builtins.int
     GPU_UUIDS_FIELD_NUMBER: _builtins.int
     NUMA_NODES_FIELD_NUMBER: _builtins.int
-    EPOCH_FIELD_NUMBER: _builtins.int
     node: _builtins.str
-    epoch: _builtins.int
     @_builtins.property
     def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property
@@ -134,11 +150,52 @@ class Allocation(_message.Message):
         gpu_indices: _abc.Iterable[_builtins.int] | None = ...,
         gpu_uuids: _abc.Iterable[_builtins.str] | None = ...,
         numa_nodes: _abc.Iterable[_builtins.int] | None = ...,
-        epoch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "gpu_indices", b"gpu_indices", "gpu_uuids", b"gpu_uuids", "node", b"node", "numa_nodes", b"numa_nodes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_indices", b"gpu_indices", "gpu_uuids", b"gpu_uuids", "node", b"node", "numa_nodes", b"numa_nodes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TaskSlot: _TypeAlias = TaskSlot  # noqa: Y015
+
+@_typing.final
+class Allocation(_message.Message):
+    """node..numa_nodes: task 0's"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    GPU_INDICES_FIELD_NUMBER: _builtins.int
+    GPU_UUIDS_FIELD_NUMBER: _builtins.int
+    NUMA_NODES_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    TASKS_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    epoch: _builtins.int
+    @_builtins.property
+    def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def gpu_uuids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def numa_nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskSlot]:
+        """every task, rank order"""
+
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        gpu_indices: _abc.Iterable[_builtins.int] | None = ...,
+        gpu_uuids: _abc.Iterable[_builtins.str] | None = ...,
+        numa_nodes: _abc.Iterable[_builtins.int] | None = ...,
+        epoch: _builtins.int = ...,
+        tasks: _abc.Iterable[Global___TaskSlot] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "gpu_indices", b"gpu_indices", "gpu_uuids", b"gpu_uuids", "node", b"node", "numa_nodes", b"numa_nodes", "tasks", b"tasks"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -192,6 +249,9 @@ class Job(_message.Message):
     MEMORY_BYTES_FIELD_NUMBER: _builtins.int
     TIME_LIMIT_S_FIELD_NUMBER: _builtins.int
     USER_FIELD_NUMBER: _builtins.int
+    TASKS_FIELD_NUMBER: _builtins.int
+    PREEMPTIBLE_FIELD_NUMBER: _builtins.int
+    DEPENDS_ON_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     state: _builtins.str
@@ -208,12 +268,16 @@ class Job(_message.Message):
     memory_bytes: _builtins.int
     time_limit_s: _builtins.float
     user: _builtins.str
+    tasks: _builtins.int
+    preemptible: _builtins.bool
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def allocation(self) -> Global___Allocation: ...
     @_builtins.property
     def history(self) -> _containers.RepeatedCompositeFieldContainer[Global___HistoryEntry]: ...
+    @_builtins.property
+    def depends_on(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -235,10 +299,13 @@ class Job(_message.Message):
         memory_bytes: _builtins.int | None = ...,
         time_limit_s: _builtins.float | None = ...,
         user: _builtins.str | None = ...,
+        tasks: _builtins.int = ...,
+        preemptible: _builtins.bool = ...,
+        depends_on: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "exit_code", b"exit_code", "finished_at", b"finished_at", "memory_bytes", b"memory_bytes", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "attempt", b"attempt", "command", b"command", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpus", b"gpus", "history", b"history", "id", b"id", "memory_bytes", b"memory_bytes", "name", b"name", "priority", b"priority", "reason", b"reason", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "attempt", b"attempt", "command", b"command", "depends_on", b"depends_on", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpus", b"gpus", "history", b"history", "id", b"id", "memory_bytes", b"memory_bytes", "name", b"name", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__allocation: _TypeAlias = _typing.Literal["allocation"]  # noqa: Y015
     _WhichOneofArgType__allocation: _TypeAlias = _typing.Literal["_allocation", b"_allocation"]  # noqa: Y015
@@ -355,21 +422,25 @@ class GetLogsRequest(_message.Message):
     ID_FIELD_NUMBER: _builtins.int
     ATTEMPT_FIELD_NUMBER: _builtins.int
     TAIL_BYTES_FIELD_NUMBER: _builtins.int
+    RANK_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     attempt: _builtins.int
     """0 = latest"""
     tail_bytes: _builtins.int
     """0 = 64 KiB"""
+    rank: _builtins.int
+    """which task of a gang"""
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
         attempt: _builtins.int = ...,
         tail_bytes: _builtins.int = ...,
+        rank: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "id", b"id", "tail_bytes", b"tail_bytes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "id", b"id", "rank", b"rank", "tail_bytes", b"tail_bytes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
