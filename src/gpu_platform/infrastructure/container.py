@@ -122,6 +122,9 @@ def tls_files(settings: Settings) -> TlsFiles | None:
         if ca is not None:
             raise ConfigError("tls_client_ca_file needs tls_cert_file and tls_key_file")
         return None
+    for name, path in (("tls_cert_file", cert), ("tls_key_file", key), ("tls_client_ca_file", ca)):
+        if path is not None and not path.is_file():
+            raise ConfigError(f"{name}: {path} is not a readable file")
     return TlsFiles(cert, key, ca)
 
 
