@@ -8,6 +8,7 @@ Principals are an admin, an operator and a user, all of tenant "a"; "own" target
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -322,7 +323,7 @@ def test_without_a_valid_token_every_endpoint_is_unauthenticated(world: World, c
     if case.grpc is not None:
         grpc_case = case.grpc
         for md in ((), (("authorization", "Bearer nope"),)):
-            code = _grpc_status(lambda: grpc_case(world, md, "a"))
+            code = _grpc_status(lambda md=md: grpc_case(world, md, "a"))  # type: ignore[misc]
             assert code == grpc.StatusCode.UNAUTHENTICATED, (case.name, md)
 
 
@@ -371,4 +372,4 @@ def test_the_audit_chain_records_who_did_what_including_refusals(world: World) -
     assert any(
         e["action"] == "hardware.action" and e["outcome"].startswith("refused") for e in entries
     )
-    assert all(b["prev"] == a["hash"] for a, b in zip(entries, entries[1:], strict=False))
+    assert all(b["prev"] == a["hash"] for a, b in itertools.pairwise(entries))
