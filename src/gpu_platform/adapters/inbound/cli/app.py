@@ -384,8 +384,8 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         params: dict[str, Any] = {"tail_bytes": 16 << 20}
         if attempt is not None:
             params["attempt"] = attempt
-        client = session.client(server, timeout=None if follow else 30.0)
         try:
+            client = session.client(server, timeout=None if follow else 30.0)
             if follow:
                 params["follow"] = "true"
                 for chunk in client.stream("GET", f"/v1/jobs/{job_id}/logs", params=params):

@@ -8,6 +8,7 @@ code (docs/cli.md):
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,8 +51,14 @@ class ApiClient:
     ) -> None:
         self.server = server.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        verify: ssl.SSLContext | bool = True
+        if cacert:
+            try:
+                verify = ssl.create_default_context(cafile=cacert)
+            except (OSError, ssl.SSLError) as exc:
+                raise ApiError(f"--cacert {cacert}: {exc}", EXIT["usage"]) from None
         self._http = httpx.Client(
-            base_url=self.server, timeout=timeout, headers=headers, verify=cacert or True
+            base_url=self.server, timeout=timeout, headers=headers, verify=verify
         )
 
     def _unreachable(self, exc: Exception) -> ApiError:

@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 PROBLEM_JSON = "application/problem+json"
+_PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 _TITLES = {
     400: ("bad-request", "Bad request"),
     401: ("unauthenticated", "Authentication required"),
@@ -169,9 +170,8 @@ def problem_openapi(app: FastAPI) -> None:
             for path in schema.get("paths", {}).values():
                 for operation in path.values():
                     for status, response in operation.get("responses", {}).items():
-                        content = response.get("content", {})
-                        if status[:1] in "45" and "application/json" in content:
-                            content[PROBLEM_JSON] = content.pop("application/json")
+                        if status[:1] in "45":
+                            response["content"] = {PROBLEM_JSON: {"schema": dict(_PROBLEM_REF)}}
             app.openapi_schema = schema
         return app.openapi_schema
 
