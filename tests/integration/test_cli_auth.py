@@ -16,6 +16,10 @@ import pytest
 
 from tests.integration.conftest import ENTRY, Server
 
+# Each test runs a dozen CLI processes against a real server; on a loaded 2-core machine that
+# can pass the suite's 120 s default.
+pytestmark = pytest.mark.timeout(300)
+
 
 @pytest.fixture
 def secured(server_factory: Callable[..., Server]) -> tuple[Server, str]:
