@@ -9,6 +9,7 @@ Principals are an admin, an operator and a user, all of tenant "a"; "own" target
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -373,3 +374,31 @@ def test_the_audit_chain_records_who_did_what_including_refusals(world: World) -
         e["action"] == "hardware.action" and e["outcome"].startswith("refused") for e in entries
     )
     assert all(b["prev"] == a["hash"] for a, b in itertools.pairwise(entries))
+
+
+def test_a_user_watching_jobs_sees_only_its_own_tenants_events(world: World) -> None:
+    md = (("authorization", f"Bearer {world.secrets[Role.USER]}"),)
+    stream = world.jobs.WatchJobs(pb.WatchJobsRequest(), metadata=md, timeout=30)
+    seen: list[pb.JobEvent] = []
+    done = threading.Event()
+
+    def collect() -> None:
+        try:
+            for event in stream:
+                seen.append(event)
+                if event.job.tenant == "a":
+                    done.set()
+        except grpc.RpcError:
+            pass  # cancelled below, or the deadline
+        done.set()
+
+    reader = threading.Thread(target=collect, daemon=True)
+    reader.start()
+    for _ in range(100):  # until the subscription is surely live: an own-tenant event arrives
+        world.job("b")
+        world.job("a")
+        if done.wait(0.2):
+            break
+    stream.cancel()
+    reader.join(timeout=10)
+    assert seen and {e.job.tenant for e in seen} == {"a"}
