@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -402,3 +403,21 @@ def test_a_user_watching_jobs_sees_only_its_own_tenants_events(world: World) -> 
     stream.cancel()
     reader.join(timeout=10)
     assert seen and {e.job.tenant for e in seen} == {"a"}
+
+
+def test_a_user_does_not_learn_other_tenants_job_ids_from_the_gpu_list(world: World) -> None:
+    spec = JobSpec(command=("fake-forever",), tenant="b", gpus=1)
+    theirs = world.container.jobs_api().submit(spec).id
+    op = {"Authorization": f"Bearer {world.secrets[Role.OPERATOR]}"}
+    for _ in range(500):  # until it holds a GPU
+        if any(g["job_id"] == theirs for g in world.rest.get("/v1/gpus", headers=op).json()):
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError("the job never got a GPU")
+    user = {"Authorization": f"Bearer {world.secrets[Role.USER]}"}
+    assert theirs not in {g["job_id"] for g in world.rest.get("/v1/gpus", headers=user).json()}
+    md = (("authorization", f"Bearer {world.secrets[Role.USER]}"),)
+    listed = world.cluster.ListGpus(pb.ListGpusRequest(), metadata=md).gpus
+    assert theirs not in {g.job_id for g in listed}
+    world.container.jobs_api().kill(theirs)

@@ -2,9 +2,10 @@
 
 `TenantScope(inner, principal, trail)` is a JobService that shows a principal only what its
 role allows: a user sees and acts on jobs of its own tenant only — another tenant's job is
-`NotFound`, exactly as an unknown id, so ids of other tenants are not disclosed — and submits
-into its own tenant (asking for another is Forbidden). Operators and admins see every tenant.
-Every mutating call (submit, cancel, kill) is appended to the audit chain with its outcome.
+`NotFound`, exactly as an unknown id, and its id is left out of GPU listings, so ids of other
+tenants are not disclosed — and submits into its own tenant (asking for another is Forbidden).
+Operators and admins see every tenant. Every mutating call (submit, cancel, kill) is appended
+to the audit chain with its outcome.
 
 `AuditedHardwareStore` wraps a HardwareStore so that operator actions recorded through
 `append_audit` also go to the audit chain, keeping the existing audit API as it is.
@@ -12,6 +13,7 @@ Every mutating call (submit, cancel, kill) is appended to the audit chain with i
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -138,8 +140,16 @@ class TenantScope:
         return self._inner.log_from(job_id, attempt, offset, max_bytes)
 
     def gpus(self) -> list[GpuInfo]:
+        """Every GPU; for a user, the id of another tenant's job on a GPU is left out."""
         self.principal.require(Permission.CLUSTER_READ)
-        return self._inner.gpus()
+        infos = self._inner.gpus()
+        if self.principal.may(Permission.JOBS_ANY_TENANT):
+            return infos
+        visible = {j.id for j in self.list_jobs()}
+        return [
+            i if i.job_id is None or i.job_id in visible else dataclasses.replace(i, job_id=None)
+            for i in infos
+        ]
 
     def status(self) -> ClusterStatus:
         self.principal.require(Permission.CLUSTER_READ)
