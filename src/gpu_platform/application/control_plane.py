@@ -272,6 +272,15 @@ class ControlPlane:
         self._wake.set()
         return job
 
+    def kill(self, job_id: str, reason: str = "killed by user") -> Job:
+        """`cancel` with a zero grace period: the attempt gets SIGKILL at once."""
+        with self._lock:
+            grace, self._grace = self._grace, 0.0
+            try:
+                return self.cancel(job_id, reason)
+            finally:
+                self._grace = grace
+
     def logs(
         self, job_id: str, attempt: int | None = None, tail_bytes: int = 65536, rank: int = 0
     ) -> str:

@@ -39,7 +39,7 @@ class JobService(Protocol):
     """Submit, inspect and cancel jobs; inspect GPUs and the cluster.
 
     Errors: `InvalidRequest` (field named) for a request that can never run, `NotFound` for an
-    unknown id, `Conflict` for cancelling a job that has already ended. Thread-safe.
+    unknown id, `Conflict` for cancelling or killing a job that has already ended. Thread-safe.
     """
 
     def submit(self, spec: JobSpec) -> Job: ...
@@ -49,6 +49,10 @@ class JobService(Protocol):
     def list_jobs(self, state: str | None = None) -> list[Job]: ...
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> Job: ...
+
+    def kill(self, job_id: str, reason: str = "killed by user") -> Job:
+        """Cancel without a grace period: a running attempt gets SIGKILL at once."""
+        ...
 
     def logs(
         self, job_id: str, attempt: int | None = None, tail_bytes: int = 65536, rank: int = 0

@@ -9,12 +9,12 @@ from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
 __all__ = ["gpu_to_pb", "job_to_pb", "spec_from_pb", "status_to_pb"]
 
 
-def spec_from_pb(req: pb.SubmitJobRequest) -> JobSpec:
+def spec_from_pb(req: pb.SubmitJobRequest, default_tenant: str = "default") -> JobSpec:
     return JobSpec(
         command=tuple(req.command),
         gpus=req.gpus,
         name=req.name,
-        tenant=req.tenant or "default",
+        tenant=req.tenant or default_tenant,
         priority=req.priority,
         env=tuple(sorted(req.env.items())),
         cwd=req.cwd if req.HasField("cwd") else None,
