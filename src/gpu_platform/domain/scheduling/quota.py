@@ -119,7 +119,7 @@ class QuotaBook:
             borrowed += self._borrowed(m, u)
             idle += self._idle(m, u)
         if borrowed > idle:
-            already = borrowed - over
+            already = borrowed - over + max(0, used - q.nominal_milli)
             return PendingReason(
                 PendingCode.QUOTA,
                 f"{head}; cohort {q.cohort} lends {gpus_text(idle)} idle GPUs, "
