@@ -32,7 +32,7 @@ def expected_end(job: RunningJob, now: float) -> float:
 
 
 def _fits(job: PendingJob, ledger: Ledger) -> GangPlacement | None:
-    if ledger.free_milli < job.gpu_milli:
+    if ledger.free_milli < job.gpu_milli or not ledger.could_fit(job.request):
         return None
     found = place(job.request, ledger.view)
     return found if isinstance(found, GangPlacement) else None

@@ -211,6 +211,13 @@ class _Cycle:
                 PendingCode.CAPACITY,
                 f"needs {gpus_text(job.gpu_milli)} GPUs, {gpus_text(ledger.free_milli)} free",
             )
+        elif not ledger.could_fit(job.request):
+            r = job.request
+            reason = PendingReason(
+                PendingCode.TOPOLOGY,
+                f"{gpus_text(ledger.free_milli)} GPUs free but not {r.tasks} x {r.gpus}"
+                " on single nodes",
+            )
         else:
             found = place(job.request, ledger.view)
             if isinstance(found, GangPlacement):
@@ -238,6 +245,8 @@ class _Cycle:
             return result
         hold.drop()
         try:
+            if not ledger.could_fit(job.request):
+                return result
             found = place(job.request, ledger.view)
             if not isinstance(found, GangPlacement):
                 return result

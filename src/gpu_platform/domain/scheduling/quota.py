@@ -45,7 +45,7 @@ class QuotaBook:
         for tenant, q in sorted(quotas.items()):
             if q.cohort is not None:
                 self.members.setdefault(q.cohort, []).append(tenant)
-        for job in running:
+        for job in running if quotas else ():
             self.add(job.tenant, job.gpu_milli, job.total_cpu_milli, job.gpu_memory_bytes)
 
     @property
