@@ -94,6 +94,7 @@ class Hold:
         self.reservation = reservation
         self._ledger = ledger
         self._held: list[TaskPlacement] = []
+        self.milli = 0  # milli-GPU held now
         self.take()
 
     def take(self) -> None:
@@ -103,11 +104,7 @@ class Hold:
             if part is not None:
                 self._ledger.bind(part)
                 self._held.append(part)
-
-    @property
-    def milli(self) -> int:
-        """Milli-GPU held now."""
-        return sum(s.milli for t in self._held for s in t.gpus)
+                self.milli += sum(s.milli for s in part.gpus)
 
     def drop(self) -> None:
         """Give the held GPUs back to the view (to try a job that ends before the
@@ -115,3 +112,4 @@ class Hold:
         for part in reversed(self._held):
             self._ledger.release(part)
         self._held.clear()
+        self.milli = 0

@@ -157,7 +157,15 @@ class _Cycle:
                 PendingCode.RESERVATION,
                 f"behind {self.blocker.id}, first in queue order (strict order: backfill off)",
             )
-        result = self._try(job)
+        held = self.hold.milli if self.hold is not None else 0
+        result: GangPlacement | PendingReason
+        if self.ledger.free_milli + held < job.gpu_milli:  # the common case of a full cluster
+            result = PendingReason(
+                PendingCode.CAPACITY,
+                f"needs {gpus_text(job.gpu_milli)} GPUs, {gpus_text(self.ledger.free_milli)} free",
+            )
+        else:
+            result = self._try(job)
         if isinstance(result, GangPlacement):
             self._bound(job, result, admitted)
             return None

@@ -49,6 +49,10 @@ class Capacity:
     memory: int
 
 
+def _first(entry: tuple[tuple[int, int, float, int], PendingJob]) -> tuple[int, int, float, int]:
+    return entry[0]
+
+
 class FairQueue:
     """Pending jobs in policy order; `charge` tells it a tenant got more resources."""
 
@@ -65,17 +69,29 @@ class FairQueue:
         self._usage = usage
         self._now = now
         per_tenant: dict[str, list[tuple[tuple[int, int, float, int], PendingJob]]] = {}
+        # the keys of effective_priority() and starving(), inlined: this loop sees every job
+        bound = policy.aging_bound_s if policy.aging_bound_s is not None else math.inf
+        by_priority = policy.order is QueueOrder.PRIORITY
+        rate = policy.aging_rate
+        floor = math.floor
         for job in jobs:
-            if starving(job, now, policy):
-                base = (0, 0, job.submitted_at, job.seq)
+            submitted = job.submitted_at
+            if now - submitted >= bound:
+                base = (0, 0, submitted, job.seq)
+            elif by_priority:
+                boost = floor(rate * (now - submitted)) if submitted < now else 0
+                base = (1, -job.priority - boost, submitted, job.seq)
             else:
-                base = (1, -effective_priority(job, now, policy), job.submitted_at, job.seq)
-            per_tenant.setdefault(job.tenant, []).append((base, job))
+                base = (1, 0, submitted, job.seq)
+            entries = per_tenant.get(job.tenant)
+            if entries is None:
+                entries = per_tenant[job.tenant] = []
+            entries.append((base, job))
         self._queues: dict[str, list[tuple[tuple[int, int, float, int], PendingJob]]] = {}
         self._pos: dict[str, int] = {}
         self._heap: list[tuple[_Key, str]] = []
         for tenant, entries in per_tenant.items():
-            entries.sort(key=lambda e: e[0])
+            entries.sort(key=_first)
             self._queues[tenant] = entries
             self._pos[tenant] = 0
             self._push(tenant)

@@ -15,13 +15,14 @@ largest jobs are left); queueing delay = first start - submit; JCT = completion 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpu_platform.domain.model.gpu import Gpu, Vendor
 from gpu_platform.domain.model.node import Node, NumaNode
 from gpu_platform.domain.placement import ClusterView, GangPlacement, GpuRequest
 from gpu_platform.domain.scheduling import (
+    Decision,
     PendingJob,
     Quota,
     RunningJob,
@@ -30,7 +31,7 @@ from gpu_platform.domain.scheduling import (
 )
 from gpu_platform.domain.simulation.workload import SimJob
 
-__all__ = ["ArrivalsResult", "percentile", "simulate", "uniform_cluster"]
+__all__ = ["ArrivalsResult", "Scheduler", "percentile", "simulate", "uniform_cluster"]
 
 _FINISH, _ARRIVE = 0, 1
 
@@ -87,14 +88,29 @@ class ArrivalsResult:
     end_s: float
 
 
+Scheduler = Callable[
+    [
+        float,
+        Iterable[PendingJob],
+        Iterable[RunningJob],
+        ClusterView,
+        Mapping[str, Quota],
+        SchedulerPolicy,
+    ],
+    Decision,
+]
+
+
 def simulate(
     nodes: Sequence[Node],
     jobs: Sequence[SimJob],
     policy: SchedulerPolicy,
     quotas: Mapping[str, Quota] | None = None,
+    scheduler: Scheduler = decide,
 ) -> ArrivalsResult:
-    """Run `jobs` to completion on `nodes` under `policy` (and `quotas`)."""
-    return _Run(nodes, jobs, policy, quotas or {}).run()
+    """Run `jobs` to completion on `nodes` under `policy` (and `quotas`). `scheduler` is
+    `decide` or a wrapper of it (a benchmark times each cycle that way)."""
+    return _Run(nodes, jobs, policy, quotas or {}, scheduler).run()
 
 
 class _Run:
@@ -104,7 +120,9 @@ class _Run:
         jobs: Sequence[SimJob],
         policy: SchedulerPolicy,
         quotas: Mapping[str, Quota],
+        scheduler: Scheduler,
     ) -> None:
+        self.scheduler = scheduler
         self.view = ClusterView(nodes)
         self.total_milli = sum(len(n.gpus) for n in nodes) * 1000
         self.jobs = jobs
@@ -163,7 +181,7 @@ class _Run:
 
     def _cycle(self, now: float) -> None:
         for _ in range(2):  # a second cycle lets a preemptor bind where its victims were
-            d = decide(
+            d = self.scheduler(
                 now,
                 self.pending.values(),
                 self.running.values(),
