@@ -121,3 +121,10 @@ def test_an_invalid_policy_is_refused_naming_the_field(field: str, value: float)
 def test_duplicate_job_ids_are_refused() -> None:
     with pytest.raises(ValueError, match="duplicate"):
         run_cycle(ClusterView(cluster(1)), [job("j"), job("j", at=1.0)])
+
+
+def test_a_job_larger_than_the_cluster_never_holds_the_queue() -> None:
+    d = run_cycle(ClusterView(cluster(1)), [job("huge", 8, tasks=2), job("small", 1, at=1.0)])
+    assert d.pending["huge"].code is PendingCode.ADMISSION
+    assert d.pending["huge"].message == "needs 16 GPUs; the cluster has 8"
+    assert set(d.binds) == {"small"}

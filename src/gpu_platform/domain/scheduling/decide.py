@@ -152,6 +152,12 @@ class _Cycle:
         admitted = self.book.check(job)
         if isinstance(admitted, PendingReason):
             return admitted
+        if job.gpu_milli > self.capacity.gpu:  # never fits: must not hold the queue
+            return PendingReason(
+                PendingCode.ADMISSION,
+                f"needs {gpus_text(job.gpu_milli)} GPUs; the cluster has "
+                f"{gpus_text(self.capacity.gpu)}",
+            )
         if self.blocker is not None:
             return PendingReason(
                 PendingCode.RESERVATION,

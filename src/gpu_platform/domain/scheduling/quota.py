@@ -126,8 +126,3 @@ class QuotaBook:
                 f"{gpus_text(already)} already borrowed",
             )
         return True
-
-    def check_invariants(self, running: Iterable[RunningJob]) -> None:
-        """Usage matches the running jobs (call before any cycle-local `add`)."""
-        again = QuotaBook(self.quotas, running)
-        assert again.gpu == self.gpu and again.cpu == self.cpu
