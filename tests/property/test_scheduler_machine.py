@@ -3,7 +3,8 @@ quota changes across tenants, with every policy combination. The machine applies
 decision itself (binds into the view, victims told to stop, stopped victims re-queued).
 
 Invariants: no oversubscription; gangs never partial; every job in exactly one state; only
-lower-priority (or borrowed, for reclaim) work is preempted; the oldest job past the aging
+lower-priority (or borrowed, for reclaim) work is preempted; decide() leaves every node's
+free capacity as it found it; the oldest job past the aging
 bound that passes quota and fits is bound; a tenant within its guarantee whose job would fit
 once borrowed work of its cohort is gone gets that work preempted (or is bound)."""
 
@@ -184,7 +185,9 @@ class SchedulerMachine(RuleBasedStateMachine):
     def schedule(self) -> None:
         pending, running = list(self.pending.values()), list(self.running.values())
         must_bind = self._oldest_starving_that_fits()
+        before = {name: self.view.signature(name) for name in self.view.slots}
         d = decide(self.now, pending, running, self.view, self.quotas, self.policy)
+        assert {name: self.view.signature(name) for name in self.view.slots} == before
         self.view.check_invariants()
         assert set(d.binds) | set(d.pending) == set(self.pending)
         assert not set(d.binds) & set(d.pending)

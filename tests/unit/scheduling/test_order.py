@@ -118,6 +118,17 @@ def test_an_invalid_policy_is_refused_naming_the_field(field: str, value: float)
         SchedulerPolicy(**{field: value})  # type: ignore[arg-type]
 
 
+def test_the_decision_does_not_depend_on_the_order_of_the_pending_list() -> None:
+    jobs = [
+        job(f"j{i}", [1, 2, 4, 8][i % 4], tenant="ab"[i % 2], priority=i % 3, at=float(i))
+        for i in range(40)
+    ]
+    policy = SchedulerPolicy(order=QueueOrder.PRIORITY, fair_share=True, backfill=True)
+    first = run_cycle(ClusterView(cluster(4)), jobs, policy=policy)
+    again = run_cycle(ClusterView(cluster(4)), list(reversed(jobs)), policy=policy)
+    assert first == again
+
+
 def test_duplicate_job_ids_are_refused() -> None:
     with pytest.raises(ValueError, match="duplicate"):
         run_cycle(ClusterView(cluster(1)), [job("j"), job("j", at=1.0)])

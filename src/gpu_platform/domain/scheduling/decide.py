@@ -14,8 +14,8 @@ Theory of operation (docs/scheduling.md has the full algorithm):
    GPUs, no placement). With backfill on, the first such job gets the reservation
    (`backfill`); later jobs are placed around it, or on it if their time limit ends first.
 
-The caller's view is changed only through a `Ledger` and restored before returning. The
-decision is a pure function of the arguments.
+The caller's view is changed only through a `Ledger` and restored before returning. Given
+the same view (including its tie order) and inputs, the decision is the same.
 """
 
 from __future__ import annotations
@@ -54,8 +54,10 @@ def decide(
     policy: SchedulerPolicy,
 ) -> Decision:
     """One cycle: what to bind, whom to preempt, and why every other pending job waits.
-    `view` must show the running jobs' placements as bound; it is left unchanged. Raises
-    ValueError for duplicate job ids."""
+    `view` must show the running jobs' placements as bound; every node's free capacity is
+    left as it was (only the order among interchangeable nodes, which breaks placement ties,
+    may change). The answer does not depend on the order of `pending`. Raises ValueError
+    for duplicate job ids."""
     pending = list(pending)
     running = list(running)
     ids = [j.id for j in pending] + [r.id for r in running]
