@@ -1,11 +1,15 @@
-"""EASY backfill: a reservation for the head job; later jobs must not delay it."""
+"""EASY backfill: a reservation for the head job; later jobs must not delay it. The
+reservation time is checked against a linear scan of the running jobs' expected ends."""
 
 from __future__ import annotations
 
 import math
 
-from gpu_platform.domain.placement import ClusterView
-from gpu_platform.domain.scheduling import PendingCode, SchedulerPolicy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpu_platform.domain.placement import ClusterView, GangPlacement, place
+from gpu_platform.domain.scheduling import PendingCode, RunningJob, SchedulerPolicy
 
 from .helpers import cluster, job, run_cycle, start
 
@@ -84,3 +88,45 @@ def test_a_gang_head_is_not_starved_by_a_stream_of_small_jobs() -> None:
     d = run_cycle(view, pending, running, now=50.0, policy=BACKFILL)
     assert d.reservation is not None and d.reservation.at == 170.0
     assert d.binds == {}  # every GPU is reserved, and the small jobs end too late
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.sampled_from([1, 2, 2, 4, 8]), min_size=1, max_size=8),
+    ends=st.lists(st.sampled_from([None, 110.0, 150.0, 200.0, 300.0]), min_size=8, max_size=8),
+    head=st.sampled_from([(1, 8), (2, 8), (1, 4), (3, 4)]),
+)
+def test_the_reservation_time_matches_a_linear_scan_of_expected_ends(
+    sizes: list[int], ends: list[float | None], head: tuple[int, int]
+) -> None:
+    view = ClusterView(cluster(3))
+    running: list[RunningJob] = []
+    for i, size in enumerate(sizes):
+        pj = job(f"r{i}", size)
+        if isinstance(place(pj.request, view), GangPlacement):
+            running.append(start(view, pj, end=ends[i]))
+    tasks, gpus = head
+    head_job = job("head", gpus, tasks=tasks, at=1.0)
+    d = run_cycle(view, [head_job], running, now=100.0, policy=BACKFILL)
+    if "head" in d.binds:
+        return
+    order = sorted(
+        running, key=lambda r: (math.inf if r.expected_end is None else r.expected_end, r.id)
+    )
+    expected = None
+    for k in range(1, len(order) + 1):
+        for r in order[:k]:
+            for t in r.tasks:
+                view.release(t)
+        fits = isinstance(place(head_job.request, view), GangPlacement)
+        for r in order[:k]:
+            for t in r.tasks:
+                view.bind(t)
+        if fits:
+            end = order[k - 1].expected_end
+            expected = math.inf if end is None else end
+            break
+    if expected is None:
+        assert d.reservation is None
+    else:
+        assert d.reservation is not None and d.reservation.at == expected
