@@ -139,6 +139,8 @@ def _single(
         on_node = {
             v.id: sum(s.milli for t in v.tasks if t.node == node for s in t.gpus) for v in victims
         }
+        if base + sum(on_node.values()) < need:
+            continue  # even all of them would not free enough on this node
         subsets = [
             c
             for n in range(1, len(victims) + 1)
