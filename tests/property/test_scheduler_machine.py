@@ -79,6 +79,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.running: dict[str, RunningJob] = {}
         self.done: set[str] = set()
         self.requests: dict[str, GpuRequest] = {}
+        self.submitted: dict[str, float] = {}
 
     # --- the world -------------------------------------------------------------------
 
@@ -106,6 +107,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             waiting = frozenset({first}) if depends and first is not None else frozenset()
             request = GpuRequest(gpus=shape[0], tasks=shape[1])
             self.requests[job_id] = request
+            self.submitted[job_id] = self.now
             self.pending[job_id] = PendingJob(
                 job_id,
                 tenant,
@@ -135,8 +137,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         stopping = sorted(j for j, r in self.running.items() if r.terminating)
         job_id = data.draw(st.sampled_from(stopping))
         r = self._release(job_id)
-        self.pending[job_id] = PendingJob(  # PREEMPTED -> QUEUED, keeps its place in time
-            job_id, r.tenant, self.requests[job_id], r.started_at - 1000.0, self.seq, r.priority
+        self.pending[job_id] = PendingJob(  # PREEMPTED -> QUEUED, keeps its submission time
+            job_id, r.tenant, self.requests[job_id], self.submitted[job_id], self.seq, r.priority
         )
         self.seq += 1
 
@@ -256,6 +258,9 @@ class SchedulerMachine(RuleBasedStateMachine):
     def _apply(self, d: Decision) -> None:
         for p in d.preemptions:
             self.running[p.victim] = dataclasses.replace(self.running[p.victim], terminating=True)
+            self.pending[p.preemptor] = dataclasses.replace(
+                self.pending[p.preemptor], nominated=True
+            )
         for job_id, placement in d.binds.items():
             p = self.pending.pop(job_id)
             assert len(placement.tasks) == p.request.tasks  # a gang is bound whole

@@ -139,3 +139,16 @@ def test_a_job_larger_than_the_cluster_never_holds_the_queue() -> None:
     assert d.pending["huge"].code is PendingCode.ADMISSION
     assert d.pending["huge"].message == "needs 16 GPUs; the cluster has 8"
     assert set(d.binds) == {"small"}
+
+
+def test_a_nominated_job_gets_what_its_victims_freed_before_higher_priorities() -> None:
+    import dataclasses
+
+    policy = SchedulerPolicy(order=QueueOrder.PRIORITY, aging_bound_s=50.0)
+    nominee = dataclasses.replace(job("nominee", 8, priority=1, at=90.0), nominated=True)
+    urgent = job("urgent", 8, priority=9, at=95.0)
+    d = run_cycle(ClusterView(cluster(1)), [urgent, nominee], now=100.0, policy=policy)
+    assert set(d.binds) == {"nominee"}
+    starving = job("starving", 8, priority=0, at=10.0)
+    d = run_cycle(ClusterView(cluster(1)), [nominee, starving], now=100.0, policy=policy)
+    assert set(d.binds) == {"starving"}  # the aging bound still comes first

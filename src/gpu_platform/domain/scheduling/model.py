@@ -59,7 +59,10 @@ class PendingJob:
     """A job waiting to be bound. `request` is the whole shape (a gang when `tasks` > 1; CPU
     and memory are per task). `seq` breaks ties of `submitted_at` (unique per job).
     `runtime_estimate_s` is the job's time limit (an upper bound, used by backfill; None =
-    unknown). `waiting_on`: ids of dependencies not yet satisfied."""
+    unknown). `waiting_on`: ids of dependencies not yet satisfied. `nominated`: victims were
+    preempted for this job (the caller sets it from `Decision.preemptions` and keeps it until
+    the job is bound); it then goes ahead of every job not past the aging bound, so what its
+    victims free is not taken by another job first (Kubernetes' nominated node)."""
 
     id: str
     tenant: str
@@ -71,6 +74,7 @@ class PendingJob:
     preemptible: bool = True
     runtime_estimate_s: float | None = None
     waiting_on: frozenset[str] = frozenset()
+    nominated: bool = False
 
     @property
     def gpu_milli(self) -> int:

@@ -5,7 +5,8 @@ Every pending job gets a key, smallest first:
     (tier, -effective_priority, dominant_share / weight, submitted_at, seq)
 
 - tier 0: the job has waited at least `aging_bound_s`; inside tier 0 only (submitted_at, seq)
-  count, so the oldest starving job is always examined first. Tier 1: everything else.
+  count, so the oldest starving job is always examined first. Tier 1: jobs victims were
+  preempted for (`nominated`), so they get what their victims free. Tier 2: everything else.
 - effective priority (PRIORITY order) = priority + floor(aging_rate x wait); 0 under FIFO.
 - dominant share (fair share on) = max(GPU, CPU, memory share of the cluster the tenant's
   running and just-bound jobs hold) / weight: Dominant Resource Fairness. It changes as the
@@ -78,11 +79,13 @@ class FairQueue:
             submitted = job.submitted_at
             if now - submitted >= bound:
                 base = (0, 0, submitted, job.seq)
-            elif by_priority:
-                boost = floor(rate * (now - submitted)) if submitted < now else 0
-                base = (1, -job.priority - boost, submitted, job.seq)
             else:
-                base = (1, 0, submitted, job.seq)
+                tier = 1 if job.nominated else 2
+                if by_priority:
+                    boost = floor(rate * (now - submitted)) if submitted < now else 0
+                    base = (tier, -job.priority - boost, submitted, job.seq)
+                else:
+                    base = (tier, 0, submitted, job.seq)
             entries = per_tenant.get(job.tenant)
             if entries is None:
                 entries = per_tenant[job.tenant] = []

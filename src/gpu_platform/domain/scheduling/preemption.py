@@ -175,7 +175,7 @@ def _gang(
     for v in ordered:
         ledger.release_job(v)
         chosen.append(v)
-        if ledger.free_milli < job.gpu_milli:
+        if ledger.free_milli < job.gpu_milli or not ledger.could_fit(job.request):
             continue
         found = place(job.request, ledger.view)
         if isinstance(found, GangPlacement):
@@ -189,7 +189,7 @@ def _gang(
         inner = ledger.mark()
         for task in v.tasks:
             ledger.bind(task, v.cpu_milli, v.memory_bytes)
-        found = place(job.request, ledger.view)
+        found = place(job.request, ledger.view) if ledger.could_fit(job.request) else None
         if isinstance(found, GangPlacement):
             chosen.remove(v)
             placement = found

@@ -4,6 +4,7 @@ An event heap holds arrivals and completions; at each event time the completions
 first, then the arrivals, then one scheduling cycle runs (a second one at the same time when
 the first chose victims, so the preemptor can bind). Victims stop at once (no grace period)
 and are queued again with their original submission time; they restart from the beginning.
+A preemptor is marked `nominated` until it binds.
 Nothing sleeps: time jumps from event to event.
 
 Metrics: `alloc_pct` = time-weighted mean share of GPUs allocated while at least one job
@@ -14,6 +15,7 @@ largest jobs are left); queueing delay = first start - submit; JCT = completion 
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -191,6 +193,8 @@ class _Run:
             )
             self.cycles += 1
             for p in d.preemptions:
+                nominee = self.pending[p.preemptor]
+                self.pending[p.preemptor] = dataclasses.replace(nominee, nominated=True)
                 self._stop(p.victim)
                 self._queue(p.victim, self.seq)
                 self.seq += 1
