@@ -189,10 +189,10 @@ def _gang(
         inner = ledger.mark()
         for task in v.tasks:
             ledger.bind(task, v.cpu_milli, v.memory_bytes)
-        found = place(job.request, ledger.view) if ledger.could_fit(job.request) else None
-        if isinstance(found, GangPlacement):
+        again = place(job.request, ledger.view) if ledger.could_fit(job.request) else None
+        if isinstance(again, GangPlacement):
             chosen.remove(v)
-            placement = found
+            placement = again
         else:
             ledger.undo_to(inner)
     ledger.undo_to(mark)
