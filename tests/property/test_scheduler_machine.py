@@ -191,10 +191,10 @@ class SchedulerMachine(RuleBasedStateMachine):
         d = decide(self.now, pending, running, self.view, self.quotas, self.policy)
         assert {name: self.view.signature(name) for name in self.view.slots} == before
         self.view.check_invariants()
-        assert set(d.binds) | set(d.pending) == set(self.pending)
-        assert not set(d.binds) & set(d.pending)
+        assert set(d.binds) | set(d.pending_reasons) == set(self.pending)
+        assert not set(d.binds) & set(d.pending_reasons)
         if must_bind is not None:
-            assert must_bind in d.binds, (must_bind, d.pending.get(must_bind))
+            assert must_bind in d.binds, (must_bind, d.pending_reasons.get(must_bind))
         self._check_preemptions(d)
         self._check_guarantees(d)
         self._apply(d)
@@ -224,7 +224,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             else:
                 assert victim.borrowing and victim.tenant != preemptor.tenant
                 assert self.quotas[victim.tenant].cohort == self.quotas[preemptor.tenant].cohort
-            assert d.pending[p.preemptor].code is PendingCode.PREEMPTION
+            assert d.pending_reasons[p.preemptor].code is PendingCode.PREEMPTION
 
     def _check_guarantees(self, d: Decision) -> None:
         if not self.policy.preemption:
@@ -251,8 +251,8 @@ class SchedulerMachine(RuleBasedStateMachine):
             alone = decide(
                 self.now, [p], self.running.values(), self.view, self.quotas, self.policy
             )
-            assert p.id in alone.binds or alone.pending[p.id].code is PendingCode.PREEMPTION, (
-                alone.pending[p.id]
+            assert p.id in alone.binds or alone.pending_reasons[p.id].code is PendingCode.PREEMPTION, (
+                alone.pending_reasons[p.id]
             )
 
     def _apply(self, d: Decision) -> None:

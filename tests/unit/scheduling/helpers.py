@@ -93,6 +93,6 @@ def run_cycle(
     before = {name: view.signature(name) for name in view.slots}
     decision = decide(now, pending, running or [], view, quotas or {}, policy or SchedulerPolicy())
     assert {name: view.signature(name) for name in view.slots} == before  # view untouched
-    assert set(decision.binds).isdisjoint(decision.pending)
-    assert set(decision.binds) | set(decision.pending) == {j.id for j in pending}
+    assert set(decision.binds).isdisjoint(decision.pending_reasons)
+    assert set(decision.binds) | set(decision.pending_reasons) == {j.id for j in pending}
     return decision

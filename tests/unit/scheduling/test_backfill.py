@@ -28,7 +28,7 @@ def test_the_head_gets_a_reservation_at_the_earliest_end_that_frees_a_placement(
     # at 150 only half of n0 is free: the 8-GPU job fits on n0 once r-late ends
     assert d.reservation.job == "whole-node" and d.reservation.at == 400.0
     assert d.reservation.placement.nodes == ("n0",)
-    assert d.pending["whole-node"].message.endswith("reserved at t=400 on n0")
+    assert d.pending_reasons["whole-node"].message.endswith("reserved at t=400 on n0")
 
 
 def test_a_job_that_ends_before_the_reservation_may_use_the_reserved_gpus() -> None:
@@ -50,8 +50,8 @@ def test_a_job_that_would_delay_the_reservation_waits_with_reason_reservation() 
     d = run_cycle(view, pending, running, now=100.0, policy=BACKFILL)
     assert d.binds == {}
     for name in ("long", "unknown"):
-        assert d.pending[name].code is PendingCode.RESERVATION
-        assert "reserved for head at t=200" in d.pending[name].message
+        assert d.pending_reasons[name].code is PendingCode.RESERVATION
+        assert "reserved for head at t=200" in d.pending_reasons[name].message
 
 
 def test_long_jobs_backfill_on_gpus_the_reservation_does_not_need() -> None:
@@ -68,8 +68,8 @@ def test_a_head_blocked_by_jobs_without_a_time_limit_is_reserved_for_ever() -> N
     running = [start(view, job("r", 4), end=None)]
     d = run_cycle(view, [job("head", 8), job("long", 4, at=1.0)], running, policy=BACKFILL)
     assert d.reservation is not None and math.isinf(d.reservation.at)
-    assert d.pending["long"].code is PendingCode.RESERVATION
-    assert "once jobs without a time limit end" in d.pending["long"].message
+    assert d.pending_reasons["long"].code is PendingCode.RESERVATION
+    assert "once jobs without a time limit end" in d.pending_reasons["long"].message
 
 
 def test_without_backfill_nothing_passes_the_head() -> None:

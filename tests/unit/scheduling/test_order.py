@@ -22,8 +22,8 @@ def test_fifo_binds_in_submission_order_until_the_cluster_is_full() -> None:
     jobs = [job(f"j{i}", 2, at=float(i)) for i in range(5)]
     d = run_cycle(view, list(reversed(jobs)))
     assert set(d.binds) == {"j0", "j1", "j2", "j3"}
-    assert d.pending["j4"].code is PendingCode.CAPACITY
-    assert d.pending["j4"].message == "needs 2 GPUs, 0 free"
+    assert d.pending_reasons["j4"].code is PendingCode.CAPACITY
+    assert d.pending_reasons["j4"].message == "needs 2 GPUs, 0 free"
 
 
 def test_strict_fifo_holds_small_jobs_behind_a_head_that_does_not_fit() -> None:
@@ -31,9 +31,9 @@ def test_strict_fifo_holds_small_jobs_behind_a_head_that_does_not_fit() -> None:
     start(view, job("big-running", 4))
     d = run_cycle(view, [job("head", 8, at=1.0), job("small", 1, at=2.0)])
     assert d.binds == {}
-    assert d.pending["head"].code is PendingCode.CAPACITY
-    assert d.pending["small"].code is PendingCode.RESERVATION
-    assert "behind head" in d.pending["small"].message
+    assert d.pending_reasons["head"].code is PendingCode.CAPACITY
+    assert d.pending_reasons["small"].code is PendingCode.RESERVATION
+    assert "behind head" in d.pending_reasons["small"].message
 
 
 def test_priority_order_binds_the_higher_priority_job_first() -> None:
@@ -97,16 +97,16 @@ def test_fair_share_weights_scale_the_dominant_share() -> None:
 
 def test_dependencies_keep_a_job_waiting_with_their_names() -> None:
     d = run_cycle(ClusterView(cluster(1)), [job("j", 1, waiting_on=frozenset({"x", "w"}))])
-    assert d.pending["j"].code is PendingCode.DEPENDENCY
-    assert d.pending["j"].message == "waiting for w, x"
+    assert d.pending_reasons["j"].code is PendingCode.DEPENDENCY
+    assert d.pending_reasons["j"].message == "waiting for w, x"
 
 
 def test_work_per_cycle_is_bounded_and_the_rest_say_so() -> None:
     jobs = [job(f"j{i}", 0, at=float(i)) for i in range(10)]
     d = run_cycle(ClusterView(cluster(1)), jobs, policy=SchedulerPolicy(max_jobs=3))
     assert d.examined == 3 and set(d.binds) == {"j0", "j1", "j2"}
-    assert all(d.pending[f"j{i}"].code is PendingCode.ADMISSION for i in range(3, 10))
-    assert "not examined this cycle" in d.pending["j9"].message
+    assert all(d.pending_reasons[f"j{i}"].code is PendingCode.ADMISSION for i in range(3, 10))
+    assert "not examined this cycle" in d.pending_reasons["j9"].message
 
 
 @pytest.mark.parametrize(
@@ -136,8 +136,8 @@ def test_duplicate_job_ids_are_refused() -> None:
 
 def test_a_job_larger_than_the_cluster_never_holds_the_queue() -> None:
     d = run_cycle(ClusterView(cluster(1)), [job("huge", 8, tasks=2), job("small", 1, at=1.0)])
-    assert d.pending["huge"].code is PendingCode.ADMISSION
-    assert d.pending["huge"].message == "needs 16 GPUs; the cluster has 8"
+    assert d.pending_reasons["huge"].code is PendingCode.ADMISSION
+    assert d.pending_reasons["huge"].message == "needs 16 GPUs; the cluster has 8"
     assert set(d.binds) == {"small"}
 
 

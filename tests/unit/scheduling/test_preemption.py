@@ -32,8 +32,8 @@ def test_the_victim_set_frees_the_fewest_gpus() -> None:
     d = run_cycle(view, [job("p", 2, priority=5)], running, policy=PREEMPT)
     assert victims(d) == {"n1-0", "n1-1"}  # 2 GPUs rather than 4
     assert all(p.cause is PreemptionCause.PRIORITY and p.preemptor == "p" for p in d.preemptions)
-    assert d.pending["p"].code is PendingCode.PREEMPTION
-    assert d.pending["p"].message.startswith("preempting n1-0 (priority), n1-1 (priority)")
+    assert d.pending_reasons["p"].code is PendingCode.PREEMPTION
+    assert d.pending_reasons["p"].message.startswith("preempting n1-0 (priority), n1-1 (priority)")
 
 
 def test_at_equal_gpus_the_lowest_priority_then_least_progress_is_chosen() -> None:
@@ -56,7 +56,7 @@ def test_equal_or_higher_priority_and_non_preemptible_jobs_are_never_victims() -
     ]
     d = run_cycle(view, [job("p", 2, priority=5)], running, policy=PREEMPT)
     assert d.preemptions == ()
-    assert d.pending["p"].code is PendingCode.CAPACITY
+    assert d.pending_reasons["p"].code is PendingCode.CAPACITY
 
 
 def test_a_gang_victim_is_preempted_whole() -> None:
@@ -85,15 +85,15 @@ def test_a_preemptor_waits_for_stopping_jobs_instead_of_choosing_more_victims() 
     ]
     d = run_cycle(view, [job("p", 2, priority=5)], running, policy=PREEMPT)
     assert d.preemptions == ()
-    assert d.pending["p"].code is PendingCode.PREEMPTION
-    assert d.pending["p"].message.startswith("waiting for preempted jobs to stop")
+    assert d.pending_reasons["p"].code is PendingCode.PREEMPTION
+    assert d.pending_reasons["p"].message.startswith("waiting for preempted jobs to stop")
 
 
 def test_preemption_off_chooses_no_victims() -> None:
     view = ClusterView(cluster(1, gpus=4))
     running = [start(view, job("low", 4, priority=0))]
     d = run_cycle(view, [job("p", 4, priority=5)], running)
-    assert d.preemptions == () and d.pending["p"].code is PendingCode.CAPACITY
+    assert d.preemptions == () and d.pending_reasons["p"].code is PendingCode.CAPACITY
 
 
 def fits_after(view: ClusterView, gone: list[RunningJob], pending: object) -> bool:
@@ -143,7 +143,7 @@ def test_single_task_victim_sets_are_as_cheap_as_the_brute_force_oracle(
     if best is None or best == (0, 0):
         assert not chosen
         return
-    assert chosen, d.pending["p"]
+    assert chosen, d.pending_reasons["p"]
     assert fits_after(view, chosen, preemptor)
     got = (sum(r.gpu_milli for r in chosen), max(r.priority for r in chosen))
     assert got == best

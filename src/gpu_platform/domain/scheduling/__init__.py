@@ -1,10 +1,10 @@
 """Scheduling: who goes next, who waits and why, who makes room (docs/scheduling.md).
 
-`decide(now, pending, running, view, quotas, policy) -> Decision` is a pure function over
-frozen inputs and the placement engine's `ClusterView` (left unchanged). Policies compose
-through `SchedulerPolicy`: FIFO or priority with aging and a starvation bound, Kueue-style
-quotas with cohorts (borrowing, lending, reclaim), weighted DRF across tenants, EASY backfill,
-and gang-aware preemption.
+`decide(now, pending, running, view, quotas, policy) -> Decision` is deterministic over
+frozen inputs and the placement engine's `ClusterView` (whose free capacity it restores).
+Policies compose through `SchedulerPolicy`: FIFO or priority with aging and a starvation
+bound, Kueue-style quotas with cohorts (borrowing, lending, reclaim), weighted DRF across
+tenants, EASY backfill, and gang-aware preemption.
 """
 
 from gpu_platform.domain.scheduling.decide import decide

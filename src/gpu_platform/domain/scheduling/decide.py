@@ -130,7 +130,7 @@ class _Cycle:
         return Decision(
             binds=self.binds,
             preemptions=tuple(self.preemptions),
-            pending=self.reasons,
+            pending_reasons=self.reasons,
             borrowing=frozenset(self.borrowing),
             reservation=self.hold.reservation if self.hold is not None else None,
             examined=examined,

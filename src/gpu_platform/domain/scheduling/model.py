@@ -230,12 +230,12 @@ class Reservation:
 @dataclass(frozen=True, slots=True)
 class Decision:
     """One scheduling cycle's answer. Every pending job is in exactly one of `binds` and
-    `pending`; `borrowing` lists bound jobs admitted over their nominal quota. `examined`
-    counts jobs considered (at most `policy.max_jobs`)."""
+    `pending_reasons`; `borrowing` lists bound jobs admitted over their nominal quota.
+    `examined` counts jobs considered (at most `policy.max_jobs`)."""
 
     binds: Mapping[str, GangPlacement]
     preemptions: tuple[Preemption, ...]
-    pending: Mapping[str, PendingReason]
+    pending_reasons: Mapping[str, PendingReason]
     borrowing: frozenset[str] = frozenset()
     reservation: Reservation | None = None
     examined: int = 0
