@@ -251,9 +251,9 @@ class SchedulerMachine(RuleBasedStateMachine):
             alone = decide(
                 self.now, [p], self.running.values(), self.view, self.quotas, self.policy
             )
-            assert p.id in alone.binds or alone.pending_reasons[p.id].code is PendingCode.PREEMPTION, (
-                alone.pending_reasons[p.id]
-            )
+            assert (
+                p.id in alone.binds or alone.pending_reasons[p.id].code is PendingCode.PREEMPTION
+            ), alone.pending_reasons[p.id]
 
     def _apply(self, d: Decision) -> None:
         for p in d.preemptions:

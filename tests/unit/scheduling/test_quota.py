@@ -67,7 +67,9 @@ def test_cpu_quota_is_a_hard_cap() -> None:
 
     heavy = PendingJob("h", "a", GpuRequest(gpus=1, cpu_milli=3000), 0.0, 0)
     d = run_cycle(ClusterView(cluster(1)), [heavy], quotas={"a": Quota(8, cpu_milli=2000)})
-    assert d.pending_reasons["h"].code is PendingCode.QUOTA and "CPU" in d.pending_reasons["h"].message
+    assert (
+        d.pending_reasons["h"].code is PendingCode.QUOTA and "CPU" in d.pending_reasons["h"].message
+    )
 
 
 def test_the_owner_reclaims_borrowed_gpus_by_preempting_the_borrower() -> None:
