@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 # System packages the system tests need (Debian names); `make deps` installs them as root.
 SYSTEM_DEPS := hwloc-nox golang-etcd-server-dev iproute2 procps prometheus
 
-.PHONY: run test lint typecheck contracts unit bench deps clean help proto
+.PHONY: run test lint typecheck contracts unit bench deps clean help proto openapi
 
 help:
 	@echo "make run    - create .venv, install, start 'gpu-platform serve' (embedded single node)"
@@ -16,6 +16,7 @@ help:
 	@echo "              (make bench QUICK=1: smaller sizes, a few minutes)"
 	@echo "make deps   - install the system packages the system tests need (root, apt-get)"
 	@echo "make proto  - regenerate the gRPC Python modules from the .proto file"
+	@echo "make openapi - rewrite docs/openapi.json from the code (a test checks they agree)"
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +53,9 @@ PROTO := src/gpu_platform/adapters/inbound/grpc/v1/gpu_platform.proto \
 proto: $(VENV)/.installed-dev
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -Isrc --python_out=src \
 	  --grpc_python_out=src --mypy_out=src $(PROTO)
+
+openapi: $(VENV)/.installed
+	$(PY) -m gpu_platform.infrastructure.openapi docs/openapi.json
 
 deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root (apt-get install -y $(SYSTEM_DEPS))"; exit 1; fi

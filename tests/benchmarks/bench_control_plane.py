@@ -120,7 +120,7 @@ def bench_schedule_cycle(quick: bool) -> list[dict[str, Any]]:
     per_job = [elapsed_us / max(1, launched)]
     return [
         result(
-            "scheduler.throughput",
+            "control_plane.schedule_cycle",
             {"policy": "fifo", "queued": jobs, "gpus": 1024, "launched": launched},
             per_job,
             extra={"cycle_ms": round(elapsed_us / 1000, 2)},

@@ -104,25 +104,26 @@ def test_the_cli_says_what_is_wrong_in_one_line_and_exits_non_zero(
     server_factory: Callable[..., Server], tmp_path: Path
 ) -> None:
     server = server_factory()
-    cases = [
+    cases = [  # (argv, what stderr says, the documented exit code: docs/cli.md)
         (
             ("submit", "--gpus", "9", "--", "true"),
             "gpus: requests 9 GPUs but the largest node has 8",
+            6,
         ),
-        (("jobs", "describe", "j-nope"), "job 'j-nope' not found"),
-        (("jobs", "cancel", "j-nope"), "not found"),
-        (("submit", "--env", "NOEQUALS", "--", "true"), "expected KEY=VALUE"),
-        (("jobs", "list", "--state", "sleeping"), "state"),
+        (("jobs", "describe", "j-nope"), "job 'j-nope' not found", 5),
+        (("jobs", "cancel", "j-nope"), "not found", 5),
+        (("submit", "--env", "NOEQUALS", "--", "true"), "expected KEY=VALUE", 2),
+        (("jobs", "list", "--state", "sleeping"), "state", 6),
     ]
-    for args, needle in cases:
+    for args, needle, code in cases:
         r = server.cli(*args)
-        assert r.returncode == 1, (args, r)
+        assert r.returncode == code, (args, r)
         assert needle in r.stderr, (args, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
 
     unreachable = Server(tmp_path / "none", free_port())
     r = unreachable.cli("status")
-    assert r.returncode == 1 and "cannot reach the server" in r.stderr
+    assert r.returncode == 3 and "cannot reach the server" in r.stderr
 
 
 def test_status_announces_the_simulated_inventory(server_factory: Callable[..., Server]) -> None:

@@ -1,5 +1,6 @@
-"""No sequence of submits, cancels, completions, launch failures and restarts ever gives one GPU
-to two running jobs, loses a job, or leaves a job in two states."""
+"""No sequence of submits (gangs too), cancels, completions, task failures, launch failures and
+restarts ever gives one GPU to two running jobs, runs part of a gang, loses a job, or leaves a
+job in two states."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from gpu_platform.application.control_plane import ControlPlane
-from gpu_platform.domain.errors import Conflict
+from gpu_platform.domain.errors import Conflict, InvalidRequest
 from gpu_platform.domain.model.job import TERMINAL_JOB_STATES, JobSpec, JobState
 from gpu_platform.domain.model.node import Inventory
 from gpu_platform.testing.fakes import (
@@ -38,12 +39,20 @@ class ControlPlaneMachine(RuleBasedStateMachine):
             self.inventory, self.store, self.runner, self.clock, self.ids, RecordingPublisher()
         )
 
-    @rule(gpus=st.integers(0, 8), program=st.sampled_from(["fake-forever", "fake-exit", "nope"]))
-    def submit(self, gpus: int, program: str) -> None:
-        if gpus > max(len(n.gpus) for n in self.inventory.nodes):
-            return
+    @rule(
+        gpus=st.integers(0, 8),
+        tasks=st.sampled_from([1, 1, 2, 3]),
+        program=st.sampled_from(["fake-forever", "fake-exit", "nope"]),
+    )
+    def submit(self, gpus: int, tasks: int, program: str) -> None:
         argv = (program, "0") if program == "fake-exit" else (program,)
-        self.submitted.add(self.plane.submit(JobSpec(argv, gpus=gpus)).id)
+        try:
+            job = self.plane.submit(JobSpec(argv, gpus=gpus, tasks=tasks))
+        except InvalidRequest:  # could never fit this cluster: refused at the door
+            fits = sum(len(n.gpus) // gpus if gpus else 1 for n in self.inventory.nodes)
+            assert gpus > max(len(n.gpus) for n in self.inventory.nodes) or tasks > fits
+            return
+        self.submitted.add(job.id)
         self.clock.advance(1)
 
     @rule()
@@ -55,7 +64,8 @@ class ControlPlaneMachine(RuleBasedStateMachine):
     def finish_one(self, data: st.DataObject, code: int) -> None:
         live = [s for s in self.runner.live()]
         spec = data.draw(st.sampled_from(live))
-        self.runner.finish(spec.job_id, code)
+        whole = data.draw(st.booleans())  # every task of the attempt, or just this one
+        self.runner.finish(spec.job_id, code, rank=None if whole else spec.rank)
 
     @rule()
     def deliver_exits(self) -> None:
@@ -88,9 +98,18 @@ class ControlPlaneMachine(RuleBasedStateMachine):
         for job in self.plane.list_jobs():
             if job.state in (JobState.SCHEDULED, JobState.RUNNING):
                 assert job.allocation is not None
-                for uuid in job.allocation.gpu_uuids:
+                assert len(job.allocation.tasks) == job.spec.tasks, "a gang bound in part"
+                for uuid in job.allocation.all_gpu_uuids:
                     assert uuid not in holders, f"{uuid} held by {holders[uuid]} and {job.id}"
                     holders[uuid] = job.id
+        for job in self.plane.list_jobs():
+            if job.state is JobState.RUNNING:  # every task of a running attempt was started
+                ranks = {
+                    s.rank
+                    for s in self.runner.started
+                    if s.job_id == job.id and job.allocation and s.epoch == job.allocation.epoch
+                }
+                assert ranks == set(range(job.spec.tasks)), f"{job.id} runs ranks {ranks}"
 
     @invariant()
     def no_job_is_lost_and_each_has_one_state(self) -> None:

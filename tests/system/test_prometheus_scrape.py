@@ -20,11 +20,13 @@ def query(port: int, expr: str) -> list[dict[str, Any]]:
         r = httpx.get(f"http://127.0.0.1:{port}/api/v1/query", params={"query": expr}, timeout=5)
     except httpx.HTTPError:
         return []
+    if r.status_code != 200:  # 503 "Service Unavailable" while Prometheus is starting up
+        return []
     data = r.json()
     return data["data"]["result"] if data.get("status") == "success" else []
 
 
-def test_prometheus_scrapes_gpu_job_and_usage_series(
+def test_prometheus_scrapes_gpu_job_usage_and_scheduler_series(
     server_factory: Callable[..., Server], tmp_path: Path
 ) -> None:
     prometheus = require_tool("prometheus", "prometheus")
@@ -59,6 +61,16 @@ def test_prometheus_scrapes_gpu_job_and_usage_series(
         running = query(port, 'gpu_platform_jobs{state="RUNNING"}')
         assert [r["value"][1] for r in running] == ["1"]
         assert query(port, "gpu_platform_tenant_gpu_hours")
+        started = query(
+            port, 'gpu_platform_job_transitions_total{from_state="SCHEDULED",to_state="RUNNING"}'
+        )
+        assert [r["value"][1] for r in started] == ["1"]
+        placed = query(
+            port,
+            'sum(gpu_platform_placement_decision_microseconds_bucket{outcome="placed",le="+Inf"})',
+        )
+        assert [r["value"][1] for r in placed] == ["1"]
+        assert query(port, "gpu_platform_gpu_allocation_ratio")[0]["value"][1] == "0.25"
         assert query(port, 'up{job="gpu-platform"}')[0]["value"][1] == "1"
     finally:
         proc.terminate()

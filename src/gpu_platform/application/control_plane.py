@@ -26,7 +26,9 @@ too.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Literal
 
 import structlog
@@ -85,8 +87,13 @@ from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
 from gpu_platform.domain.model.node import Inventory, Node
-from gpu_platform.domain.placement import ClusterView, GangPlacement, GpuRequest, place
-from gpu_platform.domain.placement.first_fit import Placement
+from gpu_platform.domain.placement import (
+    ClusterView,
+    GangPlacement,
+    GpuRequest,
+    Unschedulable,
+    place,
+)
 from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
 from gpu_platform.ports.inbound.admin_service import NodeInfo
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
@@ -95,8 +102,15 @@ from gpu_platform.ports.outbound.events import EventPublisher
 from gpu_platform.ports.outbound.gpu_reset import GpuReset, GpuResetError
 from gpu_platform.ports.outbound.hardware_store import HardwareStore
 from gpu_platform.ports.outbound.health_monitor import FaultInjector
-from gpu_platform.ports.outbound.job_runner import ExitReport, JobRunner, LaunchError, LaunchSpec
+from gpu_platform.ports.outbound.job_runner import (
+    ExitReport,
+    GangEnv,
+    JobRunner,
+    LaunchError,
+    LaunchSpec,
+)
 from gpu_platform.ports.outbound.job_store import JobStore
+from gpu_platform.ports.outbound.metrics import NoSchedulerMetrics, SchedulerMetrics
 
 __all__ = ["ControlPlane", "ShutdownPolicy"]
 
@@ -105,13 +119,26 @@ log = structlog.get_logger(__name__)
 ShutdownPolicy = Literal["requeue", "fail"]
 
 
+@dataclass
+class _Run:
+    """The tasks of one attempt still running, and why the attempt is ending (the first task
+    that failed, or a launch error). The job's exit is recorded once every task has ended: a
+    gang fails whole, and its GPUs stay held until its last process is gone."""
+
+    tasks: int
+    live: set[int] = field(default_factory=set)
+    failure: ExitReport | None = None
+    launch_error: str = ""
+
+
 class ControlPlane:
     """Implements the JobService and AdminService inbound ports on one node.
 
     Optional collaborators: `hardware` persists GPU/node states and the audit log (without it
     they live in memory only); `gpu_reset` resets GPUs (without it a GPU needing a reset goes
     OFFLINE: nothing can reset it); `injector` enables `inject`; `check_heartbeats` makes each
-    scheduling cycle judge node heartbeat ages (only useful when a monitor sends heartbeats).
+    scheduling cycle judge node heartbeat ages (only useful when a monitor sends heartbeats);
+    `scheduler_metrics` hears every placement decision (latency, outcome).
     """
 
     def __init__(
@@ -133,6 +160,7 @@ class ControlPlane:
         fault_policy: FaultPolicy = FaultPolicy(),
         check_heartbeats: bool = False,
         reset_in_background: bool = False,
+        scheduler_metrics: SchedulerMetrics | None = None,
     ) -> None:
         self._inventory = inventory
         self._store = store
@@ -155,7 +183,9 @@ class ControlPlane:
         self._check_heartbeats = check_heartbeats
         self._reset_in_background = reset_in_background
         self._resets_inflight: set[str] = set()
+        self._runs: dict[tuple[str, int], _Run] = {}  # (job, epoch) -> its running tasks
         self._memory_audit: list[AuditRecord] = []
+        self._metrics = scheduler_metrics or NoSchedulerMetrics()
         self._state = ClusterState(
             inventory,
             store.load(),
@@ -242,23 +272,36 @@ class ControlPlane:
         self._wake.set()
         return job
 
-    def logs(self, job_id: str, attempt: int | None = None, tail_bytes: int = 65536) -> str:
+    def kill(self, job_id: str, reason: str = "killed by user") -> Job:
+        """`cancel` with a zero grace period: the attempt gets SIGKILL at once."""
+        with self._lock:
+            grace, self._grace = self._grace, 0.0
+            try:
+                return self.cancel(job_id, reason)
+            finally:
+                self._grace = grace
+
+    def logs(
+        self, job_id: str, attempt: int | None = None, tail_bytes: int = 65536, rank: int = 0
+    ) -> str:
         job = self.get(job_id)
+        _check_rank(job, rank)
         which = job.attempt if attempt is None else attempt
         if which < 1 or which > job.attempt:
             if attempt is None:
                 return ""
             raise NotFound("attempt", f"{job_id}#{attempt}")
-        return self._runner.read_log(job_id, which, tail_bytes)
+        return self._runner.read_log(job_id, which, tail_bytes, rank)
 
     def log_from(
-        self, job_id: str, attempt: int, offset: int, max_bytes: int = 65536
+        self, job_id: str, attempt: int, offset: int, max_bytes: int = 65536, rank: int = 0
     ) -> tuple[bytes, bool]:
         job = self.get(job_id)
+        _check_rank(job, rank)
         if attempt < 1 or attempt > job.attempt:
             raise NotFound("attempt", f"{job_id}#{attempt}")
         live = job.attempt == attempt and job.holds_gpus
-        return self._runner.read_log_from(job_id, attempt, offset, max_bytes), live
+        return self._runner.read_log_from(job_id, attempt, offset, max_bytes, rank), live
 
     def gpus(self) -> list[GpuInfo]:
         with self._lock:
@@ -294,10 +337,10 @@ class ControlPlane:
         """One scheduling cycle: bind and launch queued jobs in FIFO order. Returns #launched.
 
         Placement is the topology- and fragmentation-aware engine (docs/placement.md) over an
-        indexed view built once per cycle and narrowed after each bind. The cluster state
-        re-validates every bind, so the view can only make us miss a slot, never oversubscribe.
-        FIFO without skipping: when the head job does not fit, later jobs wait too (issue 5
-        brings backfill), so a big job is never starved by a stream of small ones.
+        indexed view built once per cycle and narrowed after each bind; a gang is placed whole
+        or not at all. The cluster state re-validates every bind, so the view can only make us
+        miss a slot, never oversubscribe. FIFO without skipping: when the head job does not
+        fit, later jobs wait too, so a big job is never starved by a stream of small ones.
         """
         launched = 0
         with self._lock:
@@ -307,51 +350,95 @@ class ControlPlane:
             for job in self._state.queued(self._now()):
                 if self._stopping.is_set():
                     break
-                result = place(GpuRequest(gpus=job.spec.gpus), view)
+                request = GpuRequest(gpus=job.spec.gpus, tasks=job.spec.tasks)
+                result = self._place(job, request, view)
                 if not isinstance(result, GangPlacement):
                     break
-                task = result.tasks[0]
-                self._bind_and_launch(job, Placement(task.node, tuple(s.gpu for s in task.gpus)))
-                view.bind(task)
+                self._bind_and_launch(job, result)
+                for task in result.tasks:
+                    view.bind(task)
                 launched += 1
         return launched
 
-    def _bind_and_launch(self, job: Job, placed: Placement) -> None:
-        indices = tuple(g.index for g in placed.gpus)
-        events = self._execute(BindJob(job.id, placed.node, indices, self._now()))
+    def _place(
+        self, job: Job, request: GpuRequest, view: ClusterView
+    ) -> GangPlacement | Unschedulable:
+        """The engine's decision for `job`, timed and reported to the scheduler metrics."""
+        started = time.perf_counter_ns()
+        result = place(request, view)
+        latency_us = (time.perf_counter_ns() - started) / 1000
+        failure = result if isinstance(result, Unschedulable) else None
+        self._metrics.placement_decided(job.id, latency_us, failure)
+        return result
+
+    def _bind_and_launch(self, job: Job, placed: GangPlacement) -> None:
+        slots = [(t.node, tuple(s.gpu.index for s in t.gpus)) for t in placed.tasks]
+        (node, indices), peers = slots[0], tuple(slots[1:])
+        events = self._execute(BindJob(job.id, node, indices, self._now(), peers=peers))
         bound = next(e for e in events if isinstance(e, JobBound))
         alloc = bound.allocation
-        node = self._state.node(alloc.node)
-        cpus: tuple[int, ...] = ()
-        if self._pin and alloc.numa_nodes:
-            local = {n.id: n.cpus for n in node.numa_nodes}
-            cpus = tuple(sorted(c for numa in alloc.numa_nodes for c in local.get(numa, ())))
-        nics = self._nearest_nics(node, alloc.gpu_indices)
-        spec = LaunchSpec(
-            job_id=job.id,
-            epoch=alloc.epoch,
-            attempt=bound.attempt,
-            argv=job.spec.command,
-            env=job.spec.env,
-            gpu_indices=alloc.gpu_indices,
-            gpu_uuids=alloc.gpu_uuids,
-            cwd=job.spec.cwd,
-            vendor=str(placed.gpus[0].vendor) if placed.gpus else "nvidia",
-            cpus=cpus,
-            mems=alloc.numa_nodes if cpus else (),
-            memory_bytes=job.spec.memory_bytes,
-            time_limit_s=job.spec.time_limit_s,
-            user=job.spec.user,
-            nics=nics,
-        )
-        try:
-            self._runner.start(spec, self._on_exit)
-        except LaunchError as exc:
-            self._execute(
-                FinishJob(job.id, alloc.epoch, None, self._now(), f"launch failed: {exc}")
+        vendors = [str(s.gpu.vendor) for t in placed.tasks for s in t.gpus]
+        run = self._runs[(job.id, alloc.epoch)] = _Run(len(alloc.tasks))
+        for rank, spec in enumerate(self._task_specs(job, bound, vendors[0] if vendors else "")):
+            try:
+                self._runner.start(spec, self._on_exit)
+            except LaunchError as exc:
+                run.launch_error = f"launch failed: {exc}"
+                break
+            run.live.add(rank)
+        if not run.launch_error:
+            self._execute(StartJob(job.id, alloc.epoch, self._now()))
+        elif not run.live or not self._runner.stop(job.id, alloc.epoch, self._grace):
+            del self._runs[(job.id, alloc.epoch)]
+            self._execute(FinishJob(job.id, alloc.epoch, None, self._now(), run.launch_error))
+
+    def _task_specs(self, job: Job, bound: JobBound, vendor: str) -> list[LaunchSpec]:
+        """One LaunchSpec per task, rank order. A gang's tasks get torchrun's rendezvous: rank
+        0's node is the master (its `address` label, else loopback: in single-server mode the
+        in-process runner starts every task on this host)."""
+        alloc = bound.allocation
+        tasks = alloc.tasks
+        node_order = list(alloc.nodes)
+        master = dict(self._state.node(tasks[0].node).labels).get("address", "127.0.0.1")
+        specs = []
+        for rank, slot in enumerate(tasks):
+            node = self._state.node(slot.node)
+            cpus: tuple[int, ...] = ()
+            if self._pin and slot.numa_nodes:
+                local = {n.id: n.cpus for n in node.numa_nodes}
+                cpus = tuple(sorted(c for numa in slot.numa_nodes for c in local.get(numa, ())))
+            same_node = [r for r, t in enumerate(tasks) if t.node == slot.node]
+            gang = None
+            if len(tasks) > 1:
+                gang = GangEnv(
+                    world_size=len(tasks),
+                    local_rank=same_node.index(rank),
+                    local_world_size=len(same_node),
+                    node_rank=node_order.index(slot.node),
+                    master_addr=master,
+                )
+            specs.append(
+                LaunchSpec(
+                    job_id=job.id,
+                    epoch=alloc.epoch,
+                    attempt=bound.attempt,
+                    argv=job.spec.command,
+                    env=job.spec.env,
+                    gpu_indices=slot.gpu_indices,
+                    gpu_uuids=slot.gpu_uuids,
+                    cwd=job.spec.cwd,
+                    vendor=vendor or "nvidia",
+                    cpus=cpus,
+                    mems=slot.numa_nodes if cpus else (),
+                    memory_bytes=job.spec.memory_bytes,
+                    time_limit_s=job.spec.time_limit_s,
+                    user=job.spec.user,
+                    nics=self._nearest_nics(node, slot.gpu_indices),
+                    rank=rank,
+                    gang=gang,
+                )
             )
-            return
-        self._execute(StartJob(job.id, alloc.epoch, self._now()))
+        return specs
 
     def _nearest_nics(self, node: Node, gpus: tuple[int, ...]) -> tuple[str, ...]:
         """RDMA NICs closest to the job's GPUs (NCCL's choice), in GPU order, no repeats."""
@@ -368,10 +455,39 @@ class ControlPlane:
         return tuple(out)
 
     def _on_exit(self, report: ExitReport) -> None:
+        """A task ended. The attempt's exit is recorded when its last task has ended: with the
+        first failing task's code and reason (the rest of a gang is stopped at once)."""
         with self._lock:
-            self._execute(
-                FinishJob(report.job_id, report.epoch, report.exit_code, self._now(), report.reason)
-            )
+            key = (report.job_id, report.epoch)
+            run = self._runs.get(key)
+            if run is None:  # not started by this incarnation's bookkeeping: report it as is
+                self._execute(FinishJob(*key, report.exit_code, self._now(), report.reason))
+                self._wake.set()
+                return
+            run.live.discard(report.rank)
+            failed = report.exit_code != 0
+            if failed and run.failure is None and not run.launch_error:
+                run.failure = report
+                if run.live:
+                    log.warning(
+                        "gang task failed: stopping the whole gang",
+                        job_id=report.job_id,
+                        epoch=report.epoch,
+                        rank=report.rank,
+                        reason=report.reason,
+                    )
+                    self._runner.stop(report.job_id, report.epoch, self._grace)
+            if run.live:
+                return
+            del self._runs[key]
+            code, reason = report.exit_code, report.reason
+            if run.launch_error:
+                code, reason = None, run.launch_error
+            elif run.failure is not None:
+                code, reason = run.failure.exit_code, run.failure.reason
+                if run.tasks > 1:
+                    reason = f"task {run.failure.rank} {reason}; the gang was stopped whole"
+            self._execute(FinishJob(*key, code, self._now(), reason))
         self._wake.set()
 
     def _loop(self) -> None:
@@ -411,6 +527,7 @@ class ControlPlane:
                 if stop is not None and not self._runner.stop(
                     event.job_id, stop.epoch, self._grace
                 ):
+                    self._runs.pop((event.job_id, stop.epoch), None)
                     why = "attempt was not running"
                     self._execute(FinishJob(event.job_id, stop.epoch, None, self._now(), why))
             self._start_due_resets()
@@ -580,3 +697,8 @@ class ControlPlane:
     def check_invariants(self) -> None:
         with self._lock:
             self._state.check_invariants()
+
+
+def _check_rank(job: Job, rank: int) -> None:
+    if not 0 <= rank < job.spec.tasks:
+        raise InvalidRequest("rank", f"job {job.id} has tasks 0..{job.spec.tasks - 1}, not {rank}")

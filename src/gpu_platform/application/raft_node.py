@@ -28,6 +28,9 @@ so commands should be idempotent or carry an id. On restart the node loads its h
 log and snapshot from storage, restores the state machine from the snapshot, and re-applies
 the committed entries after it.
 
+An optional `RaftMetrics` hears each leader change this node learns of and, for proposals it
+took as leader, the time from proposal to apply (the commit latency a client sees).
+
 Errors::
 
     RaftNodeError
@@ -62,7 +65,9 @@ from gpu_platform.domain.consensus import (
     Role,
     Snapshot,
     SnapshotMetadata,
+    SoftState,
 )
+from gpu_platform.ports.outbound.metrics import NoRaftMetrics, RaftMetrics
 from gpu_platform.ports.outbound.raft import RaftStorage, RaftTransport
 
 __all__ = [
@@ -163,8 +168,12 @@ class RaftNode:
         storage: RaftStorage,
         transport: RaftTransport,
         state_machine: StateMachine,
+        metrics: RaftMetrics | None = None,
     ) -> None:
         self.config = config
+        self.metrics = metrics or NoRaftMetrics()
+        self._proposed_at: dict[int, float] = {}  # index -> monotonic time of the proposal
+        self._lead = NONE
         self.storage = storage
         self.transport = transport
         self.state_machine = state_machine
@@ -319,6 +328,7 @@ class RaftNode:
         for _, fut in self._proposals.values():
             _fail(fut, err)
         self._proposals.clear()
+        self._proposed_at.clear()
         for rfut in [*self._reads.values(), *(f for _, f in self._ready_reads)]:
             _fail(rfut, err)
         self._reads.clear()
@@ -377,6 +387,7 @@ class RaftNode:
             _fail(fut, self._not_leader())
             return
         self._proposals[r.raft_log.last_index()] = (r.term, fut)
+        self._proposed_at[r.raft_log.last_index()] = time.monotonic()
 
     def _read(self, fut: Future[int]) -> None:
         if self.rawnode.raft.state is not Role.LEADER:
@@ -396,6 +407,7 @@ class RaftNode:
                 self.transport.send(rd.messages)
             self._apply(rd)
             if rd.soft_state is not None:
+                self._observe_leader(rd.soft_state)
                 self._on_role(rd.soft_state.role)
             rn.advance(rd)
             self._maybe_snapshot()
@@ -424,6 +436,7 @@ class RaftNode:
                     error = exc
             self._applied = e.index
             pending = self._proposals.pop(e.index, None)
+            proposed_at = self._proposed_at.pop(e.index, None)
             if pending is not None:
                 term, fut = pending
                 if term != e.term:
@@ -432,6 +445,8 @@ class RaftNode:
                     _fail(fut, error)
                 elif not fut.done():
                     fut.set_result(result)
+                if term == e.term and proposed_at is not None:
+                    self.metrics.committed(time.monotonic() - proposed_at)
         for rs in rd.read_states:
             rfut = self._reads.pop(rs.request_ctx, None)
             if rfut is not None:
@@ -446,6 +461,12 @@ class RaftNode:
                     still.append((index, rfut))
             self._ready_reads = still
 
+    def _observe_leader(self, soft: SoftState) -> None:
+        if soft.lead != self._lead:
+            self._lead = soft.lead
+            lead = None if soft.lead == NONE else soft.lead
+            self.metrics.leader_changed(lead, self.rawnode.raft.term)
+
     def _on_role(self, role: Role) -> None:
         leader = role is Role.LEADER
         if self._was_leader and not leader:
@@ -453,6 +474,7 @@ class RaftNode:
             for _, fut in self._proposals.values():
                 _fail(fut, err)
             self._proposals.clear()
+            self._proposed_at.clear()
             for rfut in self._reads.values():
                 _fail(rfut, err)
             self._reads.clear()
@@ -461,6 +483,7 @@ class RaftNode:
     def _fail_proposals_up_to(self, index: int) -> None:
         for i in [i for i in self._proposals if i <= index]:
             _fail(self._proposals.pop(i)[1], self._not_leader())
+            self._proposed_at.pop(i, None)
 
     def _maybe_snapshot(self) -> None:
         every = self.config.snapshot_entries

@@ -60,7 +60,7 @@ from gpu_platform.domain.faults.policy import (
 )
 from gpu_platform.domain.faults.recovery import LIVE, SICK, FaultHandlers
 from gpu_platform.domain.model.gpu import Gpu, GpuState
-from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState
+from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState, TaskSlot
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
 from gpu_platform.domain.placement.first_fit import NodeView
 
@@ -95,10 +95,14 @@ class SubmitJob:
 
 @dataclass(frozen=True, slots=True)
 class BindJob:
+    """Bind task 0 to `gpu_indices` on `node`, and tasks 1..N-1 of a gang to `peers`
+    ((node, GPU indices) in rank order): all tasks or none."""
+
     job_id: str
     node: str
     gpu_indices: tuple[int, ...]
     now: float
+    peers: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +203,7 @@ class ClusterState(FaultHandlers):
                 self.next_epoch = max(self.next_epoch, job.allocation.epoch + 1)
             if job.holds_gpus:
                 assert job.allocation is not None
-                for uuid in job.allocation.gpu_uuids:
+                for uuid in job.allocation.all_gpu_uuids:
                     if uuid in self._held:
                         raise Conflict(
                             f"restored jobs {self._held[uuid]} and {job.id} share {uuid}"
@@ -335,18 +339,30 @@ class ClusterState(FaultHandlers):
     def _submit(self, cmd: SubmitJob) -> list[DomainEvent]:
         if cmd.job_id in self._jobs:
             raise Conflict(f"job {cmd.job_id} already exists")
+        spec = cmd.spec
         capacity = self.max_gpus_per_node()
-        if cmd.spec.gpus > capacity:
+        if spec.gpus > capacity:
             raise InvalidRequest(
                 "gpus",
-                f"requests {cmd.spec.gpus} GPUs but the largest node has {capacity}; "
+                f"requests {spec.gpus} GPUs but the largest node has {capacity}; "
                 "this job could never be placed",
             )
-        job = Job(cmd.job_id, cmd.spec, JobState.PENDING, cmd.now, seq=self.next_seq)
+        if spec.tasks > 1:
+            slots = sum(len(n.gpus) // spec.gpus if spec.gpus else 1 for n in self._nodes.values())
+            if spec.tasks > slots:
+                raise InvalidRequest(
+                    "tasks",
+                    f"a gang of {spec.tasks} tasks x {spec.gpus} GPUs needs more room than the "
+                    f"whole cluster has ({slots} such tasks); it could never be placed",
+                )
+        unknown = [d for d in spec.depends_on if d not in self._jobs]
+        if unknown:
+            raise InvalidRequest("depends_on", f"no such job: {', '.join(unknown)}")
+        job = Job(cmd.job_id, spec, JobState.PENDING, cmd.now, seq=self.next_seq)
         job, _ = transition(job, JobInput.ACCEPT, cmd.now, reason="admitted")
         self.next_seq += 1
         self._jobs[job.id] = job
-        return [JobSubmitted(job.id, cmd.spec.gpus)]
+        return [JobSubmitted(job.id, spec.gpus * spec.tasks)]
 
     def _bind(self, cmd: BindJob) -> list[DomainEvent]:
         job = self.job(cmd.job_id)
@@ -354,17 +370,40 @@ class ClusterState(FaultHandlers):
             raise Conflict(f"job {job.id} is {job.state}, not QUEUED")
         if job.releasing:
             raise Conflict(f"job {job.id}: its previous attempt is still being stopped")
-        node = self._nodes.get(cmd.node)
+        wanted = ((cmd.node, cmd.gpu_indices), *cmd.peers)
+        if len(wanted) != job.spec.tasks:
+            raise Conflict(f"job {job.id} has {job.spec.tasks} tasks, got {len(wanted)} slots")
+        slots = [self._slot(job, node, indices) for node, indices in wanted]
+        uuids = [u for slot in slots for u in slot.gpu_uuids]
+        if len(set(uuids)) != len(uuids):
+            raise Conflict(f"job {job.id}: two tasks bound to one GPU")
+        first = slots[0]
+        allocation = Allocation(
+            node=first.node,
+            gpu_indices=first.gpu_indices,
+            gpu_uuids=first.gpu_uuids,
+            epoch=self.next_epoch,
+            numa_nodes=first.numa_nodes,
+            peers=tuple(slots[1:]),
+        )
+        self.next_epoch += 1
+        job, _ = transition(job, JobInput.BIND, cmd.now, reason="bound", allocation=allocation)
+        self._jobs[job.id] = job
+        for uuid in allocation.all_gpu_uuids:
+            self._held[uuid] = job.id
+        return [JobBound(job.id, allocation, job.attempt)]
+
+    def _slot(self, job: Job, name: str, indices: tuple[int, ...]) -> TaskSlot:
+        """Validate one task's GPUs on `name` for a bind; raise Conflict/NotFound if unusable."""
+        node = self._nodes.get(name)
         if node is None:
-            raise NotFound("node", cmd.node)
-        if len(cmd.gpu_indices) != job.spec.gpus or len(set(cmd.gpu_indices)) != job.spec.gpus:
-            raise Conflict(
-                f"job {job.id} needs {job.spec.gpus} distinct GPUs, got {cmd.gpu_indices}"
-            )
+            raise NotFound("node", name)
+        if len(indices) != job.spec.gpus or len(set(indices)) != job.spec.gpus:
+            raise Conflict(f"job {job.id} needs {job.spec.gpus} distinct GPUs, got {indices}")
         if node.state is not NodeState.READY:  # checked for every job, GPU-less ones too
             raise Conflict(f"node {node.name} is {node.state}")
         gpus = []
-        for index in cmd.gpu_indices:
+        for index in indices:
             try:
                 gpu = node.gpu(index)
             except KeyError:
@@ -376,19 +415,12 @@ class ClusterState(FaultHandlers):
             if gpu.uuid in self._held:
                 raise Conflict(f"gpu {node.name}/{index} is held by {self._held[gpu.uuid]}")
             gpus.append(gpu)
-        allocation = Allocation(
+        return TaskSlot(
             node=node.name,
             gpu_indices=tuple(g.index for g in gpus),
             gpu_uuids=tuple(g.uuid for g in gpus),
-            epoch=self.next_epoch,
             numa_nodes=tuple(sorted({g.numa_node for g in gpus if g.numa_node >= 0})),
         )
-        self.next_epoch += 1
-        job, _ = transition(job, JobInput.BIND, cmd.now, reason="bound", allocation=allocation)
-        self._jobs[job.id] = job
-        for uuid in allocation.gpu_uuids:
-            self._held[uuid] = job.id
-        return [JobBound(job.id, allocation, job.attempt)]
 
     def _current(self, job: Job, epoch: int, states: tuple[JobState, ...]) -> bool:
         return job.state in states and job.allocation is not None and job.allocation.epoch == epoch
@@ -451,7 +483,7 @@ class ClusterState(FaultHandlers):
             self._unhold(job.id, job.allocation)
 
     def _unhold(self, job_id: str, allocation: Allocation) -> None:
-        for uuid in allocation.gpu_uuids:
+        for uuid in allocation.all_gpu_uuids:
             if self._held.get(uuid) == job_id:
                 del self._held[uuid]
 
@@ -468,7 +500,7 @@ class ClusterState(FaultHandlers):
                 assert job.allocation is not None
                 assert job.allocation.epoch not in epochs, "two live attempts share an epoch"
                 epochs.add(job.allocation.epoch)
-                for uuid in job.allocation.gpu_uuids:
+                for uuid in job.allocation.all_gpu_uuids:
                     assert uuid not in expected, (
                         f"gpu {uuid} held by {expected.get(uuid)} and {job.id}"
                     )
@@ -477,11 +509,12 @@ class ClusterState(FaultHandlers):
         for job in self._jobs.values():
             if job.state in LIVE and not job.releasing:
                 assert job.allocation is not None
-                node = self._nodes[job.allocation.node]
-                assert node.state is not NodeState.DOWN, f"{job.id} live on DOWN {node.name}"
-                for index in job.allocation.gpu_indices:
-                    state = node.gpu(index).state
-                    assert state not in SICK, f"{job.id} live on {state} gpu {node.name}/{index}"
+                for slot in job.allocation.tasks:
+                    node = self._nodes[slot.node]
+                    assert node.state is not NodeState.DOWN, f"{job.id} live on DOWN {node.name}"
+                    for index in slot.gpu_indices:
+                        state = node.gpu(index).state
+                        assert state not in SICK, f"{job.id} live on {state} {node.name}/{index}"
         uuids = {g.uuid for n in self._nodes.values() for g in n.gpus}
         assert set(self._hot) <= uuids, "thermal record for an unknown GPU"
 

@@ -80,7 +80,7 @@ class Settings(BaseSettings):
         description="What a graceful shutdown does to running jobs: requeue (they run again "
         "on the next start) or fail (they end FAILED).",
     )
-    isolation: Literal["auto", "cgroup-v1", "cgroup-v2", "none"] = Field(
+    isolation: Literal["auto", "systemd", "cgroup-v1", "cgroup-v2", "none"] = Field(
         "auto",
         description="Job confinement: auto (cgroup v2 if usable, else v1, else none, logged), "
         "cgroup-v1, cgroup-v2, or none.",
@@ -143,6 +143,48 @@ class Settings(BaseSettings):
     )
     retry_backoff_max_seconds: float = Field(
         300.0, ge=0, description="Cap on a re-queued job's restart backoff."
+    )
+
+    # -- APIs, tenancy and security (docs/api.md) ---------------------------------------------
+    auth: Literal["on", "off"] = Field(
+        "off",
+        description="Require bearer tokens (on) or treat every caller as the anonymous admin "
+        "(off, logged as a warning at startup). On first start with auth on, an admin token "
+        "is created and written to <data_dir>/admin-token (mode 0600).",
+    )
+    rate_limit_per_second: float = Field(
+        50.0, ge=0, description="Requests per second per token (token bucket); 0 = no limit."
+    )
+    rate_limit_burst: float = Field(
+        100.0, ge=1, description="Token-bucket size: requests a token may make at once."
+    )
+    max_queued_jobs_per_tenant: int = Field(
+        0, ge=0, description="Jobs a tenant may have waiting to run; more are 429 (0 = no limit)."
+    )
+    max_pending_gpus_per_tenant: int = Field(
+        0,
+        ge=0,
+        description="GPUs a tenant's waiting jobs may ask for in all; more are 429 (0 = no limit).",
+    )
+    max_argv_bytes: int = Field(
+        128 << 10, gt=0, description="Largest job argv (bytes, each argument plus a NUL)."
+    )
+    max_env_vars: int = Field(256, gt=0, description="Most environment variables per job.")
+    max_env_bytes: int = Field(
+        64 << 10, gt=0, description="Largest job environment (bytes, each KEY=VALUE plus a NUL)."
+    )
+    max_gpus_per_job: int = Field(1024, gt=0, description="Most GPUs one job may ask for.")
+    audit_file: Path | None = Field(
+        None, description="The hash-chained audit log (JSON lines); none = <data_dir>/audit.jsonl."
+    )
+    tls_cert_file: Path | None = Field(
+        None, description="PEM certificate for REST and gRPC; with tls_key_file turns TLS on."
+    )
+    tls_key_file: Path | None = Field(None, description="PEM private key of tls_cert_file.")
+    tls_client_ca_file: Path | None = Field(
+        None,
+        description="PEM CA bundle: when set (with TLS on), REST and gRPC require client "
+        "certificates signed by it (mTLS).",
     )
 
     @classmethod

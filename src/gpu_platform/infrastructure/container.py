@@ -23,26 +23,39 @@ from gpu_platform.adapters.inbound.rest import create_app
 from gpu_platform.adapters.outbound.cgroups import (
     CgroupV1Isolation,
     CgroupV2Isolation,
+    SystemdScopeIsolation,
     detect_isolation,
 )
 from gpu_platform.adapters.outbound.discovery import detect
 from gpu_platform.adapters.outbound.nvml import NvidiaSmiGpuReset, NvmlHealthMonitor
-from gpu_platform.adapters.outbound.observability import StructlogEventPublisher
+from gpu_platform.adapters.outbound.observability import OtelJobTracer, StructlogEventPublisher
 from gpu_platform.adapters.outbound.observability.event_hub import EventHub
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
 from gpu_platform.adapters.outbound.sim import SimulatedHardware
-from gpu_platform.adapters.outbound.storage import SqliteHardwareStore, SqliteJobStore
+from gpu_platform.adapters.outbound.storage import (
+    JsonlAuditLog,
+    SqliteAccessStore,
+    SqliteHardwareStore,
+    SqliteJobStore,
+)
 from gpu_platform.adapters.outbound.system import SystemClock, UuidJobIds
 from gpu_platform.adapters.outbound.telemetry_health import TelemetryHealthMonitor
+from gpu_platform.adapters.tls import TlsFiles
+from gpu_platform.application.admission import AdmissionControl, AdmissionLimits, InputLimits
+from gpu_platform.application.auth import AccessControl
+from gpu_platform.application.auth_scope import AuditedHardwareStore, AuditTrail
 from gpu_platform.application.control_plane import ControlPlane
 from gpu_platform.application.usage import UsageService
 from gpu_platform.domain.events import DomainEvent
 from gpu_platform.domain.faults.policy import FaultPolicy, XidClass
 from gpu_platform.domain.model.node import Inventory
+from gpu_platform.domain.placement import Unschedulable
 from gpu_platform.infrastructure.config import ConfigError, Settings
 from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector
 from gpu_platform.infrastructure.metrics import Metrics
 from gpu_platform.infrastructure.tracing import configure_tracing
+from gpu_platform.ports.outbound.access_store import AccessStore
+from gpu_platform.ports.outbound.audit_log import AuditLog
 from gpu_platform.ports.outbound.events import EventPublisher
 from gpu_platform.ports.outbound.gpu_discovery import GpuDiscovery, GpuTelemetry
 from gpu_platform.ports.outbound.gpu_reset import GpuReset
@@ -51,8 +64,17 @@ from gpu_platform.ports.outbound.health_monitor import FaultInjector, HealthMoni
 from gpu_platform.ports.outbound.isolation import Isolation
 from gpu_platform.ports.outbound.job_runner import JobRunner
 from gpu_platform.ports.outbound.job_store import JobStore
+from gpu_platform.ports.outbound.metrics import SchedulerMetrics
 
-__all__ = ["Container", "FanoutPublisher", "HealthParts", "fault_policy", "select_health"]
+__all__ = [
+    "Container",
+    "FanoutPublisher",
+    "FanoutSchedulerMetrics",
+    "HealthParts",
+    "fault_policy",
+    "select_health",
+    "tls_files",
+]
 
 
 class FanoutPublisher:
@@ -64,6 +86,19 @@ class FanoutPublisher:
     def publish(self, event: DomainEvent) -> None:
         for subscriber in self._subscribers:
             subscriber.publish(event)
+
+
+class FanoutSchedulerMetrics:
+    """Implements SchedulerMetrics by reporting to every subscriber in order."""
+
+    def __init__(self, *subscribers: SchedulerMetrics) -> None:
+        self._subscribers = subscribers
+
+    def placement_decided(
+        self, job_id: str, latency_us: float, failure: Unschedulable | None
+    ) -> None:
+        for subscriber in self._subscribers:
+            subscriber.placement_decided(job_id, latency_us, failure)
 
 
 def select_discovery(settings: Settings) -> GpuDiscovery:
@@ -93,6 +128,62 @@ def _sqlite_hardware(settings: Settings) -> Iterator[HardwareStore]:
     store = SqliteHardwareStore(settings.data_dir / "state.db")  # beside the jobs, own tables
     yield store
     store.close()
+
+
+def tls_files(settings: Settings) -> TlsFiles | None:
+    """The server's TLS material, or None for plaintext; half a pair is a ConfigError."""
+    cert, key, ca = settings.tls_cert_file, settings.tls_key_file, settings.tls_client_ca_file
+    if (cert is None) != (key is None):
+        raise ConfigError("TLS needs both tls_cert_file and tls_key_file")
+    if cert is None or key is None:
+        if ca is not None:
+            raise ConfigError("tls_client_ca_file needs tls_cert_file and tls_key_file")
+        return None
+    for name, path in (("tls_cert_file", cert), ("tls_key_file", key), ("tls_client_ca_file", ca)):
+        if path is not None and not path.is_file():
+            raise ConfigError(f"{name}: {path} is not a readable file")
+    return TlsFiles(cert, key, ca)
+
+
+def _sqlite_access(settings: Settings) -> Iterator[AccessStore]:
+    store = SqliteAccessStore(settings.data_dir / "state.db")  # own tables
+    yield store
+    store.close()
+
+
+def _audit_log(settings: Settings) -> Iterator[AuditLog]:
+    log = JsonlAuditLog(settings.audit_file or settings.data_dir / "audit.jsonl")
+    yield log
+    log.close()
+
+
+def _access(
+    settings: Settings, store: AccessStore, clock: SystemClock, audit: AuditLog
+) -> AccessControl:
+    return AccessControl(
+        store,
+        clock,
+        audit,
+        enabled=settings.auth == "on",
+        rate_per_s=settings.rate_limit_per_second,
+        burst=settings.rate_limit_burst,
+    )
+
+
+def _admission(settings: Settings, plane: ControlPlane) -> AdmissionControl:
+    return AdmissionControl(
+        plane,
+        AdmissionLimits(
+            max_queued_jobs=settings.max_queued_jobs_per_tenant,
+            max_pending_gpus=settings.max_pending_gpus_per_tenant,
+        ),
+        InputLimits(
+            max_argv_bytes=settings.max_argv_bytes,
+            max_env_vars=settings.max_env_vars,
+            max_env_bytes=settings.max_env_bytes,
+            max_gpus=settings.max_gpus_per_job,
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -168,7 +259,7 @@ def fault_policy(settings: Settings) -> FaultPolicy:
 
 def _isolation(settings: Settings) -> Isolation:
     isolation = detect_isolation(settings.isolation)
-    if isinstance(isolation, CgroupV1Isolation | CgroupV2Isolation):
+    if isinstance(isolation, CgroupV1Isolation | CgroupV2Isolation | SystemdScopeIsolation):
         # One cgroup subtree per data directory, so two servers never sweep each other's jobs.
         instance = hashlib.sha256(str(settings.data_dir.resolve()).encode()).hexdigest()[:12]
         isolation.use_prefix(f"gpu-platform/{instance}")
@@ -200,6 +291,8 @@ def _running_control_plane(
     publisher: EventPublisher,
     hardware: HardwareStore,
     health: HealthParts,
+    metrics: Metrics,
+    tracer: OtelJobTracer,
 ) -> Iterator[ControlPlane]:
     plane = ControlPlane(
         inventory,
@@ -219,7 +312,9 @@ def _running_control_plane(
         fault_policy=fault_policy(settings),
         check_heartbeats=health.heartbeats,
         reset_in_background=True,
+        scheduler_metrics=FanoutSchedulerMetrics(metrics.scheduler, tracer),
     )
+    metrics.scheduler.watch_jobs(plane.get, clock.now)  # before start: recovery moves jobs
     plane.start()
     yield plane
     plane.shutdown()
@@ -244,24 +339,50 @@ def _rest_app(
     tracer: TracerProvider,
     discovery: GpuDiscovery,
     usage: UsageService,
+    jobs: AdmissionControl,
+    access: AccessControl,
+    trail: AuditTrail,
 ) -> FastAPI:
     metrics.watch(lambda: plane)
     metrics.watch_usage(lambda: usage)
     if isinstance(discovery, GpuTelemetry):
         metrics.watch_gpus(DcgmCollector(discovery.snapshot, lambda: plane))
     return create_app(
-        plane, admin=plane, metrics=metrics.render, tracer_provider=tracer, usage=usage
+        jobs,
+        admin=plane,
+        metrics=metrics.render,
+        tracer_provider=tracer,
+        usage=usage,
+        api_metrics=metrics.api,
+        access=access,
+        trail=trail,
     )
 
 
 def _grpc_server(
-    settings: Settings, plane: ControlPlane, events: EventHub, tracer: TracerProvider
+    settings: Settings,
+    plane: ControlPlane,
+    events: EventHub,
+    tracer: TracerProvider,
+    metrics: Metrics,
+    jobs: AdmissionControl,
+    access: AccessControl,
+    trail: AuditTrail,
 ) -> Iterator[GrpcServer | None]:
     if settings.grpc_port < 0:
         yield None
         return
     server = GrpcServer(
-        plane, settings.host, settings.grpc_port, events=events, tracer_provider=tracer
+        jobs,
+        settings.host,
+        settings.grpc_port,
+        events=events,
+        tracer_provider=tracer,
+        api_metrics=metrics.api,
+        admin=plane,
+        access=access,
+        trail=trail,
+        tls=tls_files(settings),
     )
     server.start()
     yield server
@@ -271,10 +392,12 @@ def _grpc_server(
 class Observability(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=Settings)
     metrics = providers.Singleton(Metrics)
-    log_events = providers.Singleton(StructlogEventPublisher)
-    event_hub = providers.Singleton(EventHub)
-    publisher = providers.Singleton(FanoutPublisher, log_events, metrics, event_hub)
     tracer_provider = providers.Singleton(configure_tracing, settings.provided.otlp_endpoint)
+    job_tracer = providers.Singleton(OtelJobTracer, tracer_provider)
+    log_events = providers.Singleton(StructlogEventPublisher, job_tracer.provided.trace_id)
+    event_hub = providers.Singleton(EventHub)
+    # the tracer first: the log line of an event then carries the job's trace id
+    publisher = providers.Singleton(FanoutPublisher, job_tracer, log_events, metrics, event_hub)
 
 
 class Adapters(containers.DeclarativeContainer):
@@ -288,12 +411,18 @@ class Adapters(containers.DeclarativeContainer):
     runner = providers.Resource(_process_runner, settings, isolation)
     hardware = providers.Resource(_sqlite_hardware, settings)
     health_parts = providers.Singleton(select_health, settings, inventory, discovery)
+    access_store = providers.Resource(_sqlite_access, settings)
+    audit_log = providers.Resource(_audit_log, settings)
 
 
 class Container(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=Settings)
     observability = providers.Container(Observability, settings=settings)
     adapters = providers.Container(Adapters, settings=settings)
+    # Operator actions recorded by the control plane also go to the hash-chained audit log.
+    audited_hardware = providers.Singleton(
+        AuditedHardwareStore, adapters.hardware, adapters.audit_log
+    )
     control_plane = providers.Resource(
         _running_control_plane,
         settings,
@@ -303,17 +432,28 @@ class Container(containers.DeclarativeContainer):
         adapters.clock,
         adapters.ids,
         observability.publisher,
-        adapters.hardware,
+        audited_hardware,
         adapters.health_parts,
+        observability.metrics,
+        observability.job_tracer,
     )
     health = providers.Resource(_running_health, control_plane, adapters.health_parts)
     usage = providers.Singleton(UsageService, control_plane, adapters.clock)
+    jobs_api = providers.Singleton(_admission, settings, control_plane)
+    access = providers.Singleton(
+        _access, settings, adapters.access_store, adapters.clock, adapters.audit_log
+    )
+    audit_trail = providers.Singleton(AuditTrail, adapters.audit_log, adapters.clock)
     grpc_server = providers.Resource(
         _grpc_server,
         settings,
         control_plane,
         observability.event_hub,
         observability.tracer_provider,
+        observability.metrics,
+        jobs_api,
+        access,
+        audit_trail,
     )
     rest_app = providers.Singleton(
         _rest_app,
@@ -322,4 +462,7 @@ class Container(containers.DeclarativeContainer):
         observability.tracer_provider,
         adapters.discovery,
         usage,
+        jobs_api,
+        access,
+        audit_trail,
     )

@@ -1,4 +1,10 @@
-"""Prometheus metrics: a registry per process, event counters and live cluster gauges."""
+"""Prometheus metrics: a registry per process, event counters and live cluster gauges.
+
+`Metrics` owns the registry and the adapters that write to it: scheduler series (placement,
+transitions, preemptions, recovery: `scheduler`), API latency (`api`), and collectors that
+read the cluster at scrape time (jobs and GPUs by state, queue depth, allocation ratio,
+fragmentation). docs/observability.md lists every series.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,15 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from gpu_platform.adapters.outbound.observability import (
+    PrometheusApiMetrics,
+    PrometheusSchedulerMetrics,
+)
 from gpu_platform.domain.events import DomainEvent, JobFinished, JobSubmitted, StaleReportIgnored
-from gpu_platform.ports.inbound.job_service import JobService
+from gpu_platform.domain.model.gpu import GpuState
+from gpu_platform.domain.placement.fragmentation import MILLI, NodeShape, fragmentation
+from gpu_platform.domain.placement.view import DEFAULT_TYPICAL
+from gpu_platform.ports.inbound.job_service import GpuInfo, JobService
 from gpu_platform.ports.inbound.usage import UsageQueries
 
 __all__ = ["Metrics"]
@@ -28,16 +41,56 @@ class _ClusterCollector(Collector):
             "gpu_platform_gpus", "GPUs by effective state", labels=["node", "state"]
         )
         counts: dict[tuple[str, str], int] = {}
-        for info in service.gpus():
+        infos = service.gpus()
+        for info in infos:
             key = (info.gpu.node, str(info.state))
             counts[key] = counts.get(key, 0) + 1
         for (node, state), n in sorted(counts.items()):
             gpus.add_metric([node, state], n)
         yield gpus
+        yield from _allocation(infos)
         jobs = GaugeMetricFamily("gpu_platform_jobs", "Jobs by state", labels=["state"])
         for state, n in sorted(service.status().jobs_by_state.items()):
             jobs.add_metric([state], n)
         yield jobs
+        depth = GaugeMetricFamily(
+            "gpu_platform_queue_depth",
+            "QUEUED jobs by tenant and priority",
+            labels=["tenant", "priority"],
+        )
+        queued: dict[tuple[str, str], int] = {}
+        for job in service.list_jobs("QUEUED"):
+            key = (job.spec.tenant, str(job.spec.priority))
+            queued[key] = queued.get(key, 0) + 1
+        for (tenant, priority), n in sorted(queued.items()):
+            depth.add_metric([tenant, priority], n)
+        yield depth
+
+
+def _allocation(infos: list[GpuInfo]) -> Iterator[GaugeMetricFamily]:
+    """Allocation ratio (held / all GPUs) and FGD fragmentation of the free GPUs: the share
+    of free milli-GPU that the typical task mix could not use where it lies."""
+    held = sum(1 for i in infos if i.state in (GpuState.ALLOCATED, GpuState.IN_USE))
+    ratio = GaugeMetricFamily(
+        "gpu_platform_gpu_allocation_ratio", "GPUs held by jobs / all GPUs (0..1)"
+    )
+    ratio.add_metric([], held / len(infos) if infos else 0.0)
+    yield ratio
+    free: dict[str, list[str]] = {}
+    for i in infos:
+        if i.state is GpuState.AVAILABLE and not i.hot:
+            free.setdefault(i.gpu.node, []).append(i.gpu.model)
+    lost = total = 0.0
+    for models in free.values():
+        shape = NodeShape(models[0], 1 << 40, 1 << 40, (MILLI,) * len(models))
+        lost += fragmentation(shape, DEFAULT_TYPICAL)
+        total += MILLI * len(models)
+    frag = GaugeMetricFamily(
+        "gpu_platform_fragmentation_ratio",
+        "Share of free GPU capacity the typical task mix could not use (FGD, 0..1)",
+    )
+    frag.add_metric([], lost / total if total else 0.0)
+    yield frag
 
 
 class _UsageCollector(Collector):
@@ -74,6 +127,8 @@ class Metrics:
             "Reports from superseded attempts, ignored by epoch fencing",
             registry=self.registry,
         )
+        self.scheduler = PrometheusSchedulerMetrics(self.registry)
+        self.api = PrometheusApiMetrics(self.registry)
 
     def watch(self, service: Callable[[], JobService]) -> None:
         """Export live GPU and job gauges read from `service` at scrape time."""
@@ -88,6 +143,7 @@ class Metrics:
         self.registry.register(_UsageCollector(usage))
 
     def publish(self, event: DomainEvent) -> None:
+        self.scheduler.publish(event)
         if isinstance(event, JobSubmitted):
             self.jobs_submitted.inc()
         elif isinstance(event, JobFinished):

@@ -11,20 +11,29 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import IO, Protocol
 
 import structlog
 import uvicorn
 
+from gpu_platform.adapters.outbound.storage import AuditChainBroken
 from gpu_platform.adapters.outbound.topology_command import topology_command
 from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
-from gpu_platform.infrastructure.container import Container
+from gpu_platform.infrastructure.container import Container, tls_files
 from gpu_platform.infrastructure.logging import configure_logging
 from gpu_platform.infrastructure.tracing import TracingError
 from gpu_platform.ports.outbound.gpu_discovery import DiscoveryError
 
-__all__ = ["DataDirLocked", "lock_data_dir", "serve", "serve_settings", "topology"]
+__all__ = [
+    "DataDirLocked",
+    "announce_access",
+    "lock_data_dir",
+    "serve",
+    "serve_settings",
+    "topology",
+]
 
 log = structlog.get_logger("gpu_platform.server")
 
@@ -75,7 +84,7 @@ def serve(options: _ServeOptions) -> None:
     configure_logging(settings.log_level, settings.log_format)
     try:
         serve_settings(settings)
-    except (ConfigError, DiscoveryError, TracingError, DataDirLocked) as exc:
+    except (ConfigError, DiscoveryError, TracingError, DataDirLocked, AuditChainBroken) as exc:
         raise SystemExit(f"error: {exc}") from None
 
 
@@ -93,11 +102,41 @@ def topology(node: str | None, xml: str | None, as_json: bool) -> str:
     )
 
 
+def announce_access(settings: Settings, container: Container) -> Path | None:
+    """Warn loudly when authentication is off; with it on, create the bootstrap admin token on
+    first start, write it to <data_dir>/admin-token (0600) and print it once. Returns the
+    file written, if any."""
+    if settings.auth == "off":
+        log.warning(
+            "AUTHENTICATION IS OFF: every caller is an admin of tenant 'default'; "
+            "set auth = on (GPU_PLATFORM_AUTH=on) on any shared or networked server"
+        )
+        return None
+    issued = container.access().bootstrap()
+    if issued is None:
+        log.info("authentication on", tokens="existing")
+        return None
+    path = settings.data_dir / "admin-token"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(issued.secret + "\n")
+    os.chmod(path, 0o600)
+    log.warning(
+        "bootstrap admin token created; it is shown once here and kept in the file",
+        token_id=issued.info.token_id,
+        file=str(path.resolve()),
+    )
+    print(f"admin token (shown once): {issued.secret}", file=sys.stderr, flush=True)
+    return path
+
+
 def serve_settings(settings: Settings) -> None:
     lock = lock_data_dir(settings.data_dir)
     container = Container(settings=settings)
+    tls = tls_files(settings)
     container.init_resources()
     try:
+        announce_access(settings, container)
         plane = container.control_plane()
         status = plane.status()
         if status.simulated:
@@ -117,6 +156,7 @@ def serve_settings(settings: Settings) -> None:
             log_config=None,
             access_log=False,
             lifespan="off",
+            **(tls.uvicorn_options() if tls is not None else {}),  # type: ignore[arg-type]
         )
         received: list[int] = []
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,22 +1,26 @@
 """The `simulate` hook of the CLI: read an openb cluster and trace, run the FGD protocol over
 policies x seeds (optionally in worker processes), write DIR/summary.json, DIR/runs.json
 (per-seed figures) and DIR/curves.csv (allocation % at each arrived-demand % per seed), and
-return a table for the terminal (with FGD's published means when `expected` is given)."""
+return a table for the terminal (with FGD's published means when `expected` is given).
+`plots` also writes PNGs (adapters/outbound/plots); a progress bar on a terminal advances as
+each (policy, seed) run finishes, unless `quiet`."""
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
-from functools import partial
+from pathlib import Path
 
 from gpu_platform.adapters.inbound.cli import SimulateOptions
+from gpu_platform.adapters.outbound.plots import require_matplotlib, write_fgd_plots
 from gpu_platform.adapters.outbound.traces import read_nodes, read_tasks
-from gpu_platform.application.simulation import published_means, run_protocol
+from gpu_platform.application.simulation import published_curves, published_means, run_protocol
 from gpu_platform.domain.placement.fragmentation import TaskShape
 from gpu_platform.domain.simulation import POLICIES, SimNode, SimResult, simulate
+from gpu_platform.infrastructure.progress import progress_bar
 
 __all__ = ["simulate_command"]
 
@@ -43,18 +47,19 @@ def simulate_command(options: SimulateOptions) -> str:
     if not sum(n.gpus for n in nodes):
         raise ValueError(f"{options.cluster}: the cluster has no GPUs")
 
-    def parallel(jobs: Sequence[tuple[str, int]]) -> list[SimResult]:
-        with ProcessPoolExecutor(max_workers=options.workers) as pool:
-            return list(pool.map(partial(_one, nodes, tasks, options.tune), jobs))
-
-    run = run_protocol(
-        nodes,
-        tasks,
-        options.policies,
-        options.seeds,
-        options.tune,
-        runner=parallel if options.workers > 1 else None,
-    )
+    means_csv, curves_csv = _expected_files(options.expected)
+    if options.plots:
+        require_matplotlib()  # fail before the runs, not after
+    total = len(options.policies) * len(options.seeds)
+    with progress_bar(total, "simulate", enabled=not options.quiet) as advance:
+        run = run_protocol(
+            nodes,
+            tasks,
+            options.policies,
+            options.seeds,
+            options.tune,
+            runner=_runner(nodes, tasks, options.tune, options.workers, advance),
+        )
     options.out.mkdir(parents=True, exist_ok=True)
     summary = run.summary_json()
     summary.update(
@@ -73,9 +78,12 @@ def simulate_command(options: SimulateOptions) -> str:
         for r in run.results:
             writer.writerow([r.policy, r.seed, *r.curve])
     published: dict[str, dict[str, float]] = {}
-    if options.expected is not None:
-        with options.expected.open(newline="") as fh:
+    if means_csv is not None:
+        with means_csv.open(newline="") as fh:
             published = published_means(csv.DictReader(fh), options.trace.stem)
+    plots: list[Path] = []
+    if options.plots:
+        plots = _plots(options, run.results, published, curves_csv)
     lines = [f"{'policy':<22} {'alloc@100%':>10} {'alloc@130%':>10} {'unalloc GPUs':>12}"]
     for name, s in run.summary:
         lines.append(
@@ -88,4 +96,75 @@ def simulate_command(options: SimulateOptions) -> str:
             f"{p['alloc_pct_at_130']:>10.2f} {p['unallocated_gpus_at_130']:>12.1f}"
         )
     lines.append(f"wrote {options.out / 'summary.json'}")
+    lines.extend(f"wrote {p}" for p in plots)
     return "\n".join(lines) + "\n"
+
+
+def _runner(
+    nodes: Sequence[SimNode],
+    tasks: Sequence[TaskShape],
+    tune: float,
+    workers: int,
+    advance: Callable[[str], None],
+) -> Callable[[Sequence[tuple[str, int]]], list[SimResult]]:
+    """Run the jobs in order (in-process, or in `workers` processes), calling `advance` as
+    each one finishes; results come back in job order."""
+
+    def run(jobs: Sequence[tuple[str, int]]) -> list[SimResult]:
+        if workers <= 1:
+            done = []
+            for job in jobs:
+                done.append(_one(nodes, tasks, tune, job))
+                advance(f"{job[0]} seed {job[1]}")
+            return done
+        results: dict[int, SimResult] = {}
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(_one, nodes, tasks, tune, job): i for i, job in enumerate(jobs)}
+            for future in as_completed(futures):
+                i = futures[future]
+                results[i] = future.result()
+                advance(f"{jobs[i][0]} seed {jobs[i][1]}")
+        return [results[i] for i in range(len(jobs))]
+
+    return run
+
+
+_MEANS_CSV = "DERIVED_summary_by_workload_policy.csv"
+_CURVES_CSV = "analysis_allo_discrete.csv"
+
+
+def _expected_files(expected: Path | None) -> tuple[Path | None, Path | None]:
+    """The published means CSV and the per-seed curves CSV beside it (if there): `expected`
+    is the means CSV itself or the expected-results folder holding both."""
+    if expected is None:
+        return None, None
+    if expected.is_dir():
+        means = expected / _MEANS_CSV
+        if not means.is_file():
+            raise ValueError(f"{expected}: no {_MEANS_CSV} in this folder")
+    elif expected.is_file():
+        means = expected
+    else:
+        raise ValueError(f"{expected}: no such file or folder")
+    curves = means.parent / _CURVES_CSV
+    return means, curves if curves.is_file() else None
+
+
+def _plots(
+    options: SimulateOptions,
+    results: Sequence[SimResult],
+    published: dict[str, dict[str, float]],
+    curves_csv: Path | None,
+) -> list[Path]:
+    curves: dict[str, list[tuple[float, ...]]] = {}
+    if curves_csv is not None:
+        with curves_csv.open(newline="") as fh:
+            curves = published_curves(csv.DictReader(fh), options.trace.stem)
+    return write_fgd_plots(
+        options.out,
+        results,
+        options.policies,
+        workload=options.trace.stem,
+        published=curves,
+        published_unallocated={k: v["unallocated_gpus_at_130"] for k, v in published.items()},
+    )

@@ -156,8 +156,8 @@ class FakeJobRunner:
     PROGRAMS = ("fake-exit", "fake-forever")
 
     def __init__(self) -> None:
-        self._live: dict[tuple[str, int], _FakeAttempt] = {}
-        self._logs: dict[tuple[str, int], str] = {}
+        self._live: dict[tuple[str, int, int], _FakeAttempt] = {}  # (job, epoch, rank)
+        self._logs: dict[tuple[str, int, int], str] = {}  # (job, attempt, rank)
         self.orphans: set[tuple[str, int]] = set()
         self.started: list[LaunchSpec] = []
         self._lock = threading.RLock()
@@ -171,22 +171,21 @@ class FakeJobRunner:
             attempt.exit_code = int(spec.argv[1]) if len(spec.argv) > 1 else 0
             attempt.output = " ".join(spec.argv[2:])
         with self._lock:
-            self._live[(spec.job_id, spec.epoch)] = attempt
+            self._live[(spec.job_id, spec.epoch, spec.rank)] = attempt
             self.started.append(spec)
 
     def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
         with self._lock:
-            attempt = self._live.get((job_id, epoch))
-            if attempt is None:
-                return False
-            if attempt.exit_code is None and attempt.signal is None:
-                attempt.signal = 15
-            return True
+            tasks = [a for (j, e, _), a in self._live.items() if (j, e) == (job_id, epoch)]
+            for attempt in tasks:
+                if attempt.exit_code is None and attempt.signal is None:
+                    attempt.signal = 15
+            return bool(tasks)
 
     def stop_all(self, grace_s: float) -> None:
         with self._lock:
-            keys = list(self._live)
-        for job_id, epoch in keys:
+            keys = {(j, e) for j, e, _ in self._live}
+        for job_id, epoch in sorted(keys):
             self.stop(job_id, epoch, grace_s)
         self.deliver()
 
@@ -197,13 +196,15 @@ class FakeJobRunner:
                 return 1
             return 0
 
-    def read_log(self, job_id: str, attempt: int, tail_bytes: int) -> str:
+    def read_log(self, job_id: str, attempt: int, tail_bytes: int, rank: int = 0) -> str:
         with self._lock:
-            return self._logs.get((job_id, attempt), "")[-tail_bytes:]
+            return self._logs.get((job_id, attempt, rank), "")[-tail_bytes:]
 
-    def read_log_from(self, job_id: str, attempt: int, offset: int, max_bytes: int) -> bytes:
+    def read_log_from(
+        self, job_id: str, attempt: int, offset: int, max_bytes: int, rank: int = 0
+    ) -> bytes:
         with self._lock:
-            data = self._logs.get((job_id, attempt), "").encode()
+            data = self._logs.get((job_id, attempt, rank), "").encode()
         return data[offset : offset + max_bytes]
 
     # -- test controls ----------------------------------------------------------------------
@@ -213,15 +214,18 @@ class FakeJobRunner:
         with self._lock:
             return [a.spec for a in self._live.values()]
 
-    def finish(self, job_id: str, exit_code: int) -> None:
-        """Make the live attempt of `job_id` end with `exit_code` (reported at deliver()), even
-        one that was asked to stop: a process may exit on its own before the signal lands."""
+    def finish(self, job_id: str, exit_code: int, rank: int | None = None) -> None:
+        """Make the live attempt of `job_id` (task `rank`, or every task) end with `exit_code`
+        (reported at deliver()), even one that was asked to stop: a process may exit on its
+        own before the signal lands."""
+        found = False
         with self._lock:
-            for (jid, _), attempt in self._live.items():
-                if jid == job_id:
+            for (jid, _, r), attempt in self._live.items():
+                if jid == job_id and rank in (None, r):
                     attempt.exit_code, attempt.signal = exit_code, None
-                    return
-        raise KeyError(f"no live attempt of {job_id}")
+                    found = True
+        if not found:
+            raise KeyError(f"no live attempt of {job_id}")
 
     def deliver(self) -> int:
         """Report every attempt that has ended; return how many were reported."""
@@ -233,8 +237,11 @@ class FakeJobRunner:
             ]
             for key, a in ended:
                 del self._live[key]
-                self._logs[(a.spec.job_id, a.spec.attempt)] = a.output + ("\n" if a.output else "")
+                out = a.output + ("\n" if a.output else "")
+                self._logs[(a.spec.job_id, a.spec.attempt, a.spec.rank)] = out
         for _, a in ended:
             code = None if a.signal is not None else a.exit_code
-            a.on_exit(ExitReport(a.spec.job_id, a.spec.epoch, code, signal=a.signal))
+            a.on_exit(
+                ExitReport(a.spec.job_id, a.spec.epoch, code, signal=a.signal, rank=a.spec.rank)
+            )
         return len(ended)

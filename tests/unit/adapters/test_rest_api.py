@@ -94,7 +94,9 @@ def test_bad_submissions_are_422_naming_the_field(
 ) -> None:
     r = api.client.post("/v1/jobs", json=body)
     assert r.status_code == 422, r.text
-    assert any(field in [str(p) for p in d["loc"]] for d in r.json()["detail"]), r.text
+    problem = r.json()
+    assert r.headers["content-type"] == "application/problem+json", r.text
+    assert field in [e["field"].split(".")[0] for e in problem["errors"]], r.text
     assert api.client.get("/v1/jobs").json() == []
 
 

@@ -127,7 +127,7 @@ class FaultHandlers:
             if j.state in LIVE
             and not j.releasing
             and j.allocation is not None
-            and j.allocation.node == node
+            and node in j.allocation.nodes
         ]
 
     def _fault_stop(self, job: Job, reason: str, now: float) -> list[DomainEvent]:

@@ -7,6 +7,7 @@ from gpu_platform.domain.model.job import (
     Job,
     JobSpec,
     JobState,
+    TaskSlot,
 )
 from gpu_platform.domain.model.node import Inventory, Node, NodeState, NumaNode
 from gpu_platform.domain.model.telemetry import (
@@ -57,6 +58,7 @@ __all__ = [
     "PciKind",
     "PciNode",
     "RemappedRows",
+    "TaskSlot",
     "TelemetrySnapshot",
     "Vendor",
 ]

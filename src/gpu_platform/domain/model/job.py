@@ -10,7 +10,15 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-__all__ = ["TERMINAL_JOB_STATES", "Allocation", "Job", "JobSpec", "JobState"]
+__all__ = [
+    "MAX_TASKS",
+    "TERMINAL_JOB_STATES",
+    "Allocation",
+    "Job",
+    "JobSpec",
+    "JobState",
+    "TaskSlot",
+]
 
 
 class JobState(enum.StrEnum):
@@ -28,11 +36,13 @@ class JobState(enum.StrEnum):
 
 
 TERMINAL_JOB_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
+MAX_TASKS = 4096
 
 
 @dataclass(frozen=True, slots=True)
 class JobSpec:
-    """A user's request. `gpus` is a count of whole GPUs on one node; `command` is an argv;
+    """A user's request. `gpus` is a count of whole GPUs on one node for each of `tasks` tasks
+    (a gang when `tasks` > 1: all tasks start together or none does); `command` is an argv;
     `memory_bytes` caps host memory (None = no cap); `time_limit_s` bounds the run time of
     each attempt in seconds (None = unbounded); `user` is the account the job runs as (None =
     the node agent's own).
@@ -40,7 +50,12 @@ class JobSpec:
     Restart policy: an attempt stopped by a fault (a failed GPU or node) is re-queued while the
     job has started fewer than `max_attempts` attempts, waiting `retry_backoff_s *
     2**(attempt-1)` seconds (capped by the fault policy); after that the job ends FAILED with
-    the fault as its reason."""
+    the fault as its reason.
+
+    Scheduling: `priority` orders the queue (higher first; aging raises it while the job
+    waits); `preemptible` jobs may be stopped and re-queued to make room for higher-priority
+    work or for a tenant reclaiming its quota; `depends_on` names jobs that must have
+    COMPLETED before this one may start."""
 
     command: tuple[str, ...]
     gpus: int = 0
@@ -54,8 +69,13 @@ class JobSpec:
     user: str | None = None
     max_attempts: int = 3
     retry_backoff_s: float = 0.0
+    tasks: int = 1
+    preemptible: bool = True
+    depends_on: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if not 1 <= self.tasks <= MAX_TASKS:
+            raise ValueError(f"tasks must be in 1..{MAX_TASKS}, got {self.tasks}")
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
         if self.retry_backoff_s < 0:
@@ -71,21 +91,58 @@ class JobSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskSlot:
+    """Where one task of an attempt runs: a node, its GPUs there, the NUMA nodes to pin to."""
+
+    node: str
+    gpu_indices: tuple[int, ...]
+    gpu_uuids: tuple[str, ...]
+    numa_nodes: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.gpu_indices) != len(self.gpu_uuids):
+            raise ValueError("gpu_indices and gpu_uuids must pair up")
+
+
+@dataclass(frozen=True, slots=True)
 class Allocation:
     """GPUs bound to one attempt of a job. `epoch` is cluster-unique and strictly increasing:
-    reports carrying an older epoch are stale and ignored (fencing)."""
+    reports carrying an older epoch are stale and ignored (fencing).
+
+    `node`, `gpu_indices`, `gpu_uuids` and `numa_nodes` are task 0's (the only task of an
+    ordinary job); `peers` are tasks 1..N-1 of a gang, in rank order."""
 
     node: str
     gpu_indices: tuple[int, ...]
     gpu_uuids: tuple[str, ...]
     epoch: int
     numa_nodes: tuple[int, ...] = ()
+    peers: tuple[TaskSlot, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.gpu_indices) != len(self.gpu_uuids):
             raise ValueError("gpu_indices and gpu_uuids must pair up")
-        if len(set(self.gpu_uuids)) != len(self.gpu_uuids):
+        uuids = self.all_gpu_uuids
+        if len(set(uuids)) != len(uuids):
             raise ValueError("an allocation cannot hold one GPU twice")
+
+    @property
+    def tasks(self) -> tuple[TaskSlot, ...]:
+        """Every task's slot, rank 0 first."""
+        first = TaskSlot(self.node, self.gpu_indices, self.gpu_uuids, self.numa_nodes)
+        return (first, *self.peers)
+
+    @property
+    def all_gpu_uuids(self) -> tuple[str, ...]:
+        """The GPUs of every task."""
+        if not self.peers:
+            return self.gpu_uuids
+        return self.gpu_uuids + tuple(u for p in self.peers for u in p.gpu_uuids)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The distinct nodes of the attempt, in rank order of first appearance."""
+        return tuple(dict.fromkeys(t.node for t in self.tasks))
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,7 @@ class JobService(Protocol):
     """Submit, inspect and cancel jobs; inspect GPUs and the cluster.
 
     Errors: `InvalidRequest` (field named) for a request that can never run, `NotFound` for an
-    unknown id, `Conflict` for cancelling a job that has already ended. Thread-safe.
+    unknown id, `Conflict` for cancelling or killing a job that has already ended. Thread-safe.
     """
 
     def submit(self, spec: JobSpec) -> Job: ...
@@ -50,12 +50,21 @@ class JobService(Protocol):
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> Job: ...
 
-    def logs(self, job_id: str, attempt: int | None = None, tail_bytes: int = 65536) -> str: ...
+    def kill(self, job_id: str, reason: str = "killed by user") -> Job:
+        """Cancel without a grace period: a running attempt gets SIGKILL at once."""
+        ...
+
+    def logs(
+        self, job_id: str, attempt: int | None = None, tail_bytes: int = 65536, rank: int = 0
+    ) -> str:
+        """The tail of task `rank`'s log of `attempt` (default: the latest)."""
+        ...
 
     def log_from(
-        self, job_id: str, attempt: int, offset: int, max_bytes: int = 65536
+        self, job_id: str, attempt: int, offset: int, max_bytes: int = 65536, rank: int = 0
     ) -> tuple[bytes, bool]:
-        """Log bytes of `attempt` from `offset`, and whether that attempt may still write."""
+        """Log bytes of task `rank` of `attempt` from `offset`, and whether that attempt may
+        still write."""
         ...
 
     def gpus(self) -> list[GpuInfo]: ...

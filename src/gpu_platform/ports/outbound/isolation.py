@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-__all__ = ["DeviceRule", "Isolation", "IsolationError", "IsolationSpec"]
+__all__ = ["DeviceRule", "Isolation", "IsolationError", "IsolationSpec", "WrapsCommand"]
 
 
 class IsolationError(Exception):
@@ -58,3 +58,12 @@ class Isolation(Protocol):
     def release(self, name: str) -> None: ...
 
     def sweep(self) -> list[str]: ...
+
+
+@runtime_checkable
+class WrapsCommand(Protocol):
+    """An Isolation that confines by running the job under a wrapper program (systemd-run):
+    `command_prefix` is the argv to put before the job's, after `prepare(spec)` for `name`;
+    the wrapper also switches to `uid`/`gid` when given (it must start as root)."""
+
+    def command_prefix(self, name: str, uid: int | None, gid: int | None) -> tuple[str, ...]: ...

@@ -8,11 +8,26 @@ from typing import Protocol, runtime_checkable
 
 from gpu_platform.domain.allocation.mps import MpsShare
 
-__all__ = ["ExitReport", "JobRunner", "LaunchError", "LaunchSpec"]
+__all__ = ["ExitReport", "GangEnv", "JobRunner", "LaunchError", "LaunchSpec"]
 
 
 class LaunchError(Exception):
     """The attempt could not be started (program not found, permission, bad cwd)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GangEnv:
+    """Where one task sits in its gang (torchrun's variables): `world_size` tasks in all,
+    `local_rank` of `local_world_size` tasks on this node, `node_rank` of the node among the
+    gang's nodes; rank 0 listens on `master_addr`:`master_port` (0 = the runner picks one free
+    port per attempt and gives every task of it the same)."""
+
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    master_addr: str
+    master_port: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +37,8 @@ class LaunchSpec:
     host memory; `time_limit_s` bounds its run time (then it is stopped and reported timed out);
     `user` is the account to run as; `nics` are the RDMA NICs nearest its GPUs, best first;
     `mps` is the attempt's MPS share of its (single) GPU, when it runs as an MPS client.
+    A gang attempt is started as one LaunchSpec per task: `rank` names the task and `gang`
+    its place in the gang; the runner keys processes by (job_id, epoch, rank).
     """
 
     job_id: str
@@ -40,17 +57,21 @@ class LaunchSpec:
     user: str | None = None
     nics: tuple[str, ...] = ()
     mps: MpsShare | None = None
+    rank: int = 0
+    gang: GangEnv | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ExitReport:
-    """How an attempt ended: `exit_code` for a normal exit, `signal` when killed by one."""
+    """How task `rank` of an attempt ended: `exit_code` for a normal exit, `signal` when
+    killed by one."""
 
     job_id: str
     epoch: int
     exit_code: int | None
     signal: int | None = None
     timed_out_after_s: float | None = None
+    rank: int = 0
 
     @property
     def reason(self) -> str:
@@ -65,11 +86,12 @@ class ExitReport:
 class JobRunner(Protocol):
     """Runs job attempts as processes on this node.
 
-    Promises: `start` returns once the attempt is running, or raises LaunchError; each started
-    attempt is reported to `on_exit` exactly once, from a runner thread, after it has ended and
-    left no process behind. `stop` is idempotent and non-blocking: SIGTERM now, SIGKILL of the
-    whole process group after `grace_s` seconds; it returns False when the runner has no live
-    attempt of that name (never started, or already reported), so no report will follow.
+    Promises: `start` returns once the task is running, or raises LaunchError; each started
+    task (rank) is reported to `on_exit` exactly once, from a runner thread, after it has ended
+    and left no process behind. `stop` is idempotent and non-blocking: SIGTERM to every task of
+    the attempt now, SIGKILL of each whole process group after `grace_s` seconds; it returns
+    False when the runner has no live task of that attempt (never started, or all already
+    reported), so no report will follow.
     `stop_all` blocks until every attempt has ended. `reap(job_id, epoch)` kills survivors of an
     attempt a previous incarnation started (after a crash). Thread-safe.
     """
@@ -84,10 +106,12 @@ class JobRunner(Protocol):
         """Kill processes left by attempt (job_id, epoch); return how many were killed."""
         ...
 
-    def read_log(self, job_id: str, attempt: int, tail_bytes: int) -> str:
-        """The last `tail_bytes` of the attempt's combined stdout/stderr ('' if none)."""
+    def read_log(self, job_id: str, attempt: int, tail_bytes: int, rank: int = 0) -> str:
+        """The last `tail_bytes` of task `rank`'s combined stdout/stderr ('' if none)."""
         ...
 
-    def read_log_from(self, job_id: str, attempt: int, offset: int, max_bytes: int) -> bytes:
-        """Up to `max_bytes` of the attempt's log starting at byte `offset` (b'' if none)."""
+    def read_log_from(
+        self, job_id: str, attempt: int, offset: int, max_bytes: int, rank: int = 0
+    ) -> bytes:
+        """Up to `max_bytes` of task `rank`'s log starting at byte `offset` (b'' if none)."""
         ...

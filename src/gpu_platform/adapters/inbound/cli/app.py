@@ -1,5 +1,7 @@
-"""`gpu-platform`: serve, submit, jobs list|describe|logs|cancel, gpus, status, and the operator
-commands of `cli.admin` (nodes, drain|offline|online, audit, debug inject).
+"""`gpu-platform`: serve, submit, jobs list|describe|logs|cancel|kill, gpus, status, usage, and
+the commands of `cli.admin` (nodes, drain|offline|online, audit, debug inject), `cli.ops`
+(health, watch) and `cli.access` (whoami, tokens, tenants). `-o json` on every client command;
+exit codes in `cli.client` (docs/cli.md). `--token`/GPU_PLATFORM_TOKEN authenticates.
 
 The CLI is an inbound adapter: client commands talk to a server over HTTP; `serve` (and other
 commands that need local adapters) call hooks that the entry point (`gpu_platform.main`) wires
@@ -9,6 +11,7 @@ from the composition root, so this module never imports outbound adapters.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,10 +20,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from gpu_platform.adapters.inbound.cli.access import register_access
 from gpu_platform.adapters.inbound.cli.admin import DEFAULT_SERVER, ServerOpt, register_admin
-from gpu_platform.adapters.inbound.cli.client import ApiClient, ApiError
+from gpu_platform.adapters.inbound.cli.client import ApiError
+from gpu_platform.adapters.inbound.cli.ops import register_ops
+from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, Session, fail
 
 __all__ = [
     "CliHooks",
@@ -44,7 +51,8 @@ class ServeOptions:
 @dataclass(frozen=True)
 class SimulateOptions:
     """`gpu-platform simulate`: protocol, openb node list, pod list, policies, seeds, output
-    directory, demand inflation (1.3 = 130 %), worker processes, published means CSV."""
+    directory, demand inflation (1.3 = 130 %), worker processes, published means CSV (or the
+    expected-results folder), PNG plots, no progress bar."""
 
     protocol: str
     cluster: Path
@@ -55,6 +63,8 @@ class SimulateOptions:
     tune: float = 1.3
     workers: int = 1
     expected: Path | None = None
+    plots: bool = False
+    quiet: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,9 +134,7 @@ def parse_when(text: str, now: float) -> float:
     return moment.timestamp()
 
 
-def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(1)
+_fail = fail
 
 
 def _when(ts: float | None) -> str:
@@ -139,7 +147,8 @@ def _gpus_of(job: dict[str, Any]) -> str:
     a = job.get("allocation")
     if not a:
         return "-"
-    return f"{a['node']}:{','.join(str(i) for i in a['gpu_indices'])}"
+    tasks = a.get("tasks") or [a]
+    return " ".join(f"{t['node']}:{','.join(str(i) for i in t['gpu_indices'])}" for t in tasks)
 
 
 def build_cli(hooks: CliHooks) -> typer.Typer:
@@ -148,18 +157,50 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         help="Data-center GPU cluster manager.",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
-        add_completion=False,
+        add_completion=True,
     )
     jobs = typer.Typer(help="List, describe, follow and cancel jobs.", no_args_is_help=True)
     app.add_typer(jobs, name="jobs")
     # Off a terminal (pipes, CI logs) rich would squeeze tables into 80 columns.
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 220)
 
+    session = Session()
+
+    @app.callback()
+    def root(
+        token: Annotated[
+            str | None,
+            typer.Option(
+                "--token",
+                envvar="GPU_PLATFORM_TOKEN",
+                help="Bearer token (from `gpu-platform tokens create`).",
+                show_default=False,
+            ),
+        ] = None,
+        cacert: Annotated[
+            str | None,
+            typer.Option(
+                "--cacert",
+                envvar="GPU_PLATFORM_CA_FILE",
+                help="CA bundle for an https:// server (default: system roots).",
+            ),
+        ] = None,
+    ) -> None:
+        """Data-center GPU cluster manager."""
+        session.token, session.cacert = token, cacert
+
     def call(server: str, method: str, path: str, **kwargs: Any) -> Any:
         try:
-            return ApiClient(server).json(method, path, **kwargs)
+            return session.client(server).json(method, path, **kwargs)
         except ApiError as exc:
-            raise _fail(str(exc)) from None
+            raise _fail(str(exc), exc.exit_code) from None
+
+    def emit(output: Output, data: Any) -> bool:
+        """Print `data` as JSON when asked; True if done (else the caller draws a table)."""
+        if output is Output.json:
+            sys.stdout.write(json.dumps(data, indent=2) + "\n")
+            return True
+        return False
 
     @app.command()
     def serve(
@@ -178,13 +219,26 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     @app.command(context_settings={"allow_interspersed_args": False})
     def submit(
         command: Annotated[list[str], typer.Argument(help="The program and its arguments.")],
-        gpus: Annotated[int, typer.Option(help="Whole GPUs on one node.")] = 0,
+        gpus: Annotated[int, typer.Option(help="Whole GPUs on one node (per task).")] = 0,
+        tasks: Annotated[
+            int, typer.Option(help="Tasks of a gang: all start together (RANK, WORLD_SIZE...).")
+        ] = 1,
         name: Annotated[str, typer.Option(help="A name for humans.")] = "",
         env: Annotated[
             list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE, repeatable.")
         ] = None,
-        priority: Annotated[int, typer.Option()] = 0,
-        tenant: Annotated[str, typer.Option()] = "default",
+        priority: Annotated[int, typer.Option(help="Higher runs first.")] = 0,
+        preemptible: Annotated[
+            bool,
+            typer.Option(
+                "--preemptible/--no-preemptible", help="May be re-queued for higher priority."
+            ),
+        ] = True,
+        after: Annotated[
+            list[str] | None,
+            typer.Option("--after", help="Start only after this job COMPLETED (repeatable)."),
+        ] = None,
+        tenant: Annotated[str | None, typer.Option(help="Default: your token's tenant.")] = None,
         cwd: Annotated[str | None, typer.Option(help="Working directory on the node.")] = None,
         memory: Annotated[
             str | None, typer.Option(help="Host memory cap, e.g. 512M, 4G (binary units).")
@@ -201,17 +255,24 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         ] = 0.0,
         server: ServerOpt = DEFAULT_SERVER,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the id.")] = False,
+        wait: Annotated[
+            bool, typer.Option("--wait", help="Wait (with a spinner) until the job has ended.")
+        ] = False,
+        output: OutputOpt = Output.table,
     ) -> None:
         """Submit a job: gpu-platform submit --gpus 2 -- python3 train.py --epochs 3"""
         env_map: dict[str, str] = {}
         for item in env or []:
             key, sep, value = item.partition("=")
             if not sep or not key:
-                raise _fail(f"--env {item!r}: expected KEY=VALUE")
+                raise _fail(f"--env {item!r}: expected KEY=VALUE", 2)
             env_map[key] = value
         body: dict[str, Any] = {
             "command": command,
             "gpus": gpus,
+            "tasks": tasks,
+            "preemptible": preemptible,
+            "depends_on": after or [],
             "name": name,
             "env": env_map,
             "priority": priority,
@@ -227,23 +288,48 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             if time_limit is not None:
                 body["time_limit_s"] = parse_duration(time_limit)
         except ValueError as exc:
-            raise _fail(str(exc)) from None
+            raise _fail(str(exc), 2) from None
         job = call(server, "POST", "/v1/jobs", json=body)
+        if wait:
+            job = wait_job(server, job["id"])
+        if emit(output, job):
+            return
         out.print(job["id"] if quiet else f"submitted {job['id']} ({job['state']})")
+
+    def wait_job(server: str, job_id: str) -> Any:
+        """Poll until the job has ended, with a spinner on a terminal."""
+        import time
+
+        terminal = {"COMPLETED", "FAILED", "CANCELLED"}
+        with out.status(f"waiting for {job_id}...", spinner="dots"):
+            while True:
+                job = call(server, "GET", f"/v1/jobs/{job_id}")
+                if job["state"] in terminal:
+                    return job
+                time.sleep(0.5)
 
     @jobs.command("list")
     def jobs_list(
         state: Annotated[str | None, typer.Option(help="Only jobs in this state.")] = None,
+        tenant: Annotated[str | None, typer.Option(help="Only this tenant's jobs.")] = None,
         server: ServerOpt = DEFAULT_SERVER,
+        output: OutputOpt = Output.table,
     ) -> None:
-        """All jobs, oldest first."""
+        """All jobs you may see (your tenant's; every tenant's for operators), oldest first."""
         params = {"state": state.upper()} if state else {}
+        if tenant:
+            params["tenant"] = tenant
         rows = call(server, "GET", "/v1/jobs", params=params)
-        table = Table("ID", "NAME", "STATE", "GPUS", "ASSIGNED", "ATTEMPT", "SUBMITTED", "REASON")
+        if emit(output, rows):
+            return
+        table = Table(
+            "ID", "NAME", "TENANT", "STATE", "GPUS", "ASSIGNED", "ATTEMPT", "SUBMITTED", "REASON"
+        )
         for j in rows:
             table.add_row(
                 j["id"],
                 j["name"] or "-",
+                j["tenant"],
                 j["state"],
                 str(j["gpus"]),
                 _gpus_of(j),
@@ -258,9 +344,12 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         job_id: Annotated[str, typer.Argument(metavar="ID")],
         server: ServerOpt = DEFAULT_SERVER,
         tail: Annotated[int, typer.Option(help="Bytes of output to show.")] = 4096,
+        output: OutputOpt = Output.table,
     ) -> None:
-        """Everything about one job, with the tail of its output."""
+        """Everything about one job (GPUs, NUMA placement, history), with its output's tail."""
         j = call(server, "GET", f"/v1/jobs/{job_id}")
+        if emit(output, j):
+            return
         a = j["allocation"]
         fields = [
             ("ID", j["id"]),
@@ -268,10 +357,15 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             ("State", j["state"]),
             ("Reason", j["reason"] or "-"),
             ("Command", " ".join(j["command"])),
-            ("GPUs requested", str(j["gpus"])),
+            (
+                "GPUs requested",
+                str(j["gpus"]) + (f" x {j['tasks']} tasks" if j["tasks"] > 1 else ""),
+            ),
             ("Memory cap", "-" if j["memory_bytes"] is None else f"{j['memory_bytes']} bytes"),
             ("Time limit", "-" if j["time_limit_s"] is None else f"{j['time_limit_s']:g}s"),
+            ("Tenant", j["tenant"]),
             ("User", j["user"] or "-"),
+            ("Tasks", _gpus_of(j) if a and len(a["tasks"]) > 1 else "-"),
             ("Node", a["node"] if a else "-"),
             ("GPU indices", ",".join(map(str, a["gpu_indices"])) if a else "-"),
             ("GPU UUIDs", ",".join(a["gpu_uuids"]) if a else "-"),
@@ -291,12 +385,12 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         if j["attempt"]:
             try:
                 text = (
-                    ApiClient(server)
+                    session.client(server)
                     .request("GET", f"/v1/jobs/{job_id}/logs", params={"tail_bytes": tail})
                     .text
                 )
             except ApiError as exc:
-                raise _fail(str(exc)) from None
+                raise _fail(str(exc), exc.exit_code) from None
             out.print(f"Output (attempt {j['attempt']}):")
             sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
 
@@ -309,14 +403,15 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         follow: Annotated[
             bool, typer.Option("--follow", "-f", help="Keep printing until the attempt ends.")
         ] = False,
+        rank: Annotated[int, typer.Option(help="Which task of a gang (default: rank 0).")] = 0,
         server: ServerOpt = DEFAULT_SERVER,
     ) -> None:
         """Print a job's output (combined stdout and stderr)."""
-        params: dict[str, Any] = {"tail_bytes": 16 << 20}
+        params: dict[str, Any] = {"tail_bytes": 16 << 20, "rank": rank}
         if attempt is not None:
             params["attempt"] = attempt
-        client = ApiClient(server, timeout=None if follow else 30.0)
         try:
+            client = session.client(server, timeout=None if follow else 30.0)
             if follow:
                 params["follow"] = "true"
                 for chunk in client.stream("GET", f"/v1/jobs/{job_id}/logs", params=params):
@@ -325,17 +420,34 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 return
             text = client.request("GET", f"/v1/jobs/{job_id}/logs", params=params).text
         except ApiError as exc:
-            raise _fail(str(exc)) from None
+            raise _fail(str(exc), exc.exit_code) from None
         sys.stdout.write(text)
 
     @jobs.command("cancel")
     def jobs_cancel(
         job_id: Annotated[str, typer.Argument(metavar="ID")],
         server: ServerOpt = DEFAULT_SERVER,
+        wait: Annotated[bool, typer.Option("--wait", help="Wait until it has stopped.")] = False,
+        output: OutputOpt = Output.table,
     ) -> None:
-        """Cancel a job; a running one gets SIGTERM, then SIGKILL after the grace period."""
+        """Cancel a job (graceful): SIGTERM, then SIGKILL after the server's grace period."""
         j = call(server, "POST", f"/v1/jobs/{job_id}/cancel")
-        out.print(f"{j['id']} {j['state']}")
+        j = wait_job(server, job_id) if wait else j
+        if not emit(output, j):
+            out.print(f"{j['id']} {j['state']}")
+
+    @jobs.command("kill")
+    def jobs_kill(
+        job_id: Annotated[str, typer.Argument(metavar="ID")],
+        server: ServerOpt = DEFAULT_SERVER,
+        wait: Annotated[bool, typer.Option("--wait", help="Wait until it has stopped.")] = False,
+        output: OutputOpt = Output.table,
+    ) -> None:
+        """Kill a job now (SIGKILL, no grace period)."""
+        j = call(server, "POST", f"/v1/jobs/{job_id}/kill")
+        j = wait_job(server, job_id) if wait else j
+        if not emit(output, j):
+            out.print(f"{j['id']} {j['state']}")
 
     @app.command()
     def topology(
@@ -369,8 +481,23 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         tune: Annotated[float, typer.Option(help="Inflate demand to this x capacity.")] = 1.3,
         workers: Annotated[int, typer.Option(help="Worker processes.")] = 1,
         expected: Annotated[
-            Path | None, typer.Option(help="Published means CSV to print beside ours.")
+            Path | None,
+            typer.Option(
+                help="Published means CSV to print beside ours, or the expected-results "
+                "folder (its per-seed curves are drawn under --plots)."
+            ),
         ] = None,
+        plots: Annotated[
+            bool,
+            typer.Option(
+                "--plots",
+                help="Also write PNG plots to OUT (needs matplotlib: "
+                "pip install 'gpu-platform[sim]').",
+            ),
+        ] = False,
+        quiet: Annotated[
+            bool, typer.Option("--quiet", help="No progress bar (it shows only on a terminal).")
+        ] = False,
     ) -> None:
         """Trace-driven placement simulation (FGD protocol, USENIX ATC '23): allocation ratio
         per policy, means over seeds, written to OUT/summary.json."""
@@ -387,16 +514,23 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 tune=tune,
                 workers=max(1, workers),
                 expected=expected,
+                plots=plots,
+                quiet=quiet,
             )
             text = hooks.simulate(options)
         except Exception as exc:  # the hook's errors are one-line reasons by contract
-            raise _fail(str(exc)) from None
+            raise _fail(escape(str(exc))) from None  # escape: "[sim]" is not rich markup
         sys.stdout.write(text)
 
     @app.command()
-    def gpus(server: ServerOpt = DEFAULT_SERVER) -> None:
+    def gpus(server: ServerOpt = DEFAULT_SERVER, output: OutputOpt = Output.table) -> None:
         """Every GPU with its state and the job holding it."""
         rows = call(server, "GET", "/v1/gpus")
+        if emit(output, rows):
+            return
+        out.print(gpu_table(rows))
+
+    def gpu_table(rows: list[dict[str, Any]]) -> Table:
         table = Table("NODE", "IDX", "MODEL", "MEMORY", "NUMA", "STATE", "JOB", "UUID", "REASON")
         for g in rows:
             table.add_row(
@@ -410,7 +544,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 g["uuid"],
                 g["reason"] or "-",
             )
-        out.print(table)
+        return table
 
     @app.command()
     def usage(
@@ -420,6 +554,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         ] = None,
         until: Annotated[str | None, typer.Option(help="Window end (default: now).")] = None,
         server: ServerOpt = DEFAULT_SERVER,
+        output: OutputOpt = Output.table,
     ) -> None:
         """GPU-hours per tenant and per job (time spent RUNNING x GPUs held)."""
         now = dt.datetime.now(dt.UTC).timestamp()
@@ -430,10 +565,12 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             if until is not None:
                 params["until"] = parse_when(until, now)
         except ValueError as exc:
-            raise _fail(f"--since/--until {exc}") from None
+            raise _fail(f"--since/--until {exc}", 2) from None
         if tenant is not None:
             params["tenant"] = tenant
         report = call(server, "GET", "/v1/usage", params=params)
+        if emit(output, report):
+            return
         out.print(f"Window: {_when(report['since'])} .. {_when(report['until'])}")
         tenants = Table("TENANT", "GPU-HOURS")
         for name, hours in sorted(report["gpu_hours_by_tenant"].items()):
@@ -452,9 +589,18 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         out.print(jobs_table)
 
     @app.command()
-    def status(server: ServerOpt = DEFAULT_SERVER) -> None:
-        """Cluster summary: inventory source, GPUs free/total, jobs by state."""
+    def status(
+        server: ServerOpt = DEFAULT_SERVER,
+        all_gpus: Annotated[
+            bool, typer.Option("--all", help="Also every GPU with its health state.")
+        ] = False,
+        output: OutputOpt = Output.table,
+    ) -> None:
+        """Cluster summary: inventory source, GPUs free/total, jobs by state (--all: GPUs)."""
         s = call(server, "GET", "/v1/status")
+        rows = call(server, "GET", "/v1/gpus") if all_gpus else None
+        if emit(output, s if rows is None else {**s, "gpus": rows}):
+            return
         kind = "SIMULATED" if s["simulated"] else "real hardware"
         out.print(f"Server:    {server}")
         out.print(f"Inventory: {s['inventory_source']} ({kind})")
@@ -464,6 +610,10 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         out.print(f"Jobs:      {jobs_line}")
         for note in s["notes"]:
             out.print(f"Note:      {note}", soft_wrap=True)
+        if rows is not None:
+            out.print(gpu_table(rows))
 
-    register_admin(app, out, call, _fail)
+    register_admin(app, out, call, emit)
+    register_ops(app, out, call, emit, gpu_table)
+    register_access(app, out, call, emit)
     return app

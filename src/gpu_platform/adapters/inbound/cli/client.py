@@ -1,36 +1,82 @@
-"""A small HTTP client for the REST API; every failure becomes one readable line."""
+"""A small HTTP client for the REST API; every failure becomes one readable line and an exit
+code (docs/cli.md):
+
+    0 ok   1 refused/other error   2 usage   3 server unreachable   4 authentication or
+    permission (401/403)   5 not found (404)   6 invalid input (422)   7 overloaded, retry
+    later (429)   8 audit chain broken (`audit verify`)
+"""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 
-__all__ = ["ApiClient", "ApiError"]
+__all__ = ["EXIT", "ApiClient", "ApiError"]
+
+EXIT = {
+    "ok": 0,
+    "error": 1,
+    "usage": 2,
+    "unreachable": 3,
+    "auth": 4,
+    "not_found": 5,
+    "invalid": 6,
+    "overloaded": 7,
+    "audit_broken": 8,
+}
+_BY_STATUS = {401: 4, 403: 4, 404: 5, 422: 6, 429: 7}
 
 
 class ApiError(Exception):
-    """A request failed; str() is one line suitable for the terminal."""
+    """A request failed; str() is one line suitable for the terminal; `exit_code` per EXIT."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class ApiClient:
-    def __init__(self, server: str, timeout: float | None = 30.0) -> None:
+    """`token` is sent as `Authorization: Bearer`; `cacert` is the CA bundle that an https
+    server's certificate must chain to (default: the system roots)."""
+
+    def __init__(
+        self,
+        server: str,
+        timeout: float | None = 30.0,
+        token: str | None = None,
+        cacert: str | None = None,
+    ) -> None:
         self.server = server.rstrip("/")
-        self._http = httpx.Client(base_url=self.server, timeout=timeout)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        verify: ssl.SSLContext | bool = True
+        if cacert:
+            try:
+                verify = ssl.create_default_context(cafile=cacert)
+            except (OSError, ssl.SSLError) as exc:
+                raise ApiError(f"--cacert {cacert}: {exc}", EXIT["usage"]) from None
+        self._http = httpx.Client(
+            base_url=self.server, timeout=timeout, headers=headers, verify=verify
+        )
+
+    def _unreachable(self, exc: Exception) -> ApiError:
+        return ApiError(
+            f"cannot reach the server at {self.server} ({exc}; is `gpu-platform serve` running? "
+            "set --server or GPU_PLATFORM_SERVER)",
+            EXIT["unreachable"],
+        )
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self._http.request(method, path, **kwargs)
-        except httpx.ConnectError:
-            raise ApiError(
-                f"cannot reach the server at {self.server} (is `gpu-platform serve` running? "
-                "set --server or GPU_PLATFORM_SERVER)"
-            ) from None
+        except httpx.ConnectError as exc:
+            raise self._unreachable(exc) from None
         except httpx.HTTPError as exc:
             raise ApiError(f"request to {self.server}{path} failed: {exc}") from None
         if response.status_code >= 400:
-            raise ApiError(_explain(response))
+            raise ApiError(_explain(response), _BY_STATUS.get(response.status_code, 1))
         return response
 
     def stream(self, method: str, path: str, **kwargs: Any) -> Iterator[bytes]:
@@ -39,10 +85,10 @@ class ApiClient:
             with self._http.stream(method, path, **kwargs) as response:
                 if response.status_code >= 400:
                     response.read()
-                    raise ApiError(_explain(response))
+                    raise ApiError(_explain(response), _BY_STATUS.get(response.status_code, 1))
                 yield from response.iter_raw()
-        except httpx.ConnectError:
-            raise ApiError(f"cannot reach the server at {self.server}") from None
+        except httpx.ConnectError as exc:
+            raise self._unreachable(exc) from None
         except httpx.HTTPError as exc:
             raise ApiError(f"request to {self.server}{path} failed: {exc}") from None
 
@@ -51,14 +97,18 @@ class ApiClient:
 
 
 def _explain(response: httpx.Response) -> str:
+    """One line from a problem+json answer (or whatever the server said)."""
     try:
-        detail = response.json().get("detail")
+        body = response.json()
     except ValueError:
-        detail = response.text.strip()
-    if isinstance(detail, list):
-        parts = []
-        for item in detail:
-            loc = [str(p) for p in item.get("loc", []) if p not in ("body", "query", "path")]
-            parts.append(f"{'.'.join(loc) or 'request'}: {item.get('msg', '')}")
-        detail = "; ".join(parts)
+        body = {"detail": response.text.strip()}
+    detail = body.get("detail", "") if isinstance(body, dict) else str(body)
+    if isinstance(detail, list):  # FastAPI's shape, from older servers
+        detail = "; ".join(
+            f"{'.'.join(str(p) for p in d.get('loc', [])[1:]) or 'request'}: {d.get('msg', '')}"
+            for d in detail
+        )
+    retry = response.headers.get("Retry-After")
+    if retry:
+        detail = f"{detail} (retry after {retry}s)"
     return f"{detail} (HTTP {response.status_code})"

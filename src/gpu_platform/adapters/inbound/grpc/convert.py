@@ -9,18 +9,21 @@ from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
 __all__ = ["gpu_to_pb", "job_to_pb", "spec_from_pb", "status_to_pb"]
 
 
-def spec_from_pb(req: pb.SubmitJobRequest) -> JobSpec:
+def spec_from_pb(req: pb.SubmitJobRequest, default_tenant: str = "default") -> JobSpec:
     return JobSpec(
         command=tuple(req.command),
         gpus=req.gpus,
         name=req.name,
-        tenant=req.tenant or "default",
+        tenant=req.tenant or default_tenant,
         priority=req.priority,
         env=tuple(sorted(req.env.items())),
         cwd=req.cwd if req.HasField("cwd") else None,
         memory_bytes=req.memory_bytes if req.HasField("memory_bytes") else None,
         time_limit_s=req.time_limit_s if req.HasField("time_limit_s") else None,
         user=req.user if req.HasField("user") else None,
+        tasks=req.tasks or 1,
+        preemptible=req.preemptible if req.HasField("preemptible") else True,
+        depends_on=tuple(req.depends_on),
     )
 
 
@@ -31,6 +34,9 @@ def job_to_pb(job: Job) -> pb.Job:
         state=str(job.state),
         command=list(job.spec.command),
         gpus=job.spec.gpus,
+        tasks=job.spec.tasks,
+        preemptible=job.spec.preemptible,
+        depends_on=list(job.spec.depends_on),
         tenant=job.spec.tenant,
         priority=job.spec.priority,
         attempt=job.attempt,
@@ -59,6 +65,15 @@ def job_to_pb(job: Job) -> pb.Job:
                 gpu_uuids=list(a.gpu_uuids),
                 numa_nodes=list(a.numa_nodes),
                 epoch=a.epoch,
+                tasks=[
+                    pb.TaskSlot(
+                        node=t.node,
+                        gpu_indices=list(t.gpu_indices),
+                        gpu_uuids=list(t.gpu_uuids),
+                        numa_nodes=list(t.numa_nodes),
+                    )
+                    for t in a.tasks
+                ],
             )
         )
     return msg

@@ -1,15 +1,19 @@
-"""The gRPC server: JobService, ClusterService, grpc.health.v1 and reflection.
+"""The gRPC server: JobService, ClusterService, AdminService, grpc.health.v1 and reflection.
 
 Errors map like REST's: InvalidRequest -> INVALID_ARGUMENT ("field: reason"; the field is also
-in the `field` trailing-metadata key), NotFound -> NOT_FOUND, Conflict -> FAILED_PRECONDITION,
-a malformed request (a JobSpec the domain refuses) -> INVALID_ARGUMENT. Deadlines are the
-client's: a unary call past its deadline is cancelled by grpc; WatchJobs ends when the client
-goes away or its deadline passes.
+in the `field` trailing-metadata key), NotFound -> NOT_FOUND (also another tenant's job),
+Conflict -> FAILED_PRECONDITION, Unauthenticated -> UNAUTHENTICATED, Forbidden ->
+PERMISSION_DENIED, TooManyRequests (rate or admission limit) -> RESOURCE_EXHAUSTED with
+`retry-after` trailing metadata. Authentication, rate limits and expired deadlines are checked
+by `grpc.auth.AuthInterceptor` before a servicer runs; a unary call past its deadline is
+cancelled by grpc; WatchJobs ends when the client goes away or its deadline passes. TLS (and
+mTLS when a client CA is given) when `tls` is set.
 """
 
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any, Protocol, TypeVar
@@ -19,7 +23,13 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.trace import TracerProvider
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from gpu_platform.adapters.inbound.grpc.auth import (
+    AuthInterceptor,
+    abort_access,
+    current_principal,
+)
 from gpu_platform.adapters.inbound.grpc.convert import (
     gpu_to_pb,
     job_to_pb,
@@ -28,9 +38,22 @@ from gpu_platform.adapters.inbound.grpc.convert import (
 )
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
-from gpu_platform.domain.errors import Conflict, DomainError, InvalidRequest, NotFound
+from gpu_platform.adapters.tls import TlsFiles
+from gpu_platform.application.auth import OpenAccess
+from gpu_platform.application.auth_scope import AuditTrail, TenantScope
+from gpu_platform.domain.errors import (
+    Conflict,
+    DomainError,
+    IllegalTransition,
+    InvalidRequest,
+    NotFound,
+)
 from gpu_platform.domain.events import DomainEvent
+from gpu_platform.domain.model.tenancy import AccessError, Permission, Role
+from gpu_platform.ports.inbound.access import AccessService, TokenInfo
+from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
+from gpu_platform.ports.outbound.metrics import ApiMetrics
 
 __all__ = ["EventSource", "GrpcServer"]
 
@@ -48,12 +71,14 @@ class EventSource(Protocol):
 def _call(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
     try:
         return fn()
+    except AccessError as exc:
+        abort_access(context, exc)
     except InvalidRequest as exc:
         context.set_trailing_metadata((("field", exc.field),))
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
     except NotFound as exc:
         context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-    except Conflict as exc:
+    except (Conflict, IllegalTransition) as exc:
         context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
     except (DomainError, ValueError) as exc:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
@@ -61,31 +86,51 @@ def _call(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
 
 
 class JobServicer(pb_grpc.JobServiceServicer):
-    def __init__(self, service: JobService, events: EventSource | None) -> None:
-        self._service = service
+    def __init__(
+        self, service: JobService, events: EventSource | None, trail: AuditTrail | None = None
+    ) -> None:
+        self._inner = service
+        self._trail = trail or AuditTrail()
         self._events = events
 
+    @property
+    def _service(self) -> TenantScope:
+        """The calling principal's view of the jobs (set by the AuthInterceptor)."""
+        return TenantScope(self._inner, current_principal(), self._trail)
+
     def SubmitJob(self, request: pb.SubmitJobRequest, context: grpc.ServicerContext) -> pb.Job:
-        return job_to_pb(_call(context, lambda: self._service.submit(spec_from_pb(request))))
+        jobs = self._service
+        tenant = jobs.principal.tenant
+        return job_to_pb(_call(context, lambda: jobs.submit(spec_from_pb(request, tenant))))
 
     def GetJob(self, request: pb.GetJobRequest, context: grpc.ServicerContext) -> pb.Job:
-        return job_to_pb(_call(context, lambda: self._service.get(request.id)))
+        jobs = self._service
+        return job_to_pb(_call(context, lambda: jobs.get(request.id)))
 
     def ListJobs(
         self, request: pb.ListJobsRequest, context: grpc.ServicerContext
     ) -> pb.ListJobsResponse:
-        jobs = _call(context, lambda: self._service.list_jobs(request.state or None))
+        service = self._service
+        jobs = _call(context, lambda: service.list_jobs(request.state or None))
+        if request.tenant:
+            jobs = [j for j in jobs if j.spec.tenant == request.tenant]
         return pb.ListJobsResponse(jobs=[job_to_pb(j) for j in jobs])
 
     def CancelJob(self, request: pb.CancelJobRequest, context: grpc.ServicerContext) -> pb.Job:
-        return job_to_pb(_call(context, lambda: self._service.cancel(request.id)))
+        jobs = self._service
+        return job_to_pb(_call(context, lambda: jobs.cancel(request.id)))
+
+    def KillJob(self, request: pb.KillJobRequest, context: grpc.ServicerContext) -> pb.Job:
+        jobs = self._service
+        return job_to_pb(_call(context, lambda: jobs.kill(request.id)))
 
     def GetLogs(
         self, request: pb.GetLogsRequest, context: grpc.ServicerContext
     ) -> pb.GetLogsResponse:
         attempt = request.attempt or None
         tail = request.tail_bytes or 65536
-        text = _call(context, lambda: self._service.logs(request.id, attempt, tail))
+        jobs = self._service
+        text = _call(context, lambda: jobs.logs(request.id, attempt, tail, request.rank))
         return pb.GetLogsResponse(data=text.encode())
 
     def WatchJobs(
@@ -95,8 +140,9 @@ class JobServicer(pb_grpc.JobServiceServicer):
         if source is None:
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "no event source configured")
             raise AssertionError("unreachable")  # pragma: no cover
+        scope = self._service
         if request.job_id:
-            _call(context, lambda: self._service.get(request.job_id))  # NOT_FOUND early
+            _call(context, lambda: scope.get(request.job_id))  # NOT_FOUND early
         with source.subscribe() as events:
             while context.is_active():
                 try:
@@ -109,30 +155,185 @@ class JobServicer(pb_grpc.JobServiceServicer):
                 if request.job_id and job_id != request.job_id:
                     continue
                 try:
-                    job = self._service.get(job_id)
-                except NotFound:
+                    job = scope.get(job_id)
+                except NotFound:  # gone, or another tenant's
                     continue
                 yield pb.JobEvent(type=type(event).__name__, job_id=job_id, job=job_to_pb(job))
 
 
 class ClusterServicer(pb_grpc.ClusterServiceServicer):
     def __init__(self, service: JobService) -> None:
-        self._service = service
+        self._inner = service
 
     def ListGpus(
         self, request: pb.ListGpusRequest, context: grpc.ServicerContext
     ) -> pb.ListGpusResponse:
-        return pb.ListGpusResponse(gpus=[gpu_to_pb(g) for g in self._service.gpus()])
+        jobs = TenantScope(self._inner, current_principal(), AuditTrail())
+        return pb.ListGpusResponse(gpus=[gpu_to_pb(g) for g in _call(context, jobs.gpus)])
 
     def GetStatus(
         self, request: pb.GetStatusRequest, context: grpc.ServicerContext
     ) -> pb.ClusterStatus:
-        return status_to_pb(self._service.status())
+        jobs = TenantScope(self._inner, current_principal(), AuditTrail())
+        return status_to_pb(_call(context, jobs.status))
+
+
+def _token_pb(t: TokenInfo, secret: str = "") -> pb.Token:
+    msg = pb.Token(
+        token_id=t.token_id,
+        name=t.name,
+        tenant=t.tenant,
+        role=str(t.role),
+        created_at=t.created_at,
+        secret=secret,
+    )
+    if t.revoked_at is not None:
+        msg.revoked_at = t.revoked_at
+    return msg
+
+
+_ACTIONS = ("drain", "offline", "online")
+
+
+class AdminServicer(pb_grpc.AdminServiceServicer):
+    """The AdminService RPCs; the same rules as REST's admin and access routes."""
+
+    def __init__(
+        self, service: JobService, admin: AdminService, access: AccessService, trail: AuditTrail
+    ) -> None:
+        self._service = service
+        self._admin = admin
+        self._access = access
+        self._trail = trail
+
+    def _operator(self, context: grpc.ServicerContext, action: str) -> str:
+        who = current_principal()
+        if action not in _ACTIONS:
+            context.set_trailing_metadata((("field", "action"),))
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"action: one of {_ACTIONS}")
+        if not who.may(Permission.HARDWARE_ADMIN):
+            self._trail.record(who, "hardware.action", "-", f"refused: role {who.role}")
+        _call(context, lambda: who.require(Permission.HARDWARE_ADMIN))
+        return who.name
+
+    def GpuAction(self, request: pb.GpuActionRequest, context: grpc.ServicerContext) -> pb.Gpu:
+        actor = self._operator(context, request.action)
+
+        def act() -> pb.Gpu:
+            self._admin.gpu_action(
+                request.node,
+                request.index,
+                request.action,  # type: ignore[arg-type]  # checked by _operator
+                reason=request.reason,
+                actor=actor,
+                force=request.force,
+            )
+            for info in self._service.gpus():
+                if info.gpu.node == request.node and info.gpu.index == request.index:
+                    return gpu_to_pb(info)
+            raise NotFound("gpu", f"{request.node}:{request.index}")  # pragma: no cover
+
+        return _call(context, act)
+
+    def NodeAction(self, request: pb.NodeActionRequest, context: grpc.ServicerContext) -> pb.Node:
+        actor = self._operator(context, request.action)
+
+        def act() -> pb.Node:
+            self._admin.node_action(
+                request.node,
+                request.action,  # type: ignore[arg-type]  # checked by _operator
+                reason=request.reason,
+                actor=actor,
+                force=request.force,
+            )
+            n = next(n for n in self._admin.nodes() if n.name == request.node)
+            return pb.Node(
+                name=n.name, state=str(n.state), reason=n.reason, gpus=n.gpus, jobs=n.jobs
+            )
+
+        return _call(context, act)
+
+    def ListNodes(
+        self, request: pb.ListNodesRequest, context: grpc.ServicerContext
+    ) -> pb.ListNodesResponse:
+        _call(context, lambda: current_principal().require(Permission.CLUSTER_READ))
+        return pb.ListNodesResponse(
+            nodes=[
+                pb.Node(name=n.name, state=str(n.state), reason=n.reason, gpus=n.gpus, jobs=n.jobs)
+                for n in self._admin.nodes()
+            ]
+        )
+
+    def ListAudit(
+        self, request: pb.AuditRequest, context: grpc.ServicerContext
+    ) -> pb.AuditResponse:
+        _call(context, lambda: current_principal().require(Permission.AUDIT_READ))
+        if request.limit < 0 or request.limit > 10000:
+            context.set_trailing_metadata((("field", "limit"),))
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "limit: 0..10000")
+        records = self._admin.audit(request.limit or 100)
+        return pb.AuditResponse(
+            entries=[
+                pb.AuditEntry(
+                    at=a.at,
+                    actor=a.actor,
+                    action=a.action,
+                    target=a.target,
+                    reason=a.reason,
+                    outcome=a.outcome,
+                )
+                for a in records
+            ]
+        )
+
+    def CreateTenant(
+        self, request: pb.CreateTenantRequest, context: grpc.ServicerContext
+    ) -> pb.Tenant:
+        t = _call(context, lambda: self._access.create_tenant(current_principal(), request.name))
+        return pb.Tenant(name=t.name, created_at=t.created_at)
+
+    def ListTenants(
+        self, request: pb.ListTenantsRequest, context: grpc.ServicerContext
+    ) -> pb.ListTenantsResponse:
+        found = _call(context, lambda: self._access.tenants(current_principal()))
+        return pb.ListTenantsResponse(
+            tenants=[pb.Tenant(name=t.name, created_at=t.created_at) for t in found]
+        )
+
+    def CreateToken(
+        self, request: pb.CreateTokenRequest, context: grpc.ServicerContext
+    ) -> pb.Token:
+        who = current_principal()
+        if request.role not in {str(r) for r in Role}:
+            context.set_trailing_metadata((("field", "role"),))
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "role: admin, operator or user")
+        issued = _call(
+            context,
+            lambda: self._access.create_token(
+                who, request.name, request.tenant, Role(request.role)
+            ),
+        )
+        return _token_pb(issued.info, issued.secret)
+
+    def ListTokens(
+        self, request: pb.ListTokensRequest, context: grpc.ServicerContext
+    ) -> pb.ListTokensResponse:
+        found = _call(context, lambda: self._access.tokens(current_principal()))
+        return pb.ListTokensResponse(tokens=[_token_pb(t) for t in found])
+
+    def RevokeToken(
+        self, request: pb.RevokeTokenRequest, context: grpc.ServicerContext
+    ) -> pb.Token:
+        info = _call(
+            context, lambda: self._access.revoke_token(current_principal(), request.token_id)
+        )
+        return _token_pb(info)
 
 
 class _TracingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
     """One OpenTelemetry span per unary RPC, named after its method
-    (e.g. /gpu_platform.v1.JobService/GetJob)."""
+    (e.g. /gpu_platform.v1.JobService/GetJob); a `traceparent` in the call's metadata makes it
+    a child of the caller's span."""
 
     def __init__(self, tracer_provider: TracerProvider) -> None:
         self._tracer = tracer_provider.get_tracer("gpu_platform.grpc")
@@ -149,13 +350,49 @@ class _TracingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         inner = handler.unary_unary
 
         def traced(request: Any, context: grpc.ServicerContext) -> Any:
-            with self._tracer.start_as_current_span(method) as span:
+            parent = TraceContextTextMapPropagator().extract(dict(context.invocation_metadata()))
+            with self._tracer.start_as_current_span(method, context=parent) as span:
                 span.set_attribute("rpc.system", "grpc")
                 span.set_attribute("rpc.method", method)
                 return inner(request, context)
 
         return grpc.unary_unary_rpc_method_handler(
             traced,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+class _MetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+    """Reports each unary RPC's latency and status code to ApiMetrics."""
+
+    def __init__(self, metrics: ApiMetrics) -> None:
+        self._metrics = metrics
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler  # streams (WatchJobs) last as long as the client wants
+        method = handler_call_details.method
+        inner = handler.unary_unary
+
+        def measured(request: Any, context: grpc.ServicerContext) -> Any:
+            started, failed = time.perf_counter(), True
+            try:
+                response = inner(request, context)
+                failed = False
+                return response
+            finally:
+                code = context.code() or (grpc.StatusCode.UNKNOWN if failed else grpc.StatusCode.OK)
+                name = code.name if isinstance(code, grpc.StatusCode) else str(code)
+                self._metrics.grpc_call(method, name, time.perf_counter() - started)
+
+        return grpc.unary_unary_rpc_method_handler(
+            measured,
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
@@ -172,34 +409,53 @@ class GrpcServer:
         events: EventSource | None = None,
         max_workers: int = 32,
         tracer_provider: TracerProvider | None = None,
+        api_metrics: ApiMetrics | None = None,
+        admin: AdminService | None = None,
+        access: AccessService | None = None,
+        trail: AuditTrail | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
-        interceptors = [_TracingInterceptor(tracer_provider)] if tracer_provider else []
+        access = access or OpenAccess()
+        trail = trail or AuditTrail()
+        interceptors: list[grpc.ServerInterceptor] = []
+        if api_metrics is not None:  # outermost: the latency includes tracing and auth
+            interceptors.append(_MetricsInterceptor(api_metrics))
+        if tracer_provider is not None:
+            interceptors.append(_TracingInterceptor(tracer_provider))
+        interceptors.append(AuthInterceptor(access))
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers), interceptors=interceptors
         )
         pb_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            JobServicer(service, events), self._server
+            JobServicer(service, events, trail), self._server
         )
         pb_grpc.add_ClusterServiceServicer_to_server(  # type: ignore[no-untyped-call]
             ClusterServicer(service), self._server
         )
+        services = ["JobService", "ClusterService"]
+        if admin is not None:
+            pb_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
+                AdminServicer(service, admin, access, trail), self._server
+            )
+            services.append("AdminService")
+        self._services = tuple(f"gpu_platform.v1.{name}" for name in services)
         self._health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
-        names = (
-            pb.DESCRIPTOR.services_by_name["JobService"].full_name,
-            pb.DESCRIPTOR.services_by_name["ClusterService"].full_name,
-            health.SERVICE_NAME,
-            reflection.SERVICE_NAME,
-        )
+        names = (*self._services, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(names, self._server)
-        self.port = self._server.add_insecure_port(f"{host}:{port}")
+        if tls is None:
+            self.port = self._server.add_insecure_port(f"{host}:{port}")
+        else:
+            self.port = self._server.add_secure_port(
+                f"{host}:{port}", tls.grpc_server_credentials()
+            )
         if self.port == 0:
             raise OSError(f"cannot listen for gRPC on {host}:{port}")
         self.address = f"{host}:{self.port}"
 
     def start(self) -> None:
         self._server.start()
-        for name in ("", "gpu_platform.v1.JobService", "gpu_platform.v1.ClusterService"):
+        for name in ("", *self._services):
             self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("gRPC listening", address=self.address)
 

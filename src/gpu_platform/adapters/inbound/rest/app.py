@@ -1,62 +1,56 @@
 """The REST API over the JobService port.
 
-Errors: 422 for bad input (malformed body, or a request that can never be satisfied — `detail`
-names the field, FastAPI's shape), 404 for unknown ids, 409 for conflicts (cancelling an ended
-job; an operator action the state tables refuse). Admin routes: `rest.admin`. Every request
-runs in an OpenTelemetry span when a tracer provider is given.
+Errors are RFC 7807 problem details (`rest.problems`): 401 no/bad token, 403 role, 404
+unknown id (or another tenant's job), 409 conflicts, 422 bad input naming the field, 429 rate or
+admission limits with Retry-After. Authentication and tenant scoping: `rest.auth`; admin routes:
+`rest.admin`. Every request runs in an OpenTelemetry span when a tracer provider is given, and its
+latency is reported by route template when `api_metrics` is given.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from fastapi import FastAPI, Query, Request, Response
+from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import PlainTextResponse, StreamingResponse
 from opentelemetry.trace import TracerProvider
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gpu_platform import __version__
 from gpu_platform.adapters.inbound.rest.admin import admin_router
-from gpu_platform.adapters.inbound.rest.schemas import (
+from gpu_platform.adapters.inbound.rest.auth import Auth, access_router
+from gpu_platform.adapters.inbound.rest.problems import (
+    COMMON_ERRORS,
     CONFLICT,
     NOT_FOUND,
+    install_problem_handlers,
+    problem_openapi,
+)
+from gpu_platform.adapters.inbound.rest.schemas import (
     ClusterStatusOut,
     GpuOut,
     JobOut,
     JobSubmit,
     UsageOut,
 )
-from gpu_platform.domain.errors import Conflict, IllegalTransition, InvalidRequest, NotFound
+from gpu_platform.application.auth import OpenAccess
+from gpu_platform.application.auth_scope import AuditTrail, TenantScope
 from gpu_platform.domain.model.job import JobState
+from gpu_platform.domain.model.tenancy import Forbidden, Permission, Principal
+from gpu_platform.ports.inbound.access import AccessService
 from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
 from gpu_platform.ports.inbound.usage import UsageQueries
+from gpu_platform.ports.outbound.metrics import ApiMetrics
 
 __all__ = ["FOLLOW_POLL_S", "create_app"]
 
 
 FOLLOW_POLL_S = 0.2
-
-
-def _install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(InvalidRequest)
-    async def _invalid(_: Request, exc: InvalidRequest) -> JSONResponse:
-        detail = [{"loc": ["body", exc.field], "msg": exc.reason, "type": "invalid_request"}]
-        return JSONResponse({"detail": detail}, status_code=422)
-
-    @app.exception_handler(NotFound)
-    async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
-
-    @app.exception_handler(Conflict)
-    async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=409)
-
-    @app.exception_handler(IllegalTransition)
-    async def _illegal(_: Request, exc: IllegalTransition) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=409)
 
 
 def create_app(
@@ -66,14 +60,20 @@ def create_app(
     metrics: Callable[[], tuple[bytes, str]] | None = None,
     tracer_provider: TracerProvider | None = None,
     usage: UsageQueries | None = None,
+    api_metrics: ApiMetrics | None = None,
+    access: AccessService | None = None,
+    trail: AuditTrail | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="gpu-platform",
         version=__version__,
-        description="Submit, inspect and cancel GPU jobs; inspect GPUs and the cluster.",
+        description="Submit, inspect and cancel GPU jobs; inspect GPUs and the cluster; "
+        "operate GPUs and nodes; manage tenants and tokens.",
+        responses=COMMON_ERRORS,
     )
-
-    _install_error_handlers(app)
+    install_problem_handlers(app)
+    problem_openapi(app)
+    auth = Auth(access or OpenAccess(), service, trail or AuditTrail())
 
     if tracer_provider is not None:
         tracer = tracer_provider.get_tracer("gpu_platform.rest")
@@ -82,62 +82,100 @@ def create_app(
         async def _trace(
             request: Request, call_next: Callable[[Request], Awaitable[Response]]
         ) -> Response:
-            with tracer.start_as_current_span(f"{request.method} {request.url.path}") as span:
+            parent = TraceContextTextMapPropagator().extract(request.headers)
+            name = f"{request.method} {request.url.path}"
+            with tracer.start_as_current_span(name, context=parent) as span:
                 span.set_attribute("http.request.method", request.method)
                 span.set_attribute("url.path", request.url.path)
                 response = await call_next(request)
                 span.set_attribute("http.response.status_code", response.status_code)
                 return response
 
+    if api_metrics is not None:
+        observe = api_metrics
+
+        @app.middleware("http")
+        async def _measure(
+            request: Request, call_next: Callable[[Request], Awaitable[Response]]
+        ) -> Response:
+            started, status = time.perf_counter(), 500
+            try:
+                response = await call_next(request)
+                status = response.status_code
+                return response
+            finally:  # streamed bodies: the time to the response headers
+                # the template of the route the router chose (it sets scope["route"])
+                route = getattr(request.scope.get("route"), "path", None) or "unmatched"
+                observe.http_request(request.method, route, status, time.perf_counter() - started)
+
     @app.post("/v1/jobs", status_code=201, response_model=JobOut)
-    async def submit(body: JobSubmit) -> JobOut:
-        job = await run_in_threadpool(service.submit, body.to_spec())
-        return JobOut.of(job)
+    async def submit(body: JobSubmit, jobs: TenantScope = Depends(auth.scope)) -> JobOut:
+        spec = body.to_spec(default_tenant=jobs.principal.tenant)
+        return JobOut.of(await run_in_threadpool(jobs.submit, spec))
 
     @app.get("/v1/jobs", response_model=list[JobOut])
-    async def list_jobs(state: JobState | None = None) -> list[JobOut]:
-        jobs = await run_in_threadpool(service.list_jobs, None if state is None else str(state))
-        return [JobOut.of(j) for j in jobs]
+    async def list_jobs(
+        state: JobState | None = None,
+        tenant: str | None = Query(None, max_length=64, description="only this tenant's jobs"),
+        offset: int = Query(0, ge=0, le=1 << 30, description="skip this many (oldest first)"),
+        limit: int | None = Query(None, ge=1, le=100000, description="at most this many"),
+        jobs: TenantScope = Depends(auth.scope),
+    ) -> list[JobOut]:
+        found = await run_in_threadpool(jobs.list_jobs, None if state is None else str(state))
+        if tenant is not None:
+            found = [j for j in found if j.spec.tenant == tenant]
+        end = None if limit is None else offset + limit
+        return [JobOut.of(j) for j in found[offset:end]]
 
     @app.get("/v1/jobs/{job_id}", response_model=JobOut, responses=NOT_FOUND)
-    async def get_job(job_id: str) -> JobOut:
-        return JobOut.of(await run_in_threadpool(service.get, job_id))
+    async def get_job(job_id: str, jobs: TenantScope = Depends(auth.scope)) -> JobOut:
+        return JobOut.of(await run_in_threadpool(jobs.get, job_id))
 
     @app.post(
         "/v1/jobs/{job_id}/cancel", response_model=JobOut, responses={**NOT_FOUND, **CONFLICT}
     )
-    async def cancel(job_id: str) -> JobOut:
-        return JobOut.of(await run_in_threadpool(service.cancel, job_id))
+    async def cancel(job_id: str, jobs: TenantScope = Depends(auth.scope)) -> JobOut:
+        """Graceful: SIGTERM, then SIGKILL after the server's stop grace period."""
+        return JobOut.of(await run_in_threadpool(jobs.cancel, job_id))
+
+    @app.post("/v1/jobs/{job_id}/kill", response_model=JobOut, responses={**NOT_FOUND, **CONFLICT})
+    async def kill(job_id: str, jobs: TenantScope = Depends(auth.scope)) -> JobOut:
+        """Immediate: SIGKILL without a grace period."""
+        return JobOut.of(await run_in_threadpool(jobs.kill, job_id))
 
     @app.get(
         "/v1/jobs/{job_id}/logs",
         response_class=PlainTextResponse,
         response_model=None,
-        responses={404: {**NOT_FOUND[404], "content": {"application/json": {}}}},
+        responses=NOT_FOUND,
     )
     async def logs(
         job_id: str,
         attempt: int | None = Query(None, ge=1),
         tail_bytes: int = Query(65536, ge=1, le=16 << 20),
         follow: bool = Query(False, description="stream until the attempt has ended"),
+        rank: int = Query(0, ge=0, description="which task of a gang"),
+        jobs: TenantScope = Depends(auth.scope),
     ) -> str | StreamingResponse:
         if not follow:
-            return await run_in_threadpool(service.logs, job_id, attempt, tail_bytes)
-        job = await run_in_threadpool(service.get, job_id)
+            return await run_in_threadpool(jobs.logs, job_id, attempt, tail_bytes, rank)
+        job = await run_in_threadpool(jobs.get, job_id)
         which = attempt or job.attempt
         if which == 0:  # not started yet: wait for the first attempt (or the end)
             while which == 0 and not job.terminal:
                 await asyncio.sleep(FOLLOW_POLL_S)
-                job = await run_in_threadpool(service.get, job_id)
+                job = await run_in_threadpool(jobs.get, job_id)
                 which = job.attempt
             if which == 0:
                 return ""
-        await run_in_threadpool(service.log_from, job_id, which, 0, 0)  # 404 early
+        await run_in_threadpool(jobs.log_from, job_id, which, 0, 0, rank)  # 404 early
 
         async def stream() -> AsyncIterator[bytes]:
             offset = 0
             while True:
-                chunk, live = await run_in_threadpool(service.log_from, job_id, which, offset)
+                chunk, live = await run_in_threadpool(
+                    jobs.log_from, job_id, which, offset, 65536, rank
+                )
                 if chunk:
                     offset += len(chunk)
                     yield chunk
@@ -149,12 +187,12 @@ def create_app(
         return StreamingResponse(stream(), media_type="text/plain")
 
     @app.get("/v1/gpus", response_model=list[GpuOut])
-    async def gpus() -> list[GpuOut]:
-        return [GpuOut.of(g) for g in await run_in_threadpool(service.gpus)]
+    async def gpus(jobs: TenantScope = Depends(auth.scope)) -> list[GpuOut]:
+        return [GpuOut.of(g) for g in await run_in_threadpool(jobs.gpus)]
 
     @app.get("/v1/status", response_model=ClusterStatusOut)
-    async def status() -> ClusterStatusOut:
-        return ClusterStatusOut.of(await run_in_threadpool(service.status))
+    async def status(jobs: TenantScope = Depends(auth.scope)) -> ClusterStatusOut:
+        return ClusterStatusOut.of(await run_in_threadpool(jobs.status))
 
     if usage is not None:
         accounting = usage
@@ -164,7 +202,12 @@ def create_app(
             tenant: str | None = None,
             since: float | None = Query(None, description="Unix seconds; default: all time"),
             until: float | None = Query(None, description="Unix seconds; default: now"),
+            who: Principal = Depends(auth.principal),
         ) -> UsageOut:
+            if not who.may(Permission.JOBS_ANY_TENANT):  # users see their own tenant only
+                if tenant not in (None, who.tenant):
+                    raise Forbidden(f"principal {who.name!r} may only see tenant {who.tenant!r}")
+                tenant = who.tenant
             return UsageOut.of(await run_in_threadpool(accounting.usage, tenant, since, until))
 
     @app.get("/healthz")
@@ -172,8 +215,9 @@ def create_app(
         s = await run_in_threadpool(service.status)
         return {"status": "ok", "inventory": s.inventory_source, "simulated": s.simulated}
 
+    app.include_router(access_router(auth))
     if admin is not None:
-        app.include_router(admin_router(service, admin))
+        app.include_router(admin_router(service, admin, auth))
 
     if metrics is not None:
         render = metrics

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from gpu_platform.adapters.inbound.rest.problems import CONFLICT, NOT_FOUND
 from gpu_platform.domain.model.audit import AuditRecord
-from gpu_platform.domain.model.job import Job, JobSpec
+from gpu_platform.domain.model.job import MAX_TASKS, Job, JobSpec
 from gpu_platform.ports.inbound.admin_service import NodeInfo
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
 from gpu_platform.ports.inbound.usage import UsageReport
@@ -18,28 +19,20 @@ __all__ = [
     "AdminActionIn",
     "AuditOut",
     "ClusterStatusOut",
-    "ErrorOut",
     "GpuOut",
     "InjectIn",
     "InjectOut",
     "JobOut",
     "JobSubmit",
     "NodeOut",
+    "PrincipalOut",
+    "TenantIn",
+    "TenantOut",
+    "TokenIn",
+    "TokenIssuedOut",
+    "TokenOut",
     "UsageOut",
 ]
-
-
-class ErrorOut(BaseModel):
-    """A 404/409 answer: one line saying what is wrong."""
-
-    detail: str
-
-
-# Documented error answers, for the routes' `responses=`.
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "Unknown id"}}
-CONFLICT: dict[int | str, dict[str, Any]] = {
-    409: {"model": ErrorOut, "description": "Refused by the current state"}
-}
 
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
@@ -50,14 +43,35 @@ class JobSubmit(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    command: list[NonEmpty] = Field(min_length=1, description="argv; command[0] is the program")
-    gpus: int = Field(0, ge=0, le=4096, description="whole GPUs on one node")
+    command: list[NonEmpty] = Field(
+        min_length=1,
+        max_length=4096,
+        description="argv; command[0] is the program (total size capped by max_argv_bytes)",
+    )
+    gpus: int = Field(0, ge=0, le=4096, description="whole GPUs on one node, per task")
+    tasks: int = Field(
+        1, ge=1, le=MAX_TASKS, description="tasks of a gang (all start together or none)"
+    )
+    preemptible: bool = Field(
+        True, description="may be stopped and re-queued for higher-priority work"
+    )
+    depends_on: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
+        default_factory=list, max_length=64, description="jobs that must COMPLETE first"
+    )
     name: str = Field("", max_length=128)
-    tenant: str = Field("default", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    tenant: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="default: the caller's tenant; users may only name their own",
+    )
     priority: int = Field(0, ge=-1000, le=1000)
     env: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(
         default_factory=dict,
+        max_length=1024,
         json_schema_extra={"additionalProperties": False},  # keys must match the pattern
+        description="extra environment (count and size capped by max_env_vars/max_env_bytes)",
     )
     cwd: str | None = Field(None, description="working directory on the node")
     memory_bytes: int | None = Field(None, gt=0, description="host memory cap in bytes")
@@ -76,12 +90,12 @@ class JobSubmit(BaseModel):
         0.0, ge=0, le=3600, description="wait before a re-queued attempt, doubled per attempt"
     )
 
-    def to_spec(self) -> JobSpec:
+    def to_spec(self, default_tenant: str = "default") -> JobSpec:
         return JobSpec(
             command=tuple(self.command),
             gpus=self.gpus,
             name=self.name,
-            tenant=self.tenant,
+            tenant=self.tenant or default_tenant,
             priority=self.priority,
             env=tuple(sorted(self.env.items())),
             cwd=self.cwd,
@@ -90,15 +104,28 @@ class JobSubmit(BaseModel):
             user=self.user,
             max_attempts=self.max_attempts,
             retry_backoff_s=self.retry_backoff_s,
+            tasks=self.tasks,
+            preemptible=self.preemptible,
+            depends_on=tuple(self.depends_on),
         )
 
 
+class TaskSlotOut(BaseModel):
+    node: str
+    gpu_indices: list[int]
+    gpu_uuids: list[str]
+    numa_nodes: list[int]
+
+
 class AllocationOut(BaseModel):
+    """Task 0's node and GPUs (the only task of an ordinary job), and every task in `tasks`."""
+
     node: str
     gpu_indices: list[int]
     gpu_uuids: list[str]
     numa_nodes: list[int]
     epoch: int
+    tasks: list[TaskSlotOut]
 
 
 class HistoryOut(BaseModel):
@@ -113,6 +140,9 @@ class JobOut(BaseModel):
     state: str
     command: list[str]
     gpus: int
+    tasks: int
+    preemptible: bool
+    depends_on: list[str]
     memory_bytes: int | None
     time_limit_s: float | None
     user: str | None
@@ -139,6 +169,9 @@ class JobOut(BaseModel):
             state=str(job.state),
             command=list(job.spec.command),
             gpus=job.spec.gpus,
+            tasks=job.spec.tasks,
+            preemptible=job.spec.preemptible,
+            depends_on=list(job.spec.depends_on),
             memory_bytes=job.spec.memory_bytes,
             time_limit_s=job.spec.time_limit_s,
             user=job.spec.user,
@@ -161,6 +194,15 @@ class JobOut(BaseModel):
                 gpu_uuids=list(a.gpu_uuids),
                 numa_nodes=list(a.numa_nodes),
                 epoch=a.epoch,
+                tasks=[
+                    TaskSlotOut(
+                        node=t.node,
+                        gpu_indices=list(t.gpu_indices),
+                        gpu_uuids=list(t.gpu_uuids),
+                        numa_nodes=list(t.numa_nodes),
+                    )
+                    for t in a.tasks
+                ],
             ),
             history=[HistoryOut(at=t, state=str(s), reason=r) for t, s, r in job.history],
         )
@@ -307,3 +349,48 @@ class AuditOut(BaseModel):
             reason=a.reason,
             outcome=a.outcome,
         )
+
+
+class PrincipalOut(BaseModel):
+    name: str
+    tenant: str
+    role: str
+    token_id: str | None
+    auth: bool = Field(description="whether the server requires tokens")
+
+
+TenantName = Annotated[
+    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+]
+
+
+class TenantIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: TenantName
+
+
+class TenantOut(BaseModel):
+    name: str
+    created_at: float
+
+
+class TokenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, description="who holds it (the audit actor)")
+    tenant: TenantName
+    role: Literal["admin", "operator", "user"] = "user"
+
+
+class TokenOut(BaseModel):
+    token_id: str
+    name: str
+    tenant: str
+    role: str
+    created_at: float
+    revoked_at: float | None
+
+
+class TokenIssuedOut(TokenOut):
+    token: str = Field(description="the secret; shown once, only its SHA-256 is stored")

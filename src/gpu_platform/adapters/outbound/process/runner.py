@@ -38,7 +38,12 @@ import structlog
 from gpu_platform.adapters.outbound.cgroups.devices import gpu_device_rules
 from gpu_platform.adapters.outbound.cgroups.noop import NoopIsolation
 from gpu_platform.domain.allocation.mps import mps_environment
-from gpu_platform.ports.outbound.isolation import Isolation, IsolationError, IsolationSpec
+from gpu_platform.ports.outbound.isolation import (
+    Isolation,
+    IsolationError,
+    IsolationSpec,
+    WrapsCommand,
+)
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
 
 __all__ = ["ProcessJobRunner", "visibility_env"]
@@ -103,7 +108,8 @@ class ProcessJobRunner:
         self._pids_max = pids_max
         self._majors = device_majors
         self._lock = threading.Lock()
-        self._live: dict[tuple[str, int], _Attempt] = {}
+        self._live: dict[tuple[str, int, int], _Attempt] = {}  # (job, epoch, rank)
+        self._ports: dict[tuple[str, int], int] = {}  # gang rendezvous port per attempt
         self._requests: queue.Queue[
             tuple[LaunchSpec, Callable[[ExitReport], None], Future[None]] | None
         ] = queue.Queue()
@@ -121,23 +127,25 @@ class ProcessJobRunner:
 
     def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
         with self._lock:
-            attempt = self._live.get((job_id, epoch))
-            if attempt is None:
+            tasks = [a for (j, e, _), a in self._live.items() if (j, e) == (job_id, epoch)]
+            if not tasks:
                 return False
-            if attempt.kill_timer is not None:
-                return True
-            _signal_group(attempt.proc.pid, signal.SIGTERM)
-            timer = threading.Timer(grace_s, _signal_group, (attempt.proc.pid, signal.SIGKILL))
-            timer.daemon = True
-            attempt.kill_timer = timer
-            timer.start()
-        log.info("stopping attempt", job_id=job_id, epoch=epoch, grace_s=grace_s)
+            for attempt in tasks:
+                if attempt.kill_timer is not None:
+                    continue
+                pid = attempt.proc.pid
+                _signal_group(pid, signal.SIGTERM)
+                timer = threading.Timer(grace_s, _signal_group, (pid, signal.SIGKILL))
+                timer.daemon = True
+                attempt.kill_timer = timer
+                timer.start()
+        log.info("stopping attempt", job_id=job_id, epoch=epoch, grace_s=grace_s, tasks=len(tasks))
         return True
 
     def stop_all(self, grace_s: float) -> None:
         with self._lock:
-            keys = list(self._live)
-        for job_id, epoch in keys:
+            keys = {(j, e) for j, e, _ in self._live}
+        for job_id, epoch in sorted(keys):
             self.stop(job_id, epoch, grace_s)
         with self._lock:
             waiters = [a.waiter for a in self._live.values() if a.waiter is not None]
@@ -164,21 +172,23 @@ class ProcessJobRunner:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(entry.name), signal.SIGKILL)
                     killed += 1
-        self._release(job_id, epoch)
+        self._release(job_id, epoch)  # other ranks' units: swept at start-up (Isolation.sweep)
         if killed:
             log.warning("reaped leftover processes", job_id=job_id, epoch=epoch, killed=killed)
         return killed
 
-    def read_log_from(self, job_id: str, attempt: int, offset: int, max_bytes: int) -> bytes:
+    def read_log_from(
+        self, job_id: str, attempt: int, offset: int, max_bytes: int, rank: int = 0
+    ) -> bytes:
         try:
-            with self.log_path(job_id, attempt).open("rb") as f:
+            with self.log_path(job_id, attempt, rank).open("rb") as f:
                 f.seek(offset)
                 return f.read(max_bytes)
         except FileNotFoundError:
             return b""
 
-    def read_log(self, job_id: str, attempt: int, tail_bytes: int) -> str:
-        path = self.log_path(job_id, attempt)
+    def read_log(self, job_id: str, attempt: int, tail_bytes: int, rank: int = 0) -> str:
+        path = self.log_path(job_id, attempt, rank)
         try:
             with path.open("rb") as f:
                 size = f.seek(0, os.SEEK_END)
@@ -189,21 +199,17 @@ class ProcessJobRunner:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def log_path(self, job_id: str, attempt: int) -> Path:
+    def log_path(self, job_id: str, attempt: int, rank: int = 0) -> Path:
         if "/" in job_id or job_id.startswith("."):
             raise ValueError(f"bad job id {job_id!r}")
-        return self.log_root / job_id / f"attempt-{attempt}.log"
+        name = f"attempt-{attempt}.log" if rank == 0 else f"attempt-{attempt}.rank-{rank}.log"
+        return self.log_root / job_id / name
 
     def environment(self, spec: LaunchSpec) -> dict[str, str]:
         env = dict(self._base_env)
         env.update(dict(spec.env))
         env.update(visibility_env(spec, self._visible))
-        env.setdefault("RANK", "0")
-        env.setdefault("LOCAL_RANK", "0")
-        env.setdefault("WORLD_SIZE", "1")
-        env.setdefault("LOCAL_WORLD_SIZE", "1")
-        env.setdefault("MASTER_ADDR", "127.0.0.1")
-        env.setdefault("MASTER_PORT", str(_free_port()))
+        env.update(self._rendezvous(spec))
         if spec.mps is not None:  # MPS client limits: compute share and pinned memory
             env.update(mps_environment(spec.mps))
         if spec.nics:  # NCCL/UCX: use the RDMA NICs nearest the job's GPUs
@@ -213,9 +219,37 @@ class ProcessJobRunner:
         env[MARKER] = f"{spec.job_id}:{spec.epoch}"
         return env
 
+    def _rendezvous(self, spec: LaunchSpec) -> dict[str, str]:
+        """torchrun's variables. A lone task is its own world; every task of a gang attempt
+        gets its gang's values and one shared MASTER_PORT (picked here when the gang left it
+        to the runner). These override the user's env: a wrong RANK would hang the gang."""
+        gang = spec.gang
+        if gang is None:
+            return {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
+                    "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": str(_free_port())}  # fmt: skip
+        port = gang.master_port
+        if port == 0:
+            with self._lock:
+                port = self._ports.setdefault((spec.job_id, spec.epoch), _free_port())
+        return {
+            "RANK": str(spec.rank),
+            "LOCAL_RANK": str(gang.local_rank),
+            "WORLD_SIZE": str(gang.world_size),
+            "LOCAL_WORLD_SIZE": str(gang.local_world_size),
+            "NODE_RANK": str(gang.node_rank),
+            "MASTER_ADDR": gang.master_addr,
+            "MASTER_PORT": str(port),
+        }
+
+    @staticmethod
+    def _unit(job_id: str, epoch: int, rank: int) -> str:
+        """Isolation unit name of one task (rank 0 keeps the single-task name)."""
+        return f"{job_id}.{epoch}" if rank == 0 else f"{job_id}.{epoch}.{rank}"
+
     def isolation_spec(self, spec: LaunchSpec) -> IsolationSpec:
         return IsolationSpec(
-            name=f"{spec.job_id}.{spec.epoch}",
+            name=self._unit(spec.job_id, spec.epoch, spec.rank),
             cpus=spec.cpus,
             mems=spec.mems,
             memory_bytes=spec.memory_bytes,
@@ -238,7 +272,7 @@ class ProcessJobRunner:
         program = spec.argv[0]
         if shutil.which(program, path=env.get("PATH")) is None:
             raise LaunchError(f"program {program!r} not found or not executable")
-        path = self.log_path(spec.job_id, spec.attempt)
+        path = self.log_path(spec.job_id, spec.attempt, spec.rank)
         path.parent.mkdir(parents=True, exist_ok=True)
         account = None
         if spec.user is not None:
@@ -259,11 +293,15 @@ class ProcessJobRunner:
         shim = [sys.executable, "-I", "-S", _SHIM, str(os.getpid())]
         for join in joins:
             shim += ["--join", join]
-        if account is not None:
+        wrapper: tuple[str, ...] = ()
+        if isinstance(self.isolation, WrapsCommand):  # e.g. systemd-run --scope: it drops to
+            uid, gid = (account.pw_uid, account.pw_gid) if account else (None, None)  # the user
+            wrapper = self.isolation.command_prefix(self.isolation_spec(spec).name, uid, gid)
+        elif account is not None:
             shim += ["--user", f"{account.pw_uid}:{account.pw_gid}"]
         try:
             proc = subprocess.Popen(
-                [*shim, "--", *spec.argv],
+                [*shim, "--", *wrapper, *spec.argv],
                 env=env,
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
@@ -272,7 +310,7 @@ class ProcessJobRunner:
                 start_new_session=True,
             )
         except OSError as exc:
-            self._release(spec.job_id, spec.epoch)
+            self._release(spec.job_id, spec.epoch, spec.rank)
             raise LaunchError(f"cannot start {program!r}: {exc.strerror or exc}") from exc
         assert proc.stdout is not None
         pump = threading.Thread(
@@ -281,7 +319,7 @@ class ProcessJobRunner:
             name=f"log-{spec.job_id}",
             daemon=True,
         )
-        attempt = _Attempt(spec, proc, pump, cgroups=bool(joins))
+        attempt = _Attempt(spec, proc, pump, cgroups=bool(joins or wrapper))
         attempt.waiter = threading.Thread(
             target=self._wait, args=(attempt, on_exit), name=f"wait-{spec.job_id}", daemon=True
         )
@@ -289,7 +327,7 @@ class ProcessJobRunner:
             attempt.limit_timer = threading.Timer(spec.time_limit_s, self._time_up, (attempt,))
             attempt.limit_timer.daemon = True
         with self._lock:
-            self._live[(spec.job_id, spec.epoch)] = attempt
+            self._live[(spec.job_id, spec.epoch, spec.rank)] = attempt
         pump.start()
         attempt.waiter.start()
         if attempt.limit_timer is not None:
@@ -298,6 +336,8 @@ class ProcessJobRunner:
             "attempt started",
             job_id=spec.job_id,
             epoch=spec.epoch,
+            gpus=list(spec.gpu_indices),
+            rank=spec.rank,
             pid=proc.pid,
             isolation=self.isolation.name,
             log=str(path),
@@ -308,7 +348,7 @@ class ProcessJobRunner:
         log.warning(
             "time limit reached", job_id=attempt.spec.job_id, limit_s=attempt.spec.time_limit_s
         )
-        self.stop(attempt.spec.job_id, attempt.spec.epoch, grace_s=10.0)
+        self.stop(attempt.spec.job_id, attempt.spec.epoch, grace_s=10.0)  # the whole gang
 
     def _wait(self, attempt: _Attempt, on_exit: Callable[[ExitReport], None]) -> None:
         spec = attempt.spec
@@ -318,27 +358,32 @@ class ProcessJobRunner:
             if timer is not None:
                 timer.cancel()
         if attempt.cgroups:
-            self._release(spec.job_id, spec.epoch)
+            self._release(spec.job_id, spec.epoch, spec.rank)
         attempt.pump.join(timeout=10)
         with self._lock:
-            self._live.pop((spec.job_id, spec.epoch), None)
+            self._live.pop((spec.job_id, spec.epoch, spec.rank), None)
+            if not any((j, e) == (spec.job_id, spec.epoch) for j, e, _ in self._live):
+                self._ports.pop((spec.job_id, spec.epoch), None)
         limit = spec.time_limit_s if attempt.timed_out else None
-        if code < 0:
-            report = ExitReport(
-                spec.job_id, spec.epoch, None, signal=-code, timed_out_after_s=limit
-            )
-        else:
-            report = ExitReport(spec.job_id, spec.epoch, code, timed_out_after_s=limit)
+        report = ExitReport(
+            spec.job_id,
+            spec.epoch,
+            None if code < 0 else code,
+            signal=-code if code < 0 else None,
+            timed_out_after_s=limit,
+            rank=spec.rank,
+        )
         try:
             on_exit(report)
         except Exception:
             log.exception("exit callback failed", job_id=spec.job_id, epoch=spec.epoch)
 
-    def _release(self, job_id: str, epoch: int) -> None:
+    def _release(self, job_id: str, epoch: int, rank: int = 0) -> None:
+        name = self._unit(job_id, epoch, rank)
         try:
-            self.isolation.release(f"{job_id}.{epoch}")
+            self.isolation.release(name)
         except IsolationError as exc:
-            log.error("could not remove isolation", job_id=job_id, epoch=epoch, error=str(exc))
+            log.error("could not remove isolation", unit=name, error=str(exc))
 
 
 def _pump(stream: IO[bytes], path: Path, cap: int) -> None:

@@ -29,6 +29,7 @@ import grpc.aio
 from gpu_platform.adapters.outbound.raft_grpc.codec import decode_message, encode_message
 from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2 as pb
 from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2_grpc as pb_grpc
+from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.domain.consensus import Message, MessageType
 from gpu_platform.ports.outbound.raft import MessageHandler, SnapshotReport, UnreachableHandler
 
@@ -108,6 +109,7 @@ class GrpcRaftTransport:
         rpc_timeout: float = 2.0,
         backoff_initial: float = 0.05,
         backoff_max: float = 1.0,
+        tls: TlsFiles | None = None,
     ) -> None:
         if node_id not in peers and listen is None:
             raise ValueError(f"node {node_id} has no address in the peer list")
@@ -119,6 +121,7 @@ class GrpcRaftTransport:
         self.rpc_timeout = rpc_timeout
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
+        self.tls = tls  # mTLS between servers when its `ca` is set (adapters.tls)
         self.stats = TransportStats()
         self._on_message: MessageHandler | None = None
         self._on_unreachable: UnreachableHandler | None = None
@@ -169,7 +172,12 @@ class GrpcRaftTransport:
     async def _astart(self) -> None:
         server = grpc.aio.server(options=_CHANNEL_OPTIONS)
         pb_grpc.add_RaftServicer_to_server(_Servicer(self), server)  # type: ignore[no-untyped-call]
-        self.bound_port = server.add_insecure_port(self.listen)
+        if self.tls is None:
+            self.bound_port = server.add_insecure_port(self.listen)
+        else:
+            self.bound_port = server.add_secure_port(
+                self.listen, self.tls.grpc_server_credentials()
+            )
         if self.bound_port == 0:
             raise OSError(f"cannot listen on {self.listen}")
         await server.start()
@@ -177,7 +185,12 @@ class GrpcRaftTransport:
         for pid, addr in self._addresses.items():
             if pid != self.id:
                 peer = _Peer(pid, addr)
-                peer.channel = grpc.aio.insecure_channel(addr, options=_CHANNEL_OPTIONS)
+                if self.tls is None:
+                    peer.channel = grpc.aio.insecure_channel(addr, options=_CHANNEL_OPTIONS)
+                else:
+                    peer.channel = grpc.aio.secure_channel(
+                        addr, self.tls.grpc_channel_credentials(), options=_CHANNEL_OPTIONS
+                    )
                 peer.task = asyncio.get_running_loop().create_task(self._sender(peer))
                 self._peers[pid] = peer
 

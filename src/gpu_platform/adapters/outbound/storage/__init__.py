@@ -1,6 +1,14 @@
 """Durable storage adapters."""
 
+from gpu_platform.adapters.outbound.storage.audit_file import AuditChainBroken, JsonlAuditLog
+from gpu_platform.adapters.outbound.storage.sqlite_access import SqliteAccessStore
 from gpu_platform.adapters.outbound.storage.sqlite_hardware import SqliteHardwareStore
 from gpu_platform.adapters.outbound.storage.sqlite_store import SqliteJobStore
 
-__all__ = ["SqliteHardwareStore", "SqliteJobStore"]
+__all__ = [
+    "AuditChainBroken",
+    "JsonlAuditLog",
+    "SqliteAccessStore",
+    "SqliteHardwareStore",
+    "SqliteJobStore",
+]

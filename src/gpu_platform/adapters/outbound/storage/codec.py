@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState
+from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState, TaskSlot
 
 __all__ = ["SCHEMA_VERSION", "job_from_dict", "job_to_dict"]
 
@@ -41,6 +41,9 @@ def job_to_dict(job: Job) -> dict[str, Any]:
             "user": spec.user,
             "max_attempts": spec.max_attempts,
             "retry_backoff_s": spec.retry_backoff_s,
+            "tasks": spec.tasks,
+            "preemptible": spec.preemptible,
+            "depends_on": list(spec.depends_on),
         },
         "allocation": None
         if alloc is None
@@ -50,6 +53,10 @@ def job_to_dict(job: Job) -> dict[str, Any]:
             "gpu_uuids": list(alloc.gpu_uuids),
             "epoch": alloc.epoch,
             "numa_nodes": list(alloc.numa_nodes),
+            "peers": [
+                [p.node, list(p.gpu_indices), list(p.gpu_uuids), list(p.numa_nodes)]
+                for p in alloc.peers
+            ],
         },
     }
 
@@ -75,6 +82,9 @@ def job_from_dict(data: dict[str, Any]) -> Job:
             user=s.get("user"),
             max_attempts=s.get("max_attempts", 3),
             retry_backoff_s=s.get("retry_backoff_s", 0.0),
+            tasks=s.get("tasks", 1),
+            preemptible=s.get("preemptible", True),
+            depends_on=tuple(s.get("depends_on", ())),
         ),
         state=JobState(data["state"]),
         submitted_at=data["submitted_at"],
@@ -87,6 +97,10 @@ def job_from_dict(data: dict[str, Any]) -> Job:
             gpu_uuids=tuple(a["gpu_uuids"]),
             epoch=a["epoch"],
             numa_nodes=tuple(a["numa_nodes"]),
+            peers=tuple(
+                TaskSlot(node, tuple(idx), tuple(uuids), tuple(numa))
+                for node, idx, uuids, numa in a.get("peers", ())
+            ),
         ),
         started_at=data["started_at"],
         finished_at=data["finished_at"],

@@ -54,6 +54,11 @@ class JobServiceStub:
                 request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.CancelJobRequest.SerializeToString,
                 response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Job.FromString,
                 _registered_method=True)
+        self.KillJob = channel.unary_unary(
+                '/gpu_platform.v1.JobService/KillJob',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.KillJobRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Job.FromString,
+                _registered_method=True)
         self.GetLogs = channel.unary_unary(
                 '/gpu_platform.v1.JobService/GetLogs',
                 request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.GetLogsRequest.SerializeToString,
@@ -88,7 +93,15 @@ class JobServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CancelJob(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """SIGTERM, SIGKILL after the grace period
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KillJob(self, request, context):
+        """SIGKILL at once
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -127,6 +140,11 @@ def add_JobServiceServicer_to_server(servicer, server):
             'CancelJob': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelJob,
                     request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.CancelJobRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Job.SerializeToString,
+            ),
+            'KillJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.KillJob,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.KillJobRequest.FromString,
                     response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Job.SerializeToString,
             ),
             'GetLogs': grpc.unary_unary_rpc_method_handler(
@@ -247,6 +265,33 @@ class JobService:
             target,
             '/gpu_platform.v1.JobService/CancelJob',
             gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.CancelJobRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KillJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.JobService/KillJob',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.KillJobRequest.SerializeToString,
             gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Job.FromString,
             options,
             channel_credentials,
@@ -417,6 +462,422 @@ class ClusterService:
             '/gpu_platform.v1.ClusterService/GetStatus',
             gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.GetStatusRequest.SerializeToString,
             gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ClusterStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class AdminServiceStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.GpuAction = channel.unary_unary(
+                '/gpu_platform.v1.AdminService/GpuAction',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.GpuActionRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Gpu.FromString,
+                _registered_method=True)
+        self.NodeAction = channel.unary_unary(
+                '/gpu_platform.v1.AdminService/NodeAction',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.NodeActionRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Node.FromString,
+                _registered_method=True)
+        self.ListNodes = channel.unary_unary(
+                '/gpu_platform.v1.AdminService/ListNodes',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListNodesRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListNodesResponse.FromString,
+                _registered_method=True)
+        self.ListAudit = channel.unary_unary(
+                '/gpu_platform.v1.AdminService/ListAudit',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.AuditRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.AuditResponse.FromString,
+                _registered_method=True)
+        self.CreateTenant = channel.unary_unary(
+                '/gpu_platform.v1.AdminService/CreateTenant',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.CreateTenantRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Tenant.FromString,
+                _registered_method=True)
+        self.ListTenants = channel.unary_unary(
+                '/gpu_platform.v1.AdminService/ListTenants',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListTenantsRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListTenantsResponse.FromString,
+                _registered_method=True)
+        self.CreateToken = channel.unary_unary(
+                '/gpu_platform.v1.AdminService/CreateToken',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.CreateTokenRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Token.FromString,
+                _registered_method=True)
+        self.ListTokens = channel.unary_unary(
+                '/gpu_platform.v1.AdminService/ListTokens',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListTokensRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListTokensResponse.FromString,
+                _registered_method=True)
+        self.RevokeToken = channel.unary_unary(
+                '/gpu_platform.v1.AdminService/RevokeToken',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RevokeTokenRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Token.FromString,
+                _registered_method=True)
+
+
+class AdminServiceServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def GpuAction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NodeAction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListNodes(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAudit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateTenant(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTenants(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateToken(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTokens(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeToken(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_AdminServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'GpuAction': grpc.unary_unary_rpc_method_handler(
+                    servicer.GpuAction,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.GpuActionRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Gpu.SerializeToString,
+            ),
+            'NodeAction': grpc.unary_unary_rpc_method_handler(
+                    servicer.NodeAction,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.NodeActionRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Node.SerializeToString,
+            ),
+            'ListNodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListNodes,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListNodesRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListNodesResponse.SerializeToString,
+            ),
+            'ListAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudit,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.AuditRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.AuditResponse.SerializeToString,
+            ),
+            'CreateTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateTenant,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.CreateTenantRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Tenant.SerializeToString,
+            ),
+            'ListTenants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTenants,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListTenantsRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListTenantsResponse.SerializeToString,
+            ),
+            'CreateToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateToken,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.CreateTokenRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Token.SerializeToString,
+            ),
+            'ListTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTokens,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListTokensRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListTokensResponse.SerializeToString,
+            ),
+            'RevokeToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeToken,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RevokeTokenRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Token.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'gpu_platform.v1.AdminService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('gpu_platform.v1.AdminService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class AdminService:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def GpuAction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.AdminService/GpuAction',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.GpuActionRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Gpu.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NodeAction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.AdminService/NodeAction',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.NodeActionRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Node.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListNodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.AdminService/ListNodes',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListNodesRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListNodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.AdminService/ListAudit',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.AuditRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.AuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.AdminService/CreateTenant',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.CreateTenantRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Tenant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTenants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.AdminService/ListTenants',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListTenantsRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListTenantsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.AdminService/CreateToken',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.CreateTokenRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Token.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.AdminService/ListTokens',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListTokensRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.AdminService/RevokeToken',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RevokeTokenRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Token.FromString,
             options,
             channel_credentials,
             insecure,
