@@ -487,8 +487,9 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         policy: Annotated[
             str,
             typer.Option(
-                help="Comma-separated policies: default (ours: fragmentation + best fit + "
-                "CPU-stranding), "
+                help="Comma-separated policies: default (ours: the placement engine's "
+                "place(): fragmentation + best fit + CPU-stranding), sim-default (the same "
+                "rule restated in the simulator), "
                 "fgd, bestfit, packing, dotprod, random."
             ),
         ] = "default",
