@@ -89,6 +89,7 @@ from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
 from gpu_platform.domain.model.node import Inventory, Node
 from gpu_platform.domain.placement import (
+    Affinity,
     ClusterView,
     GangPlacement,
     GpuRequest,
@@ -459,7 +460,7 @@ class ControlPlane:
         return PendingJob(
             id=job.id,
             tenant=spec.tenant,
-            request=GpuRequest(gpus=spec.gpus, tasks=spec.tasks),
+            request=request_of(spec),
             submitted_at=job.submitted_at,
             seq=job.seq,
             priority=spec.priority,
@@ -845,3 +846,15 @@ class ControlPlane:
 def _check_rank(job: Job, rank: int) -> None:
     if not 0 <= rank < job.spec.tasks:
         raise InvalidRequest("rank", f"job {job.id} has tasks 0..{job.spec.tasks - 1}, not {rank}")
+
+
+def request_of(spec: JobSpec) -> GpuRequest:
+    """The placement request of a job: its shape and its placement wishes."""
+    return GpuRequest(
+        gpus=spec.gpus,
+        tasks=spec.tasks,
+        models=frozenset(spec.gpu_models),
+        nvlink=Affinity(spec.nvlink),
+        numa=Affinity(spec.numa),
+        same_rack=Affinity(spec.same_rack),
+    )

@@ -341,6 +341,14 @@ class ClusterState(FaultHandlers):
         if cmd.job_id in self._jobs:
             raise Conflict(f"job {cmd.job_id} already exists")
         spec = cmd.spec
+        if spec.gpu_models and spec.gpus:
+            known = {g.model for n in self._nodes.values() for g in n.gpus}
+            if not known & set(spec.gpu_models):
+                raise InvalidRequest(
+                    "gpu_models",
+                    f"no GPU of model {' or '.join(spec.gpu_models)} in the cluster "
+                    f"(it has {', '.join(sorted(known)) or 'none'}); it could never be placed",
+                )
         capacity = self.max_gpus_per_node()
         if spec.gpus > capacity:
             raise InvalidRequest(

@@ -207,3 +207,36 @@ def test_a_job_in_retry_backoff_says_so() -> None:
     why = rig.plane.why(job)
     assert why is not None and why.code is PendingCode.BACKOFF
     assert "retry backoff" in why.message
+
+
+def test_placement_wishes_reach_the_engine() -> None:
+    from gpu_platform.adapters.outbound.sim.profiles import profile_node
+
+    inventory = Inventory(
+        (profile_node("hgx-8x-pcie", "pcie"), profile_node("dgx-a100", "dgx")),
+        source="sim",
+        simulated=True,
+    )
+    plane = ControlPlane(
+        inventory,
+        InMemoryJobStore(),
+        FakeJobRunner(),
+        ManualClock(),
+        SequentialJobIds(),
+        RecordingPublisher(),
+        scheduler_policy=ALL_ON,
+    )
+    pcie_model = inventory.nodes[0].gpus[0].model
+    linked = plane.submit(JobSpec(("fake-forever",), gpus=4, nvlink="required")).id
+    on_pcie = plane.submit(JobSpec(("fake-forever",), gpus=2, gpu_models=(pcie_model,))).id
+    plane.schedule_once()
+    assert {plane.get(linked).allocation.node, plane.get(on_pcie).allocation.node} == {  # type: ignore[union-attr]
+        "dgx",
+        "pcie",
+    }
+    assert plane.get(linked).allocation.node == "dgx"  # type: ignore[union-attr]
+    with pytest.raises(InvalidRequest) as err:
+        plane.submit(JobSpec(("fake-forever",), gpus=1, gpu_models=("V100",)))
+    assert err.value.field == "gpu_models"
+    with pytest.raises(ValueError, match="nvlink must be one of"):
+        JobSpec(("x",), nvlink="always")

@@ -37,6 +37,7 @@ class JobState(enum.StrEnum):
 
 TERMINAL_JOB_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
 MAX_TASKS = 4096
+AFFINITIES = ("none", "preferred", "required")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +56,12 @@ class JobSpec:
     Scheduling: `priority` orders the queue (higher first; aging raises it while the job
     waits); `preemptible` jobs may be stopped and re-queued to make room for higher-priority
     work or for a tenant reclaiming its quota; `depends_on` names jobs that must have
-    COMPLETED before this one may start."""
+    COMPLETED before this one may start.
+
+    Placement wishes: `gpu_models` accepted GPU models (exact names as `gpu-platform gpus`
+    shows them; empty = any); `nvlink` (every GPU pair of a task fabric-linked), `numa`
+    (a task's GPUs on one NUMA node) and `same_rack` (a gang's nodes under one rack label)
+    are "required", "preferred" (scored) or "none"."""
 
     command: tuple[str, ...]
     gpus: int = 0
@@ -72,8 +78,15 @@ class JobSpec:
     tasks: int = 1
     preemptible: bool = True
     depends_on: tuple[str, ...] = ()
+    gpu_models: tuple[str, ...] = ()
+    nvlink: str = "preferred"
+    numa: str = "preferred"
+    same_rack: str = "preferred"
 
     def __post_init__(self) -> None:
+        for name in ("nvlink", "numa", "same_rack"):
+            if getattr(self, name) not in AFFINITIES:
+                raise ValueError(f"{name} must be one of {', '.join(AFFINITIES)}")
         if not 1 <= self.tasks <= MAX_TASKS:
             raise ValueError(f"tasks must be in 1..{MAX_TASKS}, got {self.tasks}")
         if self.max_attempts < 1:

@@ -15,6 +15,7 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -143,6 +144,14 @@ def _when(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+class Affinity(StrEnum):
+    """How hard a placement wish is."""
+
+    none = "none"
+    preferred = "preferred"
+    required = "required"
+
+
 def _pending(job: dict[str, Any]) -> str:
     """Why a QUEUED job waits: `code: message` (from the last scheduling cycle)."""
     p = job.get("pending")
@@ -251,6 +260,21 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             list[str] | None,
             typer.Option("--after", help="Start only after this job COMPLETED (repeatable)."),
         ] = None,
+        gpu_model: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--gpu-model", help="Accepted GPU model, as `gpus` lists it (repeatable)."
+            ),
+        ] = None,
+        nvlink: Annotated[
+            Affinity, typer.Option(help="GPUs of a task all NVLink-connected.")
+        ] = Affinity.preferred,
+        numa: Annotated[Affinity, typer.Option(help="GPUs of a task on one NUMA node.")] = (
+            Affinity.preferred
+        ),
+        same_rack: Annotated[
+            Affinity, typer.Option(help="Nodes of a gang under one rack label.")
+        ] = Affinity.preferred,
         tenant: Annotated[str | None, typer.Option(help="Default: your token's tenant.")] = None,
         cwd: Annotated[str | None, typer.Option(help="Working directory on the node.")] = None,
         memory: Annotated[
@@ -286,6 +310,10 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             "tasks": tasks,
             "preemptible": preemptible,
             "depends_on": after or [],
+            "gpu_models": gpu_model or [],
+            "nvlink": nvlink.value,
+            "numa": numa.value,
+            "same_rack": same_rack.value,
             "name": name,
             "env": env_map,
             "priority": priority,

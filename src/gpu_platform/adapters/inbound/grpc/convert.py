@@ -25,6 +25,10 @@ def spec_from_pb(req: pb.SubmitJobRequest, default_tenant: str = "default") -> J
         tasks=req.tasks or 1,
         preemptible=req.preemptible if req.HasField("preemptible") else True,
         depends_on=tuple(req.depends_on),
+        gpu_models=tuple(req.gpu_models),
+        nvlink=req.nvlink or "preferred",
+        numa=req.numa or "preferred",
+        same_rack=req.same_rack or "preferred",
     )
 
 
@@ -38,6 +42,10 @@ def job_to_pb(job: Job, why: PendingReason | None = None) -> pb.Job:
         tasks=job.spec.tasks,
         preemptible=job.spec.preemptible,
         depends_on=list(job.spec.depends_on),
+        gpu_models=list(job.spec.gpu_models),
+        nvlink=job.spec.nvlink,
+        numa=job.spec.numa,
+        same_rack=job.spec.same_rack,
         tenant=job.spec.tenant,
         priority=job.spec.priority,
         attempt=job.attempt,

@@ -56,6 +56,18 @@ class JobSubmit(BaseModel):
     preemptible: bool = Field(
         True, description="may be stopped and re-queued for higher-priority work"
     )
+    gpu_models: list[Annotated[str, StringConstraints(min_length=1, max_length=128)]] = Field(
+        default_factory=list, max_length=32, description="accepted GPU models (empty = any)"
+    )
+    nvlink: Literal["none", "preferred", "required"] = Field(
+        "preferred", description="every GPU pair of a task fabric-linked (NVLink/XGMI)"
+    )
+    numa: Literal["none", "preferred", "required"] = Field(
+        "preferred", description="a task's GPUs on one NUMA node"
+    )
+    same_rack: Literal["none", "preferred", "required"] = Field(
+        "preferred", description="a gang's nodes under one rack label"
+    )
     depends_on: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
         default_factory=list, max_length=64, description="jobs that must COMPLETE first"
     )
@@ -108,6 +120,10 @@ class JobSubmit(BaseModel):
             tasks=self.tasks,
             preemptible=self.preemptible,
             depends_on=tuple(self.depends_on),
+            gpu_models=tuple(self.gpu_models),
+            nvlink=self.nvlink,
+            numa=self.numa,
+            same_rack=self.same_rack,
         )
 
 
@@ -199,6 +215,10 @@ class JobOut(BaseModel):
     tasks: int
     preemptible: bool
     depends_on: list[str]
+    gpu_models: list[str]
+    nvlink: str
+    numa: str
+    same_rack: str
     memory_bytes: int | None
     time_limit_s: float | None
     user: str | None
@@ -230,6 +250,10 @@ class JobOut(BaseModel):
             tasks=job.spec.tasks,
             preemptible=job.spec.preemptible,
             depends_on=list(job.spec.depends_on),
+            gpu_models=list(job.spec.gpu_models),
+            nvlink=job.spec.nvlink,
+            numa=job.spec.numa,
+            same_rack=job.spec.same_rack,
             memory_bytes=job.spec.memory_bytes,
             time_limit_s=job.spec.time_limit_s,
             user=job.spec.user,

@@ -45,6 +45,10 @@ def job_to_dict(job: Job) -> dict[str, Any]:
             "tasks": spec.tasks,
             "preemptible": spec.preemptible,
             "depends_on": list(spec.depends_on),
+            "gpu_models": list(spec.gpu_models),
+            "nvlink": spec.nvlink,
+            "numa": spec.numa,
+            "same_rack": spec.same_rack,
         },
         "allocation": None
         if alloc is None
@@ -86,6 +90,10 @@ def job_from_dict(data: dict[str, Any]) -> Job:
             tasks=s.get("tasks", 1),
             preemptible=s.get("preemptible", True),
             depends_on=tuple(s.get("depends_on", ())),
+            gpu_models=tuple(s.get("gpu_models", ())),
+            nvlink=s.get("nvlink", "preferred"),
+            numa=s.get("numa", "preferred"),
+            same_rack=s.get("same_rack", "preferred"),
         ),
         state=JobState(data["state"]),
         submitted_at=data["submitted_at"],

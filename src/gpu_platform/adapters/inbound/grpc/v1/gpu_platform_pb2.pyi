@@ -57,6 +57,10 @@ class SubmitJobRequest(_message.Message):
     TASKS_FIELD_NUMBER: _builtins.int
     PREEMPTIBLE_FIELD_NUMBER: _builtins.int
     DEPENDS_ON_FIELD_NUMBER: _builtins.int
+    GPU_MODELS_FIELD_NUMBER: _builtins.int
+    NVLINK_FIELD_NUMBER: _builtins.int
+    NUMA_FIELD_NUMBER: _builtins.int
+    SAME_RACK_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     """whole GPUs on one node"""
     name: _builtins.str
@@ -74,6 +78,12 @@ class SubmitJobRequest(_message.Message):
     """tasks of a gang; 0 = 1"""
     preemptible: _builtins.bool
     """default true"""
+    nvlink: _builtins.str
+    """none | preferred | required ("" = preferred)"""
+    numa: _builtins.str
+    """same"""
+    same_rack: _builtins.str
+    """same"""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """argv; command[0] is the program"""
@@ -83,6 +93,10 @@ class SubmitJobRequest(_message.Message):
     @_builtins.property
     def depends_on(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """jobs that must COMPLETE first"""
+
+    @_builtins.property
+    def gpu_models(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """accepted GPU models (empty = any)"""
 
     def __init__(
         self,
@@ -100,10 +114,14 @@ class SubmitJobRequest(_message.Message):
         tasks: _builtins.int = ...,
         preemptible: _builtins.bool | None = ...,
         depends_on: _abc.Iterable[_builtins.str] | None = ...,
+        gpu_models: _abc.Iterable[_builtins.str] | None = ...,
+        nvlink: _builtins.str = ...,
+        numa: _builtins.str = ...,
+        same_rack: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_preemptible", b"_preemptible", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "memory_bytes", b"memory_bytes", "preemptible", b"preemptible", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_preemptible", b"_preemptible", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpus", b"gpus", "memory_bytes", b"memory_bytes", "name", b"name", "preemptible", b"preemptible", "priority", b"priority", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_preemptible", b"_preemptible", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpu_models", b"gpu_models", "gpus", b"gpus", "memory_bytes", b"memory_bytes", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "preemptible", b"preemptible", "priority", b"priority", "same_rack", b"same_rack", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cwd: _TypeAlias = _typing.Literal["cwd"]  # noqa: Y015
     _WhichOneofArgType__cwd: _TypeAlias = _typing.Literal["_cwd", b"_cwd"]  # noqa: Y015
@@ -254,6 +272,10 @@ class Job(_message.Message):
     DEPENDS_ON_FIELD_NUMBER: _builtins.int
     BORROWING_FIELD_NUMBER: _builtins.int
     PENDING_FIELD_NUMBER: _builtins.int
+    GPU_MODELS_FIELD_NUMBER: _builtins.int
+    NVLINK_FIELD_NUMBER: _builtins.int
+    NUMA_FIELD_NUMBER: _builtins.int
+    SAME_RACK_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     state: _builtins.str
@@ -274,6 +296,9 @@ class Job(_message.Message):
     preemptible: _builtins.bool
     borrowing: _builtins.bool
     """runs on quota borrowed from its cohort"""
+    nvlink: _builtins.str
+    numa: _builtins.str
+    same_rack: _builtins.str
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -286,6 +311,8 @@ class Job(_message.Message):
     def pending(self) -> Global___PendingReason:
         """QUEUED jobs: why they wait (last scheduling cycle)"""
 
+    @_builtins.property
+    def gpu_models(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -312,10 +339,14 @@ class Job(_message.Message):
         depends_on: _abc.Iterable[_builtins.str] | None = ...,
         borrowing: _builtins.bool = ...,
         pending: Global___PendingReason | None = ...,
+        gpu_models: _abc.Iterable[_builtins.str] | None = ...,
+        nvlink: _builtins.str = ...,
+        numa: _builtins.str = ...,
+        same_rack: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "exit_code", b"exit_code", "finished_at", b"finished_at", "memory_bytes", b"memory_bytes", "pending", b"pending", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "depends_on", b"depends_on", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpus", b"gpus", "history", b"history", "id", b"id", "memory_bytes", b"memory_bytes", "name", b"name", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "depends_on", b"depends_on", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpu_models", b"gpu_models", "gpus", b"gpus", "history", b"history", "id", b"id", "memory_bytes", b"memory_bytes", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "same_rack", b"same_rack", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__allocation: _TypeAlias = _typing.Literal["allocation"]  # noqa: Y015
     _WhichOneofArgType__allocation: _TypeAlias = _typing.Literal["_allocation", b"_allocation"]  # noqa: Y015
