@@ -208,19 +208,24 @@ JOB_COLUMNS = (
     "queue_delay_s",
     "preemptions",
     "failures",
+    "outcome",
 )
 
 
 def job_rows(run: ArrivalsRun) -> list[dict[str, Any]]:
     """One row per job (`JOB_COLUMNS`): start = first start, end = completion (empty when
-    the job never ran or never finished), preemptions and failures it suffered."""
+    the job never ran or never finished), preemptions and failures it suffered, and how it
+    ended (`finished`, `abandoned` after too many failures, or empty: never ended)."""
     first: dict[str, float] = {}
     end: dict[str, float] = {}
+    outcome: dict[str, str] = {}
     count: dict[tuple[str, str], int] = {}
     for a in run.detail.attempts:
         first[a.job_id] = min(first.get(a.job_id, a.start_s), a.start_s)
         if a.outcome == Outcome.FINISHED:
             end[a.job_id] = a.end_s
+        if a.outcome in (Outcome.FINISHED, Outcome.ABANDONED):
+            outcome[a.job_id] = a.outcome
         count[(a.job_id, a.outcome)] = count.get((a.job_id, a.outcome), 0) + 1
     rows = []
     for j in run.jobs:
@@ -238,7 +243,9 @@ def job_rows(run: ArrivalsRun) -> list[dict[str, Any]]:
                 "end_s": end.get(j.id, ""),
                 "queue_delay_s": "" if start is None else round(start - j.submit_s, 3),
                 "preemptions": count.get((j.id, Outcome.PREEMPTED), 0),
-                "failures": count.get((j.id, Outcome.FAILED), 0),
+                "failures": count.get((j.id, Outcome.FAILED), 0)
+                + count.get((j.id, Outcome.ABANDONED), 0),
+                "outcome": outcome.get(j.id, ""),
             }
         )
     return rows
@@ -275,6 +282,7 @@ def _figures(run: ArrivalsRun) -> dict[str, Any]:
         "failures": d.failures,
         "lost_gpu_hours": d.lost_gpu_hours,
         "down_gpu_hours": d.down_gpu_hours,
+        "abandoned": d.abandoned,
         "end_s": round(r.end_s, 3),
     }
 

@@ -18,8 +18,10 @@ of the whole cluster is exponential at rate x all GPUs, and a draw that lands on
 down is skipped, which thins it to exactly the per-healthy-GPU rate). A failed GPU's job stops
 at once and is queued again whole with its original submission time (issue 7's policy: a gang
 restarts from the beginning); the GPU is held out of the view until it is repaired
-`repair_s` later. The process is armed only while a job runs or arrivals remain, so a run
-always ends; it ends when every job has finished. Failed GPUs count as not allocated.
+`repair_s` later. A job that failed more than `max_restarts` times is abandoned (a long gang
+at a high rate would otherwise restart forever: it is not checkpointed). The process is armed
+only while a job runs or arrivals remain, so a run always ends; it ends when every job has
+finished or was abandoned. Failed GPUs count as not allocated.
 `simulate` (no failures) is unchanged; `simulate_detailed` also returns each attempt and a
 utilization sample per event time.
 """
@@ -125,17 +127,21 @@ class ArrivalsResult:
 @dataclass(frozen=True, slots=True)
 class Failures:
     """GPU failure injection: `rate_per_gpu_hour` failures per healthy GPU-hour (> 0), each
-    GPU back `repair_s` seconds after it failed; draws from `random.Random(seed)`."""
+    GPU back `repair_s` seconds after it failed; draws from `random.Random(seed)`; a job is
+    abandoned at its `max_restarts` + 1st failure."""
 
     rate_per_gpu_hour: float
     repair_s: float = 3600.0
     seed: int = 0
+    max_restarts: int = 10
 
     def __post_init__(self) -> None:
         if not self.rate_per_gpu_hour > 0:
             raise ValueError(f"rate_per_gpu_hour must be > 0, got {self.rate_per_gpu_hour}")
         if not self.repair_s > 0:
             raise ValueError(f"repair_s must be > 0, got {self.repair_s}")
+        if self.max_restarts < 0:
+            raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
 
 
 class Outcome:
@@ -144,6 +150,7 @@ class Outcome:
     FINISHED = "finished"
     PREEMPTED = "preempted"
     FAILED = "failed"  # a GPU under it failed; the job was queued again
+    ABANDONED = "abandoned"  # a GPU under it failed once more than `max_restarts` allows
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +182,8 @@ class Sample:
 class ArrivalsDetail:
     """`result` (as `simulate` returns it) plus every attempt in end order, one `Sample` per
     event time, and the failure figures: GPU failures, GPU-hours of work lost (the failed
-    attempts' GPUs x their run time) and GPU-hours down (failure to repair or run end)."""
+    attempts' GPUs x their run time), GPU-hours down (failure to repair or run end) and jobs
+    abandoned after too many restarts."""
 
     result: ArrivalsResult
     attempts: tuple[Attempt, ...]
@@ -184,6 +192,7 @@ class ArrivalsDetail:
     failures: int = 0
     lost_gpu_hours: float = 0.0
     down_gpu_hours: float = 0.0
+    abandoned: int = 0
 
 
 Scheduler = Callable[
@@ -230,6 +239,7 @@ def simulate_detailed(
         run.failure_count,
         round(run.lost_gpu_s / 3600, 3),
         round(run.down_gpu_s / 3600, 3),
+        len(run.abandoned),
     )
 
 
@@ -272,6 +282,8 @@ class _Run:
         self.armed = False
         self.arrivals_left = len(jobs)
         self.failure_count = 0
+        self.restarts: dict[str, int] = {}
+        self.abandoned: set[str] = set()
         self.lost_gpu_s = self.down_gpu_s = 0.0
 
     def _queue(self, job_id: str, seq: int) -> None:
@@ -362,9 +374,14 @@ class _Run:
         if job_id is not None:
             r = self.running[job_id]
             self.lost_gpu_s += r.gpu_milli / _MILLI * (now - r.started_at)
-            self._stop(job_id, now, Outcome.FAILED)
-            self._queue(job_id, self.seq)
-            self.seq += 1
+            restarts = self.restarts[job_id] = self.restarts.get(job_id, 0) + 1
+            if restarts > f.max_restarts:
+                self._stop(job_id, now, Outcome.ABANDONED)
+                self.abandoned.add(job_id)
+            else:
+                self._stop(job_id, now, Outcome.FAILED)
+                self._queue(job_id, self.seq)
+                self.seq += 1
         hold = TaskPlacement(node, (GpuShare(gpu, _MILLI),), (), (), Score(0, 0, 0, 0.0, 0, False))
         self.view.bind(hold)
         self.down[key] = (now, hold)
@@ -414,7 +431,7 @@ class _Run:
                 )
             )
             if self.failures is not None:
-                if len(self.finish) == len(self.jobs):
+                if len(self.finish) + len(self.abandoned) == len(self.jobs):
                     break  # only failures and repairs are left
                 self._arm(now)
         for since, _hold in self.down.values():
