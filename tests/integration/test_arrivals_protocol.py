@@ -129,6 +129,7 @@ def test_a_slice_of_the_real_pod_list_runs_on_the_real_node_list(tmp_path: Path)
         (("--cluster", "4x8", "--trace", "nowhere.csv"), "neither a generator spec"),
         (("--cluster", "4x8", "--trace", "generate", "--fail-rate", "-1"), "--fail-rate must be"),
         (("--cluster", "4x8", "--trace", "generate", "--repair-s", "0"), "--repair-s must be"),
+        (("--cluster", "4x8", "--trace", "generate", "--workers", "2"), "belong to the fgd"),
     ],
 )
 def test_bad_input_exits_non_zero_with_one_line(

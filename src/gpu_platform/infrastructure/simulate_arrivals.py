@@ -69,6 +69,8 @@ def arrivals_command(options: SimulateOptions) -> str:
         raise ValueError(f"unknown policy {', '.join(unknown)} (known: {known})")
     if not options.seeds:
         raise ValueError("no seeds given")
+    if options.expected is not None or options.workers > 1:
+        raise ValueError("--expected and --workers belong to the fgd protocol")
     if options.fail_rate < 0:
         raise ValueError(f"--fail-rate must be >= 0, got {options.fail_rate}")
     if options.repair_s <= 0:
