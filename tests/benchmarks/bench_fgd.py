@@ -1,7 +1,7 @@
 """FGD protocol table (USENIX ATC '23) on the openb trace: ours vs the baselines vs the
-published means. Full mode: five workloads x {default, bestfit, packing, random} x seeds
-42-51 (several minutes; worker processes = min(4, CPUs)); quick mode: `default` workload,
-seed 42, default and bestfit. Rows carry the allocation figures in `extra` and FGD's
+published means. Full mode: five workloads x {default (through the engine's place()),
+sim-default, bestfit, packing, dotprod, fgd, random} x seeds 42-51 (tens of minutes; worker
+processes = min(4, CPUs)); quick mode: `default` workload, seed 42, default and bestfit. Rows carry the allocation figures in `extra` and FGD's
 published means in `baseline`; p50/p99 are the wall time of one protocol run (microseconds).
 Skipped (no rows) when ../shared is absent. Prints a markdown table."""
 
@@ -22,7 +22,7 @@ from gpu_platform.domain.simulation import SimResult, simulate
 from gpu_platform.testing.system import shared_dir
 
 WORKLOADS = ("default", "cpu050", "gpushare40", "gpuspec20", "multigpu30")
-POLICIES = ("default", "bestfit", "packing", "random")
+POLICIES = ("default", "bestfit", "sim-default", "packing", "dotprod", "fgd", "random")
 
 
 def _run(job: tuple[str, str, int]) -> tuple[str, SimResult, float]:

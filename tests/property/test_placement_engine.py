@@ -11,9 +11,18 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from gpu_platform.adapters.outbound.sim.profiles import profile_node
-from gpu_platform.domain.placement.engine import place, ranking_key
+from gpu_platform.domain.placement.engine import (
+    CPU_STRAND_FRACTION,
+    place,
+    ranking_key,
+)
 from gpu_platform.domain.placement.first_fit import Unschedulable
-from gpu_platform.domain.placement.fragmentation import NodeShape, fragmentation
+from gpu_platform.domain.placement.fragmentation import (
+    NodeShape,
+    TaskShape,
+    TypicalTasks,
+    fragmentation,
+)
 from gpu_platform.domain.placement.node_choice import tier_of
 from gpu_platform.domain.placement.request import (
     Affinity,
@@ -22,7 +31,7 @@ from gpu_platform.domain.placement.request import (
     Score,
     TaskPlacement,
 )
-from gpu_platform.domain.placement.view import ClusterView
+from gpu_platform.domain.placement.view import DEFAULT_TYPICAL, ClusterView
 
 PROFILES = ("dgx-a100", "dgx-h100", "hgx-8x-pcie", "mixed-vendor")
 CLUSTER = [profile_node(p, f"{p}-{i}", {"rack": f"r{i}"}) for i in range(2) for p in PROFILES]
@@ -43,7 +52,8 @@ requests = st.builds(
 
 
 def oracle_best(view: ClusterView, request: GpuRequest) -> tuple[float, ...] | None:
-    """The smallest engine key over every node and every allowed GPU set (exhaustive)."""
+    """The smallest engine key over every node and every allowed GPU set (exhaustive),
+    the CPU-aware fragmentation, best-fit and CPU-stranding terms restated here."""
     best = None
     for slot in view.slots.values():
         if slot.cpu_free < request.cpu_milli or slot.memory_free < request.memory_bytes:
@@ -63,25 +73,52 @@ def oracle_best(view: ClusterView, request: GpuRequest) -> tuple[float, ...] | N
             after = list(slot.free)
             for p in s:
                 after[p] -= request.gpu_milli
+            cpu_after = slot.cpu_free - request.cpu_milli
+            model = view.class_model[slot.hw]
             frag = [
                 fragmentation(
-                    NodeShape("", 1 << 62, 1 << 62, tuple(sorted(f, reverse=True))), view.typical
+                    NodeShape(model, cpu, 1 << 62, tuple(sorted(f, reverse=True))), view.typical
                 )
-                for f in (slot.free, after)
+                for f, cpu in ((slot.free, slot.cpu_free), (after, cpu_after))
             ]
-            score = Score(tier, bottleneck, total, round(frag[1] - frag[0], 6), sum(after), False)
-            key = ranking_key(score, False, view.max_gpus)
+            need = CPU_STRAND_FRACTION * view.cpu_per_milli_gpu * sum(after)
+            score = Score(
+                tier,
+                bottleneck,
+                total,
+                round(frag[1] - frag[0], 6),
+                sum(after),
+                False,
+                cpu_after,
+                round(max(0.0, need - cpu_after) / 1000, 6),
+            )
+            key = ranking_key(score, False, view.max_gpus, view.max_cpu)
             if best is None or key < best:
                 best = key
     return best
 
 
+# typical shapes that ask for CPU: the CPU classes of the fragmentation and the stranding term
+CPU_TYPICAL = TypicalTasks(
+    (
+        (TaskShape(8000, 0, 1, 1000), 0.4),
+        (TaskShape(4000, 0, 1, 500), 0.2),
+        (TaskShape(64000, 0, 4, 1000), 0.2),
+        (TaskShape(2000, 0, 0, 0), 0.2),
+    )
+)
+
+
 @settings(max_examples=150, deadline=None)
-@given(st.lists(requests, min_size=1, max_size=12), requests)
+@given(
+    st.lists(requests, min_size=1, max_size=12),
+    requests,
+    st.sampled_from([DEFAULT_TYPICAL, CPU_TYPICAL]),
+)
 def test_a_single_task_is_the_exhaustive_optimum_of_the_stated_key(
-    history: list[GpuRequest], probe: GpuRequest
+    history: list[GpuRequest], probe: GpuRequest, typical: TypicalTasks
 ) -> None:
-    view = ClusterView(CLUSTER)
+    view = ClusterView(CLUSTER, typical)
     for request in history:
         result = place(request, view)
         if isinstance(result, GangPlacement):
@@ -101,7 +138,7 @@ def test_a_single_task_is_the_exhaustive_optimum_of_the_stated_key(
         assert isinstance(result, Unschedulable)
         return
     assert isinstance(result, GangPlacement)
-    assert ranking_key(result.tasks[0].score, False, view.max_gpus) == expected
+    assert ranking_key(result.tasks[0].score, False, view.max_gpus, view.max_cpu) == expected
 
 
 @settings(max_examples=60, deadline=None)

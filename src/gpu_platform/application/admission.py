@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from gpu_platform.domain.errors import InvalidRequest
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
 from gpu_platform.domain.model.tenancy import TooManyRequests
+from gpu_platform.domain.scheduling.model import PendingReason
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo, JobService
 
 __all__ = ["AdmissionControl", "AdmissionLimits", "InputLimits", "check_input"]
@@ -117,6 +118,9 @@ class AdmissionControl:
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> Job:
         return self._inner.cancel(job_id, reason)
+
+    def why(self, job_id: str) -> PendingReason | None:
+        return self._inner.why(job_id)
 
     def kill(self, job_id: str, reason: str = "killed by user") -> Job:
         return self._inner.kill(job_id, reason)

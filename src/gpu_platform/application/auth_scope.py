@@ -22,6 +22,7 @@ from gpu_platform.domain.faults.commands import HardwareRecord
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec
 from gpu_platform.domain.model.tenancy import Forbidden, Permission, Principal
+from gpu_platform.domain.scheduling.model import PendingReason
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo, JobService
 from gpu_platform.ports.outbound.audit_log import AuditLog
 from gpu_platform.ports.outbound.clock import Clock
@@ -120,6 +121,10 @@ class TenantScope:
             return self._inner.cancel(job_id, reason)
 
         return self._trail.around(self.principal, "job.cancel", f"job {job_id}", cancel)
+
+    def why(self, job_id: str) -> PendingReason | None:
+        self._own(job_id)
+        return self._inner.why(job_id)
 
     def kill(self, job_id: str, reason: str = "killed by user") -> Job:
         def kill() -> Job:

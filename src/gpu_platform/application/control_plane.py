@@ -28,6 +28,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -91,8 +92,20 @@ from gpu_platform.domain.placement import (
     ClusterView,
     GangPlacement,
     GpuRequest,
+    GpuShare,
+    Score,
+    TaskPlacement,
     Unschedulable,
     place,
+)
+from gpu_platform.domain.scheduling import (
+    PendingCode,
+    PendingJob,
+    PendingReason,
+    Quota,
+    RunningJob,
+    SchedulerPolicy,
+    decide,
 )
 from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
 from gpu_platform.ports.inbound.admin_service import NodeInfo
@@ -111,12 +124,16 @@ from gpu_platform.ports.outbound.job_runner import (
 )
 from gpu_platform.ports.outbound.job_store import JobStore
 from gpu_platform.ports.outbound.metrics import NoSchedulerMetrics, SchedulerMetrics
+from gpu_platform.ports.outbound.quota_store import QuotaStore
 
 __all__ = ["ControlPlane", "ShutdownPolicy"]
 
 log = structlog.get_logger(__name__)
 
 ShutdownPolicy = Literal["requeue", "fail"]
+
+
+_NO_SCORE = Score(0, 0, 0, 0.0, 0, False)  # a running job's tasks: placed long ago
 
 
 @dataclass
@@ -161,6 +178,9 @@ class ControlPlane:
         check_heartbeats: bool = False,
         reset_in_background: bool = False,
         scheduler_metrics: SchedulerMetrics | None = None,
+        scheduler_policy: SchedulerPolicy = SchedulerPolicy(),
+        quotas: Mapping[str, Quota] | None = None,
+        quota_store: QuotaStore | None = None,
     ) -> None:
         self._inventory = inventory
         self._store = store
@@ -186,6 +206,14 @@ class ControlPlane:
         self._runs: dict[tuple[str, int], _Run] = {}  # (job, epoch) -> its running tasks
         self._memory_audit: list[AuditRecord] = []
         self._metrics = scheduler_metrics or NoSchedulerMetrics()
+        self._policy = scheduler_policy
+        self._quota_store = quota_store
+        self._quotas = dict(quotas or {})  # configured; stored ones (set at run time) win
+        if quota_store is not None:
+            self._quotas.update(quota_store.load_quotas())
+        self._why: dict[str, PendingReason] = {}  # pending job -> why it waits (last cycle)
+        self._nominated: set[str] = set()  # preemptors waiting for their victims to stop
+        self._asked: set[str] = set()  # jobs the engine was asked about this cycle
         self._state = ClusterState(
             inventory,
             store.load(),
@@ -334,47 +362,162 @@ class ControlPlane:
     # -- scheduling ----------------------------------------------------------------------------
 
     def schedule_once(self) -> int:
-        """One scheduling cycle: bind and launch queued jobs in FIFO order. Returns #launched.
+        """One scheduling cycle; returns how many jobs were bound and launched.
 
-        Placement is the topology- and fragmentation-aware engine (docs/placement.md) over an
-        indexed view built once per cycle and narrowed after each bind; a gang is placed whole
-        or not at all. The cluster state re-validates every bind, so the view can only make us
-        miss a slot, never oversubscribe. FIFO without skipping: when the head job does not
-        fit, later jobs wait too, so a big job is never starved by a stream of small ones.
+        The queue policy (`domain.scheduling.decide`: FIFO or priority with aging, quotas with
+        cohorts, DRF fair share, EASY backfill, gang-aware preemption — docs/scheduling.md)
+        runs over an indexed view of the free GPUs built once per cycle (docs/placement.md).
+        Its binds are launched in its order (a gang whole), its victims are stopped
+        gracefully (SIGTERM, grace, SIGKILL) and re-queued, and every job left waiting keeps
+        the reason the cycle gave. The cluster state re-validates every bind, so the view can
+        only make us miss a slot, never oversubscribe.
         """
         launched = 0
         with self._lock:
+            now = self._now()
+            self._cancel_broken_dependencies(now)
             free = {v.name: [g.index for g in v.free] for v in self._state.node_views()}
             ready = [n for n in self._state.nodes if n.name in free]  # READY nodes only
             view = ClusterView.from_free(ready, free)
-            for job in self._state.queued(self._now()):
+            queued = self._state.queued(now)
+            pending = [self._pending_job(j) for j in queued]
+            running = [self._running_job(j, now) for j in self._state.jobs() if j.holds_gpus]
+            decision = decide(now, pending, running, view, self._quotas, self._policy, self._place)
+            why = dict(decision.pending_reasons)
+            self._report_refusals(why)
+            for job in self._state.jobs():
+                if job.state is not JobState.QUEUED:
+                    continue
+                if job.releasing:
+                    why[job.id] = PendingReason(
+                        PendingCode.PREEMPTION, "its previous attempt is still being stopped"
+                    )
+                elif job.not_before > now:
+                    wait = job.not_before - now
+                    why[job.id] = PendingReason(
+                        PendingCode.BACKOFF, f"retry backoff after a fault: {wait:.0f}s left"
+                    )
+            for preemption in decision.preemptions:
+                victim = self._state.job(preemption.victim)
+                if victim.allocation is None or victim.releasing or not victim.holds_gpus:
+                    continue
+                self._nominated.add(preemption.preemptor)
+                reason = f"preempted: {preemption.cause} (for job {preemption.preemptor})"
+                self._execute(RequeueJob(victim.id, victim.allocation.epoch, now, reason))
+            by_id = {j.id: j for j in queued}
+            for job_id, placement in decision.binds.items():
                 if self._stopping.is_set():
                     break
-                request = GpuRequest(gpus=job.spec.gpus, tasks=job.spec.tasks)
-                result = self._place(job, request, view)
-                if not isinstance(result, GangPlacement):
-                    break
-                self._bind_and_launch(job, result)
-                for task in result.tasks:
-                    view.bind(task)
+                self._nominated.discard(job_id)
+                borrowing = job_id in decision.borrowing
+                self._bind_and_launch(by_id[job_id], placement, borrowing=borrowing)
                 launched += 1
+            self._why = why
+            self._nominated &= {j.id for j in self._state.queued()}
         return launched
 
+    def _report_refusals(self, why: Mapping[str, PendingReason]) -> None:
+        """Jobs the cycle found no room for without asking the engine count as placement
+        failures too (one per job per cycle, like the engine's own)."""
+        for job_id in sorted(why.keys() - self._asked):
+            reason = why[job_id]
+            if reason.code is PendingCode.CAPACITY:
+                failure = Unschedulable(reason.message, (("free gpus", 1),))
+            elif reason.code is PendingCode.TOPOLOGY:
+                failure = Unschedulable(reason.message, (("topology", 1),))
+            else:
+                continue
+            self._metrics.placement_refused(job_id, failure)
+        self._asked.clear()
+
+    def why(self, job_id: str) -> PendingReason | None:
+        """Why a waiting job waits, as of the last scheduling cycle (None if it does not)."""
+        with self._lock:
+            job = self._state.job(job_id)
+            return self._why.get(job_id) if job.state is JobState.QUEUED else None
+
+    def quotas(self) -> dict[str, Quota]:
+        with self._lock:
+            return dict(self._quotas)
+
+    def set_quota(self, tenant: str, quota: Quota | None) -> None:
+        """Set (or with None remove) a tenant's quota; stored, effective next cycle."""
+        with self._lock:
+            if self._quota_store is not None:
+                self._quota_store.save_quota(tenant, quota)
+            if quota is None:
+                self._quotas.pop(tenant, None)
+            else:
+                self._quotas[tenant] = quota
+        self._wake.set()
+
+    def _pending_job(self, job: Job) -> PendingJob:
+        spec = job.spec
+        waiting = frozenset(
+            d for d in spec.depends_on if self._state.job(d).state is not JobState.COMPLETED
+        )
+        return PendingJob(
+            id=job.id,
+            tenant=spec.tenant,
+            request=GpuRequest(gpus=spec.gpus, tasks=spec.tasks),
+            submitted_at=job.submitted_at,
+            seq=job.seq,
+            priority=spec.priority,
+            preemptible=spec.preemptible,
+            runtime_estimate_s=spec.time_limit_s,
+            waiting_on=waiting,
+            nominated=job.id in self._nominated,
+        )
+
+    def _running_job(self, job: Job, now: float) -> RunningJob:
+        assert job.allocation is not None
+        tasks = []
+        for slot in job.allocation.tasks:
+            node = self._state.node(slot.node)
+            shares = tuple(GpuShare(node.gpu(i), 1000) for i in slot.gpu_indices)
+            tasks.append(TaskPlacement(slot.node, shares, slot.numa_nodes, (), _NO_SCORE))
+        limit = job.spec.time_limit_s
+        started = job.started_at if job.started_at is not None else now
+        return RunningJob(
+            id=job.id,
+            tenant=job.spec.tenant,
+            tasks=tuple(tasks),
+            started_at=started,
+            priority=job.spec.priority,
+            preemptible=job.spec.preemptible,
+            borrowing=job.borrowing,
+            progress=min(1.0, (now - started) / limit) if limit else 0.0,
+            expected_end=started + limit if limit else None,
+            terminating=job.releasing,
+        )
+
+    def _cancel_broken_dependencies(self, now: float) -> None:
+        """A job whose dependency ended without completing can never start: cancel it
+        (Slurm's afterok with kill_invalid_depend)."""
+        for job in self._state.queued():
+            for dep in job.spec.depends_on:
+                state = self._state.job(dep).state
+                if state in (JobState.FAILED, JobState.CANCELLED):
+                    self._execute(CancelJob(job.id, now, f"dependency {dep} ended {state}"))
+                    break
+
     def _place(
-        self, job: Job, request: GpuRequest, view: ClusterView
+        self, job_id: str, request: GpuRequest, view: ClusterView
     ) -> GangPlacement | Unschedulable:
-        """The engine's decision for `job`, timed and reported to the scheduler metrics."""
+        """The engine's decision for `job_id`, timed and reported to the scheduler metrics."""
+        self._asked.add(job_id)
         started = time.perf_counter_ns()
         result = place(request, view)
         latency_us = (time.perf_counter_ns() - started) / 1000
         failure = result if isinstance(result, Unschedulable) else None
-        self._metrics.placement_decided(job.id, latency_us, failure)
+        self._metrics.placement_decided(job_id, latency_us, failure)
         return result
 
-    def _bind_and_launch(self, job: Job, placed: GangPlacement) -> None:
+    def _bind_and_launch(self, job: Job, placed: GangPlacement, *, borrowing: bool = False) -> None:
         slots = [(t.node, tuple(s.gpu.index for s in t.gpus)) for t in placed.tasks]
         (node, indices), peers = slots[0], tuple(slots[1:])
-        events = self._execute(BindJob(job.id, node, indices, self._now(), peers=peers))
+        bind = BindJob(job.id, node, indices, self._now(), peers=peers, borrowing=borrowing)
+        events = self._execute(bind)
         bound = next(e for e in events if isinstance(e, JobBound))
         alloc = bound.allocation
         vendors = [str(s.gpu.vendor) for t in placed.tasks for s in t.gpus]

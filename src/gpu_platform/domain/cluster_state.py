@@ -103,6 +103,7 @@ class BindJob:
     gpu_indices: tuple[int, ...]
     now: float
     peers: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    borrowing: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,6 +389,7 @@ class ClusterState(FaultHandlers):
         )
         self.next_epoch += 1
         job, _ = transition(job, JobInput.BIND, cmd.now, reason="bound", allocation=allocation)
+        job = replace(job, borrowing=cmd.borrowing)
         self._jobs[job.id] = job
         for uuid in allocation.all_gpu_uuids:
             self._held[uuid] = job.id

@@ -102,6 +102,42 @@ class Settings(BaseSettings):
     schedule_interval_seconds: float = Field(
         1.0, gt=0, description="Longest pause between scheduling cycles (they also run on events)."
     )
+    scheduler_order: Literal["fifo", "priority"] = Field(
+        "priority", description="Queue order: fifo (submission) or priority (higher first, aged)."
+    )
+    scheduler_aging_points_per_hour: float = Field(
+        60.0, ge=0, description="Priority points a waiting job gains per hour (priority order)."
+    )
+    scheduler_aging_bound_seconds: float | None = Field(
+        86400.0,
+        gt=0,
+        description="A job waiting this long goes ahead of every job that waited less "
+        "(no starvation); none = no bound.",
+    )
+    scheduler_fair_share: bool = Field(
+        True, description="Interleave tenants by weighted dominant resource share (DRF)."
+    )
+    tenant_weights: dict[str, float] = Field(
+        default_factory=dict, description="Fair-share weight per tenant (default 1)."
+    )
+    scheduler_backfill: bool = Field(
+        True,
+        description="EASY backfill: later jobs run if they do not delay the head job's "
+        "reservation; off = strict order (nothing passes a job that does not fit).",
+    )
+    scheduler_preemption: bool = Field(
+        True,
+        description="Stop lower-priority (or quota-borrowing) preemptible jobs to make room; "
+        "victims get SIGTERM, stop_grace_seconds, then SIGKILL, and are re-queued.",
+    )
+    scheduler_max_jobs_per_cycle: int = Field(
+        1000, ge=1, description="Pending jobs one scheduling cycle examines at most."
+    )
+    quotas: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Per-tenant quotas: {tenant: {gpus, cohort, borrowing_limit, "
+        "lending_limit, gpu_memory_bytes, cpu_milli}}; ones set at run time (REST/CLI) win.",
+    )
 
     health_source: Literal["auto", "sim", "nvml", "telemetry", "none"] = Field(
         "auto",

@@ -37,6 +37,7 @@ from gpu_platform.adapters.outbound.storage import (
     SqliteAccessStore,
     SqliteHardwareStore,
     SqliteJobStore,
+    SqliteQuotaStore,
 )
 from gpu_platform.adapters.outbound.system import SystemClock, UuidJobIds
 from gpu_platform.adapters.outbound.telemetry_health import TelemetryHealthMonitor
@@ -50,6 +51,7 @@ from gpu_platform.domain.events import DomainEvent
 from gpu_platform.domain.faults.policy import FaultPolicy, XidClass
 from gpu_platform.domain.model.node import Inventory
 from gpu_platform.domain.placement import Unschedulable
+from gpu_platform.domain.scheduling import QueueOrder, Quota, SchedulerPolicy
 from gpu_platform.infrastructure.config import ConfigError, Settings
 from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector
 from gpu_platform.infrastructure.metrics import Metrics
@@ -65,6 +67,7 @@ from gpu_platform.ports.outbound.isolation import Isolation
 from gpu_platform.ports.outbound.job_runner import JobRunner
 from gpu_platform.ports.outbound.job_store import JobStore
 from gpu_platform.ports.outbound.metrics import SchedulerMetrics
+from gpu_platform.ports.outbound.quota_store import QuotaStore
 
 __all__ = [
     "Container",
@@ -99,6 +102,10 @@ class FanoutSchedulerMetrics:
     ) -> None:
         for subscriber in self._subscribers:
             subscriber.placement_decided(job_id, latency_us, failure)
+
+    def placement_refused(self, job_id: str, failure: Unschedulable) -> None:
+        for subscriber in self._subscribers:
+            subscriber.placement_refused(job_id, failure)
 
 
 def select_discovery(settings: Settings) -> GpuDiscovery:
@@ -149,6 +156,38 @@ def _sqlite_access(settings: Settings) -> Iterator[AccessStore]:
     store = SqliteAccessStore(settings.data_dir / "state.db")  # own tables
     yield store
     store.close()
+
+
+def _sqlite_quotas(settings: Settings) -> Iterator[QuotaStore]:
+    store = SqliteQuotaStore(settings.data_dir / "state.db")  # own table
+    yield store
+    store.close()
+
+
+def scheduler_policy(settings: Settings) -> SchedulerPolicy:
+    try:
+        return SchedulerPolicy(
+            order=QueueOrder(settings.scheduler_order),
+            aging_rate=settings.scheduler_aging_points_per_hour / 3600,
+            aging_bound_s=settings.scheduler_aging_bound_seconds,
+            fair_share=settings.scheduler_fair_share,
+            weights=dict(settings.tenant_weights),
+            backfill=settings.scheduler_backfill,
+            preemption=settings.scheduler_preemption,
+            max_jobs=settings.scheduler_max_jobs_per_cycle,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"configuration: scheduler: {exc}") from None
+
+
+def configured_quotas(settings: Settings) -> dict[str, Quota]:
+    quotas = {}
+    for tenant, fields in settings.quotas.items():
+        try:
+            quotas[tenant] = Quota(**fields)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"configuration: quotas.{tenant}: {exc}") from None
+    return quotas
 
 
 def _audit_log(settings: Settings) -> Iterator[AuditLog]:
@@ -293,6 +332,7 @@ def _running_control_plane(
     health: HealthParts,
     metrics: Metrics,
     tracer: OtelJobTracer,
+    quota_store: QuotaStore,
 ) -> Iterator[ControlPlane]:
     plane = ControlPlane(
         inventory,
@@ -313,6 +353,9 @@ def _running_control_plane(
         check_heartbeats=health.heartbeats,
         reset_in_background=True,
         scheduler_metrics=FanoutSchedulerMetrics(metrics.scheduler, tracer),
+        scheduler_policy=scheduler_policy(settings),
+        quotas=configured_quotas(settings),
+        quota_store=quota_store,
     )
     metrics.scheduler.watch_jobs(plane.get, clock.now)  # before start: recovery moves jobs
     plane.start()
@@ -412,6 +455,7 @@ class Adapters(containers.DeclarativeContainer):
     hardware = providers.Resource(_sqlite_hardware, settings)
     health_parts = providers.Singleton(select_health, settings, inventory, discovery)
     access_store = providers.Resource(_sqlite_access, settings)
+    quota_store = providers.Resource(_sqlite_quotas, settings)
     audit_log = providers.Resource(_audit_log, settings)
 
 
@@ -436,6 +480,7 @@ class Container(containers.DeclarativeContainer):
         adapters.health_parts,
         observability.metrics,
         observability.job_tracer,
+        adapters.quota_store,
     )
     health = providers.Resource(_running_health, control_plane, adapters.health_parts)
     usage = providers.Singleton(UsageService, control_plane, adapters.clock)

@@ -21,6 +21,7 @@ from gpu_platform.domain.faults.commands import HardwareRecord
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job
 from gpu_platform.domain.model.node import Inventory
+from gpu_platform.domain.scheduling.model import Quota
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
 
 __all__ = [
@@ -245,3 +246,22 @@ class FakeJobRunner:
                 ExitReport(a.spec.job_id, a.spec.epoch, code, signal=a.signal, rank=a.spec.rank)
             )
         return len(ended)
+
+
+class InMemoryQuotaStore:
+    """Implements QuotaStore in a dict (survives `reopen` through sharing the dict)."""
+
+    def __init__(self, quotas: dict[str, Quota] | None = None) -> None:
+        self.quotas: dict[str, Quota] = {} if quotas is None else quotas
+        self._lock = threading.Lock()
+
+    def load_quotas(self) -> dict[str, Quota]:
+        with self._lock:
+            return dict(self.quotas)
+
+    def save_quota(self, tenant: str, quota: Quota | None) -> None:
+        with self._lock:
+            if quota is None:
+                self.quotas.pop(tenant, None)
+            else:
+                self.quotas[tenant] = quota

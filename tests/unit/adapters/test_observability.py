@@ -27,7 +27,11 @@ from gpu_platform.testing.fakes import (
 def rig(tmp_path: Path) -> Iterator[tuple[TestClient, FakeJobRunner, ManualClock]]:
     container = Container(
         settings=Settings(
-            data_dir=tmp_path, schedule_interval_seconds=0.05, grpc_port=-1, health_source="none"
+            data_dir=tmp_path,
+            schedule_interval_seconds=0.05,
+            grpc_port=-1,
+            health_source="none",
+            scheduler_preemption=False,  # the scenarios move jobs by faults only
         )
     )
     runner, clock = FakeJobRunner(), ManualClock(1_000_000.0)

@@ -88,9 +88,9 @@ def test_scheduler_series_match_the_scenario(rig) -> None:  # type: ignore[no-un
     assert value(s, "gpu_platform_placement_failures_total", reason="free_gpus") >= 1
     placed = "gpu_platform_placement_decision_microseconds_count"
     assert value(s, placed, outcome="placed") == 4  # a, b, c, then a again
-    assert (
-        value(s, "gpu_platform_placement_decision_microseconds_count", outcome="unschedulable") >= 1
-    )
+    # The waiting job needs more GPUs than are free: the scheduler refuses it before asking
+    # the engine, so it is a failure (above) without a latency sample.
+    assert not [lb for lb, _ in s[placed] if lb["outcome"] == "unschedulable"]
     buckets = {lb["le"] for lb, _ in s["gpu_platform_placement_decision_microseconds_bucket"]}
     assert {"5.0", "100.0", "1000.0", "5000.0", "+Inf"} <= buckets
 

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu_platform.domain.placement.fragmentation import TaskShape
+from gpu_platform.domain.placement.fragmentation import TaskShape, typical_tasks
 from gpu_platform.domain.simulation import POLICIES, SimNode, inflate, simulate
+from gpu_platform.domain.simulation.through_engine import EnginePlacer, as_node
 
 NODES = [SimNode("a", 16000, 64000, 2, "A"), SimNode("b", 32000, 64000, 4, "B")]
 
@@ -95,3 +96,41 @@ def test_a_task_is_dropped_only_when_no_node_could_take_it(workload: list[TaskSh
     if total <= 6000 and all(t.gpus <= 4 for t in workload) and best == total:
         # everything fits in some order; ours may lose at most one task's demand to order
         assert placed_milli >= total - max(t.gpu_demand_milli for t in workload) - 1e-6
+
+
+def engine_placer(workload: list[TaskShape]) -> EnginePlacer:
+    return EnginePlacer(
+        [as_node(n.name, n.cpu_milli, n.memory_mib, n.gpus, n.model) for n in NODES],
+        typical_tasks(workload),
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(tasks)
+def test_default_binds_what_place_answers_and_the_view_stays_consistent(
+    workload: list[TaskShape],
+) -> None:
+    placer = engine_placer(workload)
+    placed_milli = 0
+    for task in workload:
+        if placer(task):
+            placed_milli += task.gpu_demand_milli
+    view = placer.view
+    view.check_invariants()
+    free = sum(sum(slot.free) for slot in view.slots.values())
+    assert free == 6000 - placed_milli
+    r = simulate(NODES, workload, "default", seed=7, tune=0.0)
+    assert r.placed + r.failed == len(workload)
+
+
+def test_a_model_constraint_is_honoured_through_the_engine() -> None:
+    placer = engine_placer([TaskShape(0, 0, 1, 1000, frozenset({"B"}))])
+    for _ in range(4):
+        assert placer(TaskShape(0, 0, 1, 1000, frozenset({"B"})))
+    assert not placer(TaskShape(0, 0, 1, 1000, frozenset({"B"})))  # b's 4 GPUs are taken
+    assert sum(placer.view.slots["a"].free) == 2000
+
+
+def test_a_trace_node_with_a_fraction_of_a_core_is_refused() -> None:
+    with pytest.raises(ValueError, match="not whole cores"):
+        as_node("x", 1500, 1024, 1, "A")

@@ -154,6 +154,8 @@ class Job:
     the last attempt ran. `releasing` is true while that attempt is being stopped: its GPUs
     stay held until the runner reports the process ended, whatever the job's state says.
     `not_before` is the earliest time a re-queued job may bind again (restart backoff).
+    `borrowing` is true while the attempt runs on quota borrowed from its tenant's cohort (it
+    is the first to be reclaimed).
     """
 
     id: str
@@ -169,6 +171,7 @@ class Job:
     reason: str = ""
     releasing: bool = False
     not_before: float = 0.0
+    borrowing: bool = False
     history: tuple[tuple[float, JobState, str], ...] = field(default=())
 
     @property

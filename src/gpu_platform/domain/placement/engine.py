@@ -1,18 +1,21 @@
 """`place(request, view)`: topology-aware, fragmentation-aware placement (docs/placement.md).
 
-For one task, every signature (hardware class x free shares) present in the view gets a key,
-lower is better:
+For one task, every signature (hardware class x free GPU shares x free CPU) present in the
+view gets a key, lower is better:
 
-    (-nic_local [gangs only], -tier, -bottleneck, frag_delta + w * leftover, -total, leftover)
+    (-nic_local [gangs only], -tier, -bottleneck,
+     frag_delta + best-fit weight x leftover + strand weight x stranded cores,
+     -total, leftover GPU, leftover CPU)
 
 i.e. the NVLink/PCIe/NUMA ladder first (`node_choice`), then FGD's fragmentation increase
-(`fragmentation`) blended with best fit (`ranking_key`), as the simulator's `default`.
-Keys are pure functions of (signature, request shape), so each request shape keeps a
-sorted list of signatures that is extended from the view's
-signature log; a decision walks that list from the front, skipping emptied buckets, and takes
-the first node whose CPU and memory fit. A gang (`tasks` > 1) is placed task by task inside
-one leaf, else one rack, else (unless `same_rack` is REQUIRED) the whole cluster, with
-tentative binds that are always undone before returning: all tasks or none.
+(`fragmentation`, CPU-aware) blended with best fit over GPU and CPU and a penalty for free
+GPUs left without the CPU to use them (`ranking_key`). Keys are pure functions of
+(signature, request shape), so each request shape keeps a sorted list of signatures that is
+extended from the view's signature log; a decision walks that list from the front, skipping
+emptied buckets, and takes the first node whose host memory fits. A gang (`tasks` > 1) is
+placed task by task inside one leaf, else one rack, else (unless `same_rack` is REQUIRED)
+the whole cluster, with tentative binds that are always undone before returning: all tasks
+or none.
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ from dataclasses import dataclass, field
 
 from gpu_platform.domain.placement.first_fit import Placement, PlacementRequest, Unschedulable
 from gpu_platform.domain.placement.fragmentation import NodeShape, fragmentation
-from gpu_platform.domain.placement.node_choice import SetChoice, choose_gpus, single_gpu_choices
+from gpu_platform.domain.placement.node_choice import (
+    HardwareClass,
+    SetChoice,
+    choose_gpus,
+    count_fitting,
+    single_gpu_choices,
+)
 from gpu_platform.domain.placement.request import (
     Affinity,
     GangPlacement,
@@ -35,11 +44,22 @@ from gpu_platform.domain.placement.request import (
 from gpu_platform.domain.placement.view import GANG_LABELS, ClusterView, NodeSlot, Signature
 from gpu_platform.domain.topology.cross_node import NodeLevel, gang_spread
 
-__all__ = ["BEST_FIT_WEIGHT", "place", "place_task", "place_whole", "ranking_key"]
+__all__ = [
+    "BEST_FIT_WEIGHT",
+    "CPU_STRAND_FRACTION",
+    "CPU_STRAND_WEIGHT",
+    "place",
+    "place_task",
+    "place_whole",
+    "ranking_key",
+]
 
 _Key = tuple[float, ...]
 BEST_FIT_WEIGHT = 50.0  # milli-GPU of fragmentation per unit of normalised leftover
+CPU_STRAND_WEIGHT = 200.0  # milli-GPU of fragmentation per CPU core a node's free GPUs lack
+CPU_STRAND_FRACTION = 0.75  # of the typical tasks' mean CPU per GPU that a free GPU needs
 _UNBOUNDED = 1 << 62
+_LOG_SLACK = 1024  # compact the signature log when it exceeds 2 x nodes + this
 
 
 @dataclass(slots=True)
@@ -47,7 +67,8 @@ class _Order:
     entries: list[tuple[_Key, Signature]] = field(default_factory=list)
     present: set[Signature] = field(default_factory=set)
     cursor: int = 0
-    choices: dict[Signature, tuple[SetChoice, Score]] = field(default_factory=dict)
+    # None: no node of that signature can host the task (GPUs, constraints or CPU)
+    choices: dict[Signature, tuple[SetChoice, Score] | None] = field(default_factory=dict)
 
 
 def _shape_key(request: GpuRequest, gang: bool) -> tuple[object, ...]:
@@ -59,97 +80,168 @@ def _shape_key(request: GpuRequest, gang: bool) -> tuple[object, ...]:
         request.vendors,
         request.nvlink,
         request.numa,
+        request.cpu_milli,
         gang,
     )
+
+
+_Candidate = tuple[SetChoice, tuple[int, ...], tuple[int, ...]]  # set, sorted shares before/after
+
+
+def _candidates(
+    view: ClusterView, sig: Signature, request: GpuRequest, gang: bool
+) -> list[_Candidate]:
+    """The GPU sets worth scoring on a node of signature `sig` (CPU aside), with the node's
+    sorted usable shares before and after; cached in the view per (class, shares, GPU
+    side of the request). One GPU: one candidate per distinct (free share, NIC locality),
+    the first in best-fit order (the others would score the same)."""
+    key = (sig[0], sig[1], request.gpus, request.gpu_milli, request.gpu_memory_bytes,
+           request.models, request.vendors, request.nvlink, request.numa, gang)  # fmt: skip
+    cached: list[_Candidate] | None = view.gpu_cache.get(key)
+    if cached is not None:
+        return cached
+    hw = view.classes[sig[0]]
+    free = sig[1]
+    if request.gpus == 1:
+        sets = single_gpu_choices(hw, free, request)
+    else:
+        one = choose_gpus(hw, free, request, gang)
+        sets = [one] if one is not None else []
+    usable = [p for p, g in enumerate(hw.gpus) if g.schedulable]
+    before = tuple(sorted((free[p] for p in usable), reverse=True))
+    out: list[_Candidate] = []
+    seen: set[tuple[int, bool]] = set()
+    for choice in sets:
+        if request.gpus == 1:
+            mark = (free[choice.positions[0]], choice.nic_local)
+            if mark in seen:
+                continue
+            seen.add(mark)
+        after = list(free)
+        for p in choice.positions:
+            after[p] -= request.gpu_milli
+        out.append((choice, before, tuple(sorted((after[p] for p in usable), reverse=True))))
+    view.gpu_cache[key] = out
+    return out
 
 
 def _score(
     view: ClusterView, sig: Signature, request: GpuRequest, gang: bool
 ) -> tuple[SetChoice, Score] | None:
-    """The best GPU set on a node of signature `sig` and its score. One GPU: every candidate
-    GPU is scored and the best by `ranking_key` wins (best-fit order breaks ties)."""
-    hw = view.classes[sig[0]]
-    if request.gpus == 1:
-        candidates = single_gpu_choices(hw, sig[1], request)
-    else:
-        one = choose_gpus(hw, sig[1], request, gang)
-        candidates = [one] if one is not None else []
+    """The best GPU set on a node of signature `sig` and its score (None when the GPUs or
+    the free CPU cannot host the task). One GPU: every candidate GPU is scored and the best
+    by `ranking_key` wins (best-fit order breaks ties)."""
+    if sig[2] < request.cpu_milli:
+        return None
     best: tuple[_Key, SetChoice, Score] | None = None
-    for choice in candidates:
-        score = _score_choice(view, sig, choice, request)
-        key = ranking_key(score, gang, view.max_gpus)
+    for choice, before, after in _candidates(view, sig, request, gang):
+        score = _score_choice(view, sig, choice, request, before, after)
+        key = ranking_key(score, gang, view.max_gpus, view.max_cpu)
         if best is None or key < best[0]:
             best = (key, choice, score)
     return None if best is None else (best[1], best[2])
 
 
+def _frag(view: ClusterView, model: str, cpu: int, shares: tuple[int, ...]) -> float:
+    """F(node) for sorted free shares `shares` with `cpu` free CPU milli-cores (cached per
+    CPU class: how many typical shapes' CPU the node reaches)."""
+    cpu_class = bisect.bisect_right(view.cpu_thresholds, cpu) if cpu < _UNBOUNDED else -1
+    key = (model, cpu_class, shares)
+    value = view.frag_cache.get(key)
+    if value is None:
+        value = view.frag_cache[key] = fragmentation(
+            NodeShape(model, cpu, _UNBOUNDED, shares), view.typical
+        )
+    return value
+
+
 def _score_choice(
-    view: ClusterView, sig: Signature, choice: SetChoice, request: GpuRequest
+    view: ClusterView,
+    sig: Signature,
+    choice: SetChoice,
+    request: GpuRequest,
+    before_key: tuple[int, ...],
+    after_key: tuple[int, ...],
 ) -> Score:
-    hw = view.classes[sig[0]]
-    free = sig[1]
-    after = list(free)
-    for p in choice.positions:
-        after[p] -= request.gpu_milli
-    usable = [p for p, g in enumerate(hw.gpus) if g.schedulable]
-    frag_cache = view.frag_cache
-    before_key = tuple(sorted((free[p] for p in usable), reverse=True))
-    after_key = tuple(sorted((after[p] for p in usable), reverse=True))
-    values = []
-    for k in (before_key, after_key):
-        v = frag_cache.get(k)
-        if v is None:
-            v = frag_cache[k] = fragmentation(
-                NodeShape("", _UNBOUNDED, _UNBOUNDED, k), view.typical
-            )
-        values.append(v)
+    cpu = sig[2]
+    model = view.class_model[sig[0]]
+    known = cpu < _UNBOUNDED  # a node that reports no CPU count: no CPU terms
+    cpu_after = cpu - request.cpu_milli
+    delta = _frag(view, model, cpu_after, after_key) - _frag(view, model, cpu, before_key)
+    leftover = sum(after_key)
+    need = CPU_STRAND_FRACTION * view.cpu_per_milli_gpu * leftover
     return Score(
         tier=choice.tier,
         bottleneck=choice.bottleneck,
         total=choice.total,
-        frag_delta=round(values[1] - values[0], 6),
-        leftover_milli=sum(after_key),
+        frag_delta=round(delta, 6),
+        leftover_milli=leftover,
         nic_local=choice.nic_local,
+        cpu_leftover_milli=cpu_after if known else 0,
+        stranded_cores=round(max(0.0, need - cpu_after) / 1000, 6) if known else 0.0,
     )
 
 
-def ranking_key(score: Score, gang: bool, max_gpus: int) -> _Key:
+def ranking_key(score: Score, gang: bool, max_gpus: int, max_cpu_milli: int = 0) -> _Key:
     """The order of candidate (node, GPU set) choices, smallest first: NIC locality for gang
-    tasks, the ladder tier, the weakest pair, then fragmentation increase plus
-    `BEST_FIT_WEIGHT` x leftover GPU share of the node (normalised by the largest node's
-    GPU count, as the simulator's `default` policy does), then the pair-score sum."""
-    best_fit = BEST_FIT_WEIGHT * score.leftover_milli / (max(1, max_gpus) * 1000)
+    tasks, the ladder tier, the weakest pair, then one blended value - fragmentation increase
+    + `BEST_FIT_WEIGHT` x (leftover GPU share of the node / largest node's GPUs + leftover
+    CPU / largest node's CPU) + `CPU_STRAND_WEIGHT` x stranded cores - then the pair-score
+    sum, leftover GPU, leftover CPU. `max_cpu_milli` 0 leaves the CPU best-fit part out."""
+    best_fit = score.leftover_milli / (max(1, max_gpus) * 1000)
+    if max_cpu_milli > 0:
+        best_fit += score.cpu_leftover_milli / max_cpu_milli
+    value = score.frag_delta + BEST_FIT_WEIGHT * best_fit + CPU_STRAND_WEIGHT * score.stranded_cores
     return (
         -float(score.nic_local and gang),
         -float(score.tier),
         -float(score.bottleneck),
-        round(score.frag_delta + best_fit, 6),
+        round(value, 6),
         -float(score.total),
         float(score.leftover_milli),
+        float(score.cpu_leftover_milli),
     )
 
 
 def _order(view: ClusterView, request: GpuRequest, gang: bool) -> _Order:
+    if len(view.log) > 2 * len(view.slots) + _LOG_SLACK:
+        _compact(view)
     orders = view.orders
     k = _shape_key(request, gang)
     order = orders.get(k)
     if order is None:
         order = orders[k] = _Order()
     log = view.log
+    choices = order.choices
     while order.cursor < len(log):
         sig = log[order.cursor]
         order.cursor += 1
         if sig in order.present:
             continue
-        scored = order.choices.get(sig)
+        if sig in choices:
+            scored = choices[sig]
+        else:
+            scored = choices[sig] = _score(view, sig, request, gang)
         if scored is None:
-            scored = _score(view, sig, request, gang)
-            if scored is None:
-                continue
-            order.choices[sig] = scored
-        bisect.insort(order.entries, (ranking_key(scored[1], gang, view.max_gpus), sig))
+            continue
+        key = ranking_key(scored[1], gang, view.max_gpus, view.max_cpu)
+        bisect.insort(order.entries, (key, sig))
         order.present.add(sig)
     return order
+
+
+def _compact(view: ClusterView) -> None:
+    """Restart the signature log from the live buckets and drop every ordering's entries and
+    cached scores of signatures no node has now (they would otherwise grow without bound as
+    CPU and shares take new values). Amortised O(1) per bind."""
+    live = view.buckets
+    view.log = list(live)
+    view.gpu_cache.clear()
+    for order in view.orders.values():
+        order.entries = [e for e in order.entries if e[1] in live]
+        order.present = {e[1] for e in order.entries}
+        order.choices = {s: c for s, c in order.choices.items() if s in live}
+        order.cursor = 0
 
 
 def _fits_host(slot: NodeSlot, request: GpuRequest) -> bool:
@@ -192,8 +284,10 @@ def place_task(
             continue
         for name in bucket:
             slot = view.slots[name]
-            if _fits_host(slot, request):
-                choice, score = order.choices[sig]
+            if slot.memory_free >= request.memory_bytes:  # CPU: part of the signature
+                scored = order.choices[sig]
+                assert scored is not None
+                choice, score = scored
                 found = _task(slot, view, choice, score, request.gpu_milli if request.gpus else 0)
                 break
         if found is not None:
@@ -212,20 +306,22 @@ def _best_within(
         slot = view.slots.get(name)
         if slot is None or not _fits_host(slot, request):
             continue
-        sig = (slot.hw, tuple(slot.free))
-        scored = order.choices.get(sig)
+        sig = (slot.hw, tuple(slot.free), slot.cpu_free)
+        if sig in order.choices:
+            scored = order.choices[sig]
+        else:
+            scored = order.choices[sig] = _score(view, sig, request, gang)
         if scored is None:
-            scored = _score(view, sig, request, gang)
-            if scored is None:
-                continue
-            order.choices[sig] = scored
-        key = ranking_key(scored[1], gang, view.max_gpus)
+            continue
+        key = ranking_key(scored[1], gang, view.max_gpus, view.max_cpu)
         if best is None or (key, name) < best[:2]:
             best = (key, name, sig)
     if best is None:
         return None
     slot = view.slots[best[1]]
-    choice, score = order.choices[best[2]]
+    scored = order.choices[best[2]]
+    assert scored is not None
+    choice, score = scored
     return _task(slot, view, choice, score, request.gpu_milli if request.gpus else 0)
 
 
@@ -287,6 +383,38 @@ def _domains(request: GpuRequest, view: ClusterView) -> list[Sequence[str] | Non
     return out
 
 
+def _gpu_reason(
+    request: GpuRequest, probe: GpuRequest, hw: HardwareClass, free: tuple[int, ...]
+) -> str | None:
+    """The first GPU-side constraint a node of class `hw` with shares `free` fails."""
+    gpus = hw.gpus
+    if request.models and not any(g.model in request.models for g in gpus):
+        return "gpu model"
+    if request.vendors and not any(str(g.vendor) in request.vendors for g in gpus):
+        return "gpu vendor"
+    if not any(g.memory_bytes >= request.gpu_memory_bytes for g in gpus):
+        return "gpu memory"
+    if count_fitting(hw, free, probe) < request.gpus:  # = choose_gpus(probe) is None
+        return "free gpus"
+    if (
+        request.numa is Affinity.REQUIRED
+        and choose_gpus(
+            hw, free, GpuRequest(request.gpus, request.gpu_milli, numa=Affinity.REQUIRED)
+        )
+        is None
+    ):
+        return "numa required"
+    if (
+        request.nvlink is Affinity.REQUIRED
+        and choose_gpus(
+            hw, free, GpuRequest(request.gpus, request.gpu_milli, nvlink=Affinity.REQUIRED)
+        )
+        is None
+    ):
+        return "nvlink required"
+    return None
+
+
 def _why(request: GpuRequest, view: ClusterView) -> Unschedulable:
     """One reason per failed constraint, with how many nodes it ruled out."""
     counts: dict[str, int] = {}
@@ -300,40 +428,19 @@ def _why(request: GpuRequest, view: ClusterView) -> Unschedulable:
         models=request.models,
         vendors=request.vendors,
     )
+    # nodes alike answer alike: the GPU side is cached per (request, class, shares)
+    cache = view.gpu_cache
+    why = ("why", request.gpus, request.gpu_milli, request.gpu_memory_bytes, request.models,
+             request.vendors, request.nvlink, request.numa)  # fmt: skip
     for slot in view.slots.values():
-        hw = view.classes[slot.hw]
-        gpus = hw.gpus
-        free = tuple(slot.free)
         if request.gpus:
-            if request.models and not any(g.model in request.models for g in gpus):
-                miss("gpu model")
-                continue
-            if request.vendors and not any(str(g.vendor) in request.vendors for g in gpus):
-                miss("gpu vendor")
-                continue
-            if not any(g.memory_bytes >= request.gpu_memory_bytes for g in gpus):
-                miss("gpu memory")
-                continue
-            if choose_gpus(hw, free, probe) is None:
-                miss("free gpus")
-                continue
-            if (
-                request.numa is Affinity.REQUIRED
-                and choose_gpus(
-                    hw, free, GpuRequest(request.gpus, request.gpu_milli, numa=Affinity.REQUIRED)
-                )
-                is None
-            ):
-                miss("numa required")
-                continue
-            if (
-                request.nvlink is Affinity.REQUIRED
-                and choose_gpus(
-                    hw, free, GpuRequest(request.gpus, request.gpu_milli, nvlink=Affinity.REQUIRED)
-                )
-                is None
-            ):
-                miss("nvlink required")
+            key = (why, slot.hw, tuple(slot.free))
+            if key in cache:
+                reason = cache[key]
+            else:
+                reason = cache[key] = _gpu_reason(request, probe, view.classes[slot.hw], key[2])
+            if reason is not None:
+                miss(reason)
                 continue
         if slot.cpu_free < request.cpu_milli:
             miss("cpu")

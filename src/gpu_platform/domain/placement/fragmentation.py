@@ -21,7 +21,15 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["NodeShape", "TaskShape", "TypicalTasks", "fragmentation", "typical_tasks"]
+__all__ = [
+    "NodeShape",
+    "TaskShape",
+    "TypicalTasks",
+    "cpu_per_milli_gpu",
+    "cpu_thresholds",
+    "fragmentation",
+    "typical_tasks",
+]
 
 MILLI = 1000
 
@@ -125,3 +133,18 @@ def fragmentation(node: NodeShape, typical: TypicalTasks) -> float:
         else:
             frag += p * total
     return frag
+
+
+def cpu_thresholds(typical: TypicalTasks) -> tuple[int, ...]:
+    """The distinct CPU milli-cores of the typical GPU shapes, ascending. `fragmentation`
+    depends on a node's free CPU only through how many of these it reaches, so
+    `bisect_right(thresholds, cpu)` is a cache key that loses nothing."""
+    return tuple(sorted({t.cpu_milli for t, _ in typical.shapes if t.gpus}))
+
+
+def cpu_per_milli_gpu(typical: TypicalTasks) -> float:
+    """CPU milli-cores the typical GPU shapes ask per milli-GPU (popularity-weighted mean;
+    0 when they ask for no CPU or there are none)."""
+    gpu_shapes = [(t, p) for t, p in typical.shapes if t.gpus]
+    demand = sum(p * t.gpu_demand_milli for t, p in gpu_shapes)
+    return sum(p * t.cpu_milli for t, p in gpu_shapes) / demand if demand else 0.0

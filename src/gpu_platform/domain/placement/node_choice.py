@@ -27,6 +27,7 @@ __all__ = [
     "HardwareClass",
     "SetChoice",
     "choose_gpus",
+    "count_fitting",
     "single_gpu_choices",
     "tier_of",
 ]
@@ -183,6 +184,14 @@ def choose_gpus(
         return None
     (nic, tier, bottleneck, total, *_), s = best
     return SetChoice(s, tier, bottleneck, total, all(hw.nic_local[p] for p in s))
+
+
+def count_fitting(hw: HardwareClass, free: tuple[int, ...], request: GpuRequest) -> int:
+    """How many GPUs could take one of the request's per-GPU shares (model, vendor, GPU
+    memory, schedulable, free share). Without REQUIRED wishes, `choose_gpus` finds a set
+    exactly when this is at least `request.gpus`."""
+    need = request.gpu_milli
+    return sum(1 for p, g in enumerate(hw.gpus) if free[p] >= need and _matches(g, request))
 
 
 def single_gpu_choices(

@@ -77,7 +77,10 @@ class Score:
     fabric link, 6 same board, 5 PIX, 4 PXB, 3 PHB, 2 NODE, 1 SYS; 7 for a single GPU);
     `bottleneck` / `total` are besteffort pair scores (weakest pair / sum over pairs);
     `frag_delta` the node's fragmentation increase (milli-GPU, FGD); `leftover_milli` the
-    node's free milli-GPU after the task; `nic_local` every GPU has a PIX/PXB NIC."""
+    node's free milli-GPU after the task; `nic_local` every GPU has a PIX/PXB NIC;
+    `cpu_leftover_milli` the node's free CPU milli-cores after the task and
+    `stranded_cores` the CPU cores its free GPUs then lack (both 0 for a node that reports
+    no CPU count)."""
 
     tier: int
     bottleneck: int
@@ -85,6 +88,8 @@ class Score:
     frag_delta: float
     leftover_milli: int
     nic_local: bool
+    cpu_leftover_milli: int = 0
+    stranded_cores: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

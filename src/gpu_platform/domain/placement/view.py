@@ -1,11 +1,12 @@
 """An indexed cluster view for placement: nodes bucketed by free-capacity signature.
 
-A node's signature is (hardware class, free milli-GPU per GPU). Nodes with equal signatures
-are interchangeable for GPU choice, so the engine scores a signature once per request shape
-and caches it. `bind`/`release` move one node between buckets in O(GPUs); every signature
-that becomes non-empty is appended to `log`, which lets per-shape orderings catch up
-incrementally instead of rescanning the cluster. CPU milli-cores and host memory are tracked
-per node and checked when a bucket's nodes are tried.
+A node's signature is (hardware class, free milli-GPU per GPU, free CPU milli-cores). Nodes
+with equal signatures are interchangeable for scoring (GPU choice, fragmentation, best fit and
+CPU stranding), so the engine scores a signature once per request shape and caches it.
+`bind`/`release` move one node between buckets in O(GPUs); every signature that becomes
+non-empty is appended to `log`, which lets per-shape orderings catch up incrementally instead
+of rescanning the cluster (the engine compacts the log when it outgrows the live buckets).
+Host memory is a hard constraint only, checked per node when a bucket's nodes are tried.
 
 The view is the engine's only mutable structure; `place()` never mutates it (a gang is
 tried on a private overlay). `check_invariants()` states what must always hold.
@@ -18,7 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_platform.domain.model.node import Node, NodeState
-from gpu_platform.domain.placement.fragmentation import TaskShape, TypicalTasks
+from gpu_platform.domain.placement.fragmentation import (
+    TaskShape,
+    TypicalTasks,
+    cpu_per_milli_gpu,
+    cpu_thresholds,
+)
 from gpu_platform.domain.placement.node_choice import HardwareClass
 from gpu_platform.domain.placement.request import MILLI, TaskPlacement
 from gpu_platform.domain.topology.matrix import build_matrix
@@ -34,7 +40,8 @@ __all__ = [
 
 UNKNOWN_CAPACITY = 1 << 62  # a node that reports no CPU count / memory is not limited by it
 GANG_LABELS = ("leaf", "rack")  # node labels gangs are kept within, narrowest first
-Signature = tuple[int, tuple[int, ...]]  # (hardware class id, free milli per GPU position)
+# (hardware class id, free milli per GPU position, free CPU milli-cores)
+Signature = tuple[int, tuple[int, ...], int]
 
 DEFAULT_TYPICAL = TypicalTasks(
     (
@@ -64,19 +71,25 @@ class NodeSlot:
 
 class ClusterView:
     """Free capacity of a cluster, indexed for placement. `typical` is the task mix the
-    fragmentation term expects (FGD's typical tasks); defaults to `DEFAULT_TYPICAL`."""
+    fragmentation and CPU-stranding terms expect (FGD's typical tasks); defaults to
+    `DEFAULT_TYPICAL`. Fixed for the view's life."""
 
     def __init__(self, nodes: Iterable[Node], typical: TypicalTasks = DEFAULT_TYPICAL) -> None:
         self.typical = typical
+        self.cpu_thresholds = cpu_thresholds(typical)
+        self.cpu_per_milli_gpu = cpu_per_milli_gpu(typical)
         self.classes: list[HardwareClass] = []
+        self.class_model: list[str] = []  # the class's GPU model when all agree, else ""
         self._class_ids: dict[tuple[object, ...], int] = {}
         self.slots: dict[str, NodeSlot] = {}
         self.buckets: dict[Signature, dict[str, None]] = {}
         self.log: list[Signature] = []
         # caches owned by the engine: per request shape orderings, fragmentation per shares
         self.orders: dict[tuple[object, ...], Any] = {}
-        self.frag_cache: dict[tuple[int, ...], float] = {}
+        self.frag_cache: dict[tuple[object, ...], float] = {}
+        self.gpu_cache: dict[tuple[object, ...], Any] = {}  # engine: GPU sets per shares
         self.max_gpus = 0
+        self.max_cpu = 0  # largest known CPU capacity (milli-cores): best fit's normaliser
         self.cpu_cache: dict[tuple[str, tuple[int, ...]], tuple[int, ...]] = {}
         # free milli-GPU per (label, value) for the gang labels, kept in step by bind/release
         self.label_free: dict[tuple[str, str], int] = {}
@@ -111,9 +124,14 @@ class ClusterView:
         if cid is None:
             cid = self._class_ids[key] = len(self.classes)
             self.classes.append(hw)
+            models = {g.model for g in hw.gpus}
+            self.class_model.append(models.pop() if len(models) == 1 else "")
         if len(hw.gpus) > self.max_gpus:
             self.max_gpus = len(hw.gpus)
             self.orders.clear()  # the best-fit normalisation changed: re-rank lazily
+        if node.cpus * 1000 > self.max_cpu:
+            self.max_cpu = node.cpus * 1000
+            self.orders.clear()
         ready = node.state is NodeState.READY
         free = [
             MILLI
@@ -145,10 +163,10 @@ class ClusterView:
 
     def signature(self, name: str) -> Signature:
         slot = self.slots[name]
-        return slot.hw, tuple(slot.free)
+        return slot.hw, tuple(slot.free), slot.cpu_free
 
     def _enter(self, name: str, slot: NodeSlot) -> None:
-        sig = (slot.hw, tuple(slot.free))
+        sig = (slot.hw, tuple(slot.free), slot.cpu_free)
         bucket = self.buckets.get(sig)
         if bucket is None:
             bucket = self.buckets[sig] = {}
@@ -156,7 +174,7 @@ class ClusterView:
         bucket[name] = None
 
     def _leave(self, name: str, slot: NodeSlot) -> None:
-        sig = (slot.hw, tuple(slot.free))
+        sig = (slot.hw, tuple(slot.free), slot.cpu_free)
         bucket = self.buckets[sig]
         del bucket[name]
         if not bucket:

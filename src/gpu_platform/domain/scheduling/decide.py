@@ -20,9 +20,10 @@ the same view (including its tie order) and inputs, the decision is the same.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from gpu_platform.domain.placement.engine import place
+from gpu_platform.domain.placement.first_fit import Unschedulable
 from gpu_platform.domain.placement.request import MILLI, GangPlacement, GpuRequest
 from gpu_platform.domain.placement.view import UNKNOWN_CAPACITY, ClusterView
 from gpu_platform.domain.scheduling.backfill import Hold, reserve
@@ -42,7 +43,15 @@ from gpu_platform.domain.scheduling.order import Capacity, FairQueue
 from gpu_platform.domain.scheduling.preemption import find_victims
 from gpu_platform.domain.scheduling.quota import QuotaBook, gpus_text
 
-__all__ = ["decide"]
+__all__ = ["Placer", "decide"]
+
+# How a cycle asks the engine for one job's placement: (job id, request, view). The default
+# is `place`; a caller may wrap it (to time each decision, say) as long as it answers the same.
+Placer = Callable[[str, GpuRequest, ClusterView], GangPlacement | Unschedulable]
+
+
+def _place(_job_id: str, request: GpuRequest, view: ClusterView) -> GangPlacement | Unschedulable:
+    return place(request, view)
 
 
 def decide(
@@ -52,12 +61,14 @@ def decide(
     view: ClusterView,
     quotas: Mapping[str, Quota],
     policy: SchedulerPolicy,
+    placer: Placer = _place,
 ) -> Decision:
     """One cycle: what to bind, whom to preempt, and why every other pending job waits.
     `view` must show the running jobs' placements as bound; every node's free capacity is
     left as it was (only the order among interchangeable nodes, which breaks placement ties,
     may change). The answer does not depend on the order of `pending`. Raises ValueError
-    for duplicate job ids."""
+    for duplicate job ids. `placer` answers each job's own placement question (victim and
+    reservation searches call the engine directly)."""
     pending = list(pending)
     running = list(running)
     ids = [j.id for j in pending] + [r.id for r in running]
@@ -65,7 +76,7 @@ def decide(
         raise ValueError("duplicate job ids among pending and running jobs")
     ledger = Ledger(view)
     try:
-        return _Cycle(now, pending, running, ledger, quotas, policy).run()
+        return _Cycle(now, pending, running, ledger, quotas, policy, placer).run()
     finally:
         ledger.undo_all()
 
@@ -92,7 +103,9 @@ class _Cycle:
         ledger: Ledger,
         quotas: Mapping[str, Quota],
         policy: SchedulerPolicy,
+        placer: Placer = _place,
     ) -> None:
+        self.placer = placer
         self.now = now
         self.pending = pending
         self.running = running
@@ -235,7 +248,7 @@ class _Cycle:
                 " on single nodes",
             )
         else:
-            found = place(job.request, ledger.view)
+            found = self.placer(job.id, job.request, ledger.view)
             if isinstance(found, GangPlacement):
                 ledger.bind_gang(found, job.request.cpu_milli, job.request.memory_bytes)
                 return found
@@ -263,7 +276,7 @@ class _Cycle:
         try:
             if not ledger.could_fit(job.request):
                 return result
-            found = place(job.request, ledger.view)
+            found = self.placer(job.id, job.request, ledger.view)
             if not isinstance(found, GangPlacement):
                 return result
             if short:

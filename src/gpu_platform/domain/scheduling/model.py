@@ -38,7 +38,8 @@ class QueueOrder(enum.StrEnum):
 
 
 class PendingCode(enum.StrEnum):
-    """Why a job waits. `PREEMPTION`: victims were chosen (or are stopping) to make room."""
+    """Why a job waits. `PREEMPTION`: victims were chosen (or are stopping) to make room.
+    `BACKOFF`: re-queued after a fault, it may not start before its retry time."""
 
     QUOTA = "quota"
     CAPACITY = "capacity"
@@ -47,6 +48,7 @@ class PendingCode(enum.StrEnum):
     DEPENDENCY = "dependency"
     PREEMPTION = "preemption"
     ADMISSION = "admission"
+    BACKOFF = "backoff"
 
 
 class PreemptionCause(enum.StrEnum):

@@ -2,19 +2,21 @@
 
 1. Shuffle the workload's tasks with the seed, then append copies drawn with replacement until
    the next copy would push the total GPU request past `tune` (1.3) x the cluster capacity.
-2. Place the tasks one by one, never departing; a task that fits nowhere is dropped.
+2. Place the tasks one by one, never departing; a task that fits nowhere is dropped. Our
+   `default` places each task with the production engine's `place()` (`through_engine`).
 3. Record the GPU allocation ratio (allocated milli-GPU / capacity, in %) against the arrived
    GPU demand (requested milli-GPU of all tasks so far, placed or not, in % of capacity).
 
-Nodes are bucketed by free-capacity signature (`NodeShape`): identical nodes share one bucket,
-a policy scores each signature once per task shape (cached), and a placement moves one node
-from its bucket to another. The randomness is a caller-provided `random.Random`.
+For the baselines, nodes are bucketed by free-capacity signature (`NodeShape`): identical
+nodes share one bucket, a policy scores each signature once per task shape (cached), and a
+placement moves one node from its bucket to another. The randomness is a caller-provided
+`random.Random`.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gpu_platform.domain.placement.fragmentation import (
@@ -24,12 +26,14 @@ from gpu_platform.domain.placement.fragmentation import (
     typical_tasks,
 )
 from gpu_platform.domain.simulation.policies import (
+    ENGINE_POLICY,
     Choice,
     ScoreContext,
     apply,
     gpu_options,
     make_policy,
 )
+from gpu_platform.domain.simulation.through_engine import EnginePlacer, as_node
 
 __all__ = ["SimNode", "SimResult", "inflate", "simulate"]
 
@@ -103,33 +107,18 @@ def _pick(
     return members.pop(), gpu
 
 
-def simulate(
-    nodes: Sequence[SimNode],
-    tasks: Sequence[TaskShape],
-    policy: str,
-    seed: int,
-    tune: float = 1.3,
-) -> SimResult:
-    """Run the protocol for one policy and one seed (pure and deterministic)."""
-    rng = random.Random(seed)
-    capacity = sum(n.gpus for n in nodes) * MILLI
-    workload = inflate(tasks, capacity, rng, tune)
-    ctx = ScoreContext(
-        max_cpu_milli=max((n.cpu_milli for n in nodes), default=1),
-        max_gpus=max((n.gpus for n in nodes), default=1),
-        typical=typical_tasks(tasks),
-    )
+def _bucket_placer(
+    nodes: Sequence[SimNode], policy: str, ctx: ScoreContext, rng: random.Random
+) -> Callable[[TaskShape], bool]:
+    """A baseline policy over signature buckets: the lowest score over every signature."""
     score, random_ties = make_policy(policy, ctx)
     is_random = policy == "random"
     buckets: dict[NodeShape, list[int]] = {}
     for i, node in enumerate(nodes):
         buckets.setdefault(node.shape(), []).append(i)
     cache: dict[tuple[NodeShape, TaskShape], Choice] = {}
-    top = round(tune * 100)
-    curve = [0.0] * (top + 1)
-    arrived = allocated = placed = failed = 0
-    mark = 0
-    for task in workload:
+
+    def place(task: TaskShape) -> bool:
         best: Choice | None = None
         ties: list[NodeShape] = []
         for shape in buckets:
@@ -143,19 +132,54 @@ def simulate(
                 best, ties = choice, [shape]
             elif choice[0] == best[0]:
                 ties.append(shape)
-        arrived += task.gpu_demand_milli
         if best is None:
-            failed += 1
-        else:
-            shape = (
-                rng.choices(ties, [len(buckets[s]) for s in ties])[0] if random_ties else ties[0]
-            )
-            picked, gpu = _pick(buckets[shape], shape, task, rng, is_random, cache)
-            if not buckets[shape]:
-                del buckets[shape]
-            buckets.setdefault(apply(shape, task, gpu), []).append(picked)
+            return False
+        shape = rng.choices(ties, [len(buckets[s]) for s in ties])[0] if random_ties else ties[0]
+        picked, gpu = _pick(buckets[shape], shape, task, rng, is_random, cache)
+        if not buckets[shape]:
+            del buckets[shape]
+        buckets.setdefault(apply(shape, task, gpu), []).append(picked)
+        return True
+
+    return place
+
+
+def simulate(
+    nodes: Sequence[SimNode],
+    tasks: Sequence[TaskShape],
+    policy: str,
+    seed: int,
+    tune: float = 1.3,
+) -> SimResult:
+    """Run the protocol for one policy and one seed (pure and deterministic). `default`
+    places through the production engine (`through_engine`); the others are scored here."""
+    rng = random.Random(seed)
+    capacity = sum(n.gpus for n in nodes) * MILLI
+    workload = inflate(tasks, capacity, rng, tune)
+    typical = typical_tasks(tasks)
+    placer: Callable[[TaskShape], bool]
+    if policy == ENGINE_POLICY:
+        placer = EnginePlacer(
+            [as_node(n.name, n.cpu_milli, n.memory_mib, n.gpus, n.model) for n in nodes], typical
+        )
+    else:
+        ctx = ScoreContext(
+            max_cpu_milli=max((n.cpu_milli for n in nodes), default=1),
+            max_gpus=max((n.gpus for n in nodes), default=1),
+            typical=typical,
+        )
+        placer = _bucket_placer(nodes, policy, ctx, rng)
+    top = round(tune * 100)
+    curve = [0.0] * (top + 1)
+    arrived = allocated = placed = failed = 0
+    mark = 0
+    for task in workload:
+        arrived += task.gpu_demand_milli
+        if placer(task):
             allocated += task.gpu_demand_milli
             placed += 1
+        else:
+            failed += 1
         while mark <= top and arrived * 100 >= mark * capacity:
             curve[mark] = 100.0 * allocated / capacity
             mark += 1

@@ -15,16 +15,19 @@ the FGD simulator's plugins (`hkust-adsl/kubernetes-scheduler-simulator`, read a
   vector (CPU, GPU), both normalised by the largest node; GPU = tightest fit.
 - `fgd`: the smallest increase of fragmentation (`fragmentation.py`); GPU chosen by the same
   rule; equal scores broken at random.
-- `default` (ours): the fragmentation increase, plus `BEST_FIT_WEIGHT` (50 milli-GPU) times
-  BestFit's normalised leftover `cpu/maxCpu + gpu/maxGpu`, plus `CPU_STRAND_WEIGHT` (200
-  milli-GPU) per CPU core that the node's free GPUs lack: a free GPU "needs"
-  `CPU_STRAND_FRACTION` (0.75) x the typical GPU tasks' mean CPU per GPU, and a node whose
-  free CPU falls below that strands GPUs (FGD only sees this through the typical shapes, and
-  breaks near-equal fragmentation at random). Remaining ties go to the least leftover GPU,
-  then CPU - never to a coin. Weights were chosen on seeds 42-44 (best-fit weight 30/50/70/100
-  on `default`; strand weight 100/200/400 and fraction 0.6/0.75/1.0 on `default` and
-  `gpushare40`; the results are flat around the chosen values), then checked on all five
-  workloads and all ten seeds (docs/performance.md).
+- `default` (ours) is not scored here: the simulator places it through the production
+  engine (`through_engine`, `placement.engine.ranking_key`).
+- `sim-default`: the same rule re-implemented over `NodeShape`s, kept to show that going
+  through the engine loses nothing: the fragmentation increase, plus `BEST_FIT_WEIGHT` (50
+  milli-GPU) times BestFit's normalised leftover `cpu/maxCpu + gpu/maxGpu`, plus
+  `CPU_STRAND_WEIGHT` (200 milli-GPU) per CPU core that the node's free GPUs lack: a free GPU
+  "needs" `CPU_STRAND_FRACTION` (0.75) x the typical GPU tasks' mean CPU per GPU, and a node
+  whose free CPU falls below that strands GPUs (FGD only sees this through the typical
+  shapes, and breaks near-equal fragmentation at random). Remaining ties go to the least
+  leftover GPU, then CPU - never to a coin. Weights were chosen on seeds 42-44 (best-fit
+  weight 30/50/70/100 on `default`; strand weight 100/200/400 and fraction 0.6/0.75/1.0 on
+  `default` and `gpushare40`; the results are flat around the chosen values), then checked
+  on all five workloads and all ten seeds (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -32,15 +35,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpu_platform.domain.placement.engine import (
+    BEST_FIT_WEIGHT,
+    CPU_STRAND_FRACTION,
+    CPU_STRAND_WEIGHT,
+)
 from gpu_platform.domain.placement.fragmentation import (
     MILLI,
     NodeShape,
     TaskShape,
     TypicalTasks,
+    cpu_per_milli_gpu,
     fragmentation,
 )
 
-__all__ = ["POLICIES", "Choice", "Policy", "ScoreContext", "apply", "gpu_options", "make_policy"]
+__all__ = [
+    "ENGINE_POLICY",
+    "POLICIES",
+    "Choice",
+    "Policy",
+    "ScoreContext",
+    "apply",
+    "gpu_options",
+    "make_policy",
+]
 
 # A choice is (score, gpu_value): `gpu_value` is the free milli of the GPU a single-GPU task
 # takes (the GPUs of a shape are interchangeable by free value); -1 for multi/CPU-only tasks.
@@ -140,10 +158,7 @@ def make_policy(name: str, ctx: ScoreContext) -> tuple[Policy, bool]:
         delta, gpu = frag_delta(shape, task)
         return (round(delta, 6),), gpu
 
-    gpu_shapes = [(t, p) for t, p in ctx.typical.shapes if t.gpus]
-    demand = sum(p * t.gpu_demand_milli for t, p in gpu_shapes)
-    mean_cpu_per_gpu = sum(p * t.cpu_milli for t, p in gpu_shapes) / demand if demand else 0.0
-    cpu_per_gpu_milli = CPU_STRAND_FRACTION * mean_cpu_per_gpu
+    cpu_per_gpu_milli = CPU_STRAND_FRACTION * cpu_per_milli_gpu(ctx.typical)
 
     def default(shape: NodeShape, task: TaskShape) -> Choice:
         delta, gpu = frag_delta(shape, task)
@@ -160,15 +175,13 @@ def make_policy(name: str, ctx: ScoreContext) -> tuple[Policy, bool]:
         "packing": (packing, True),
         "dotprod": (dotprod, True),
         "fgd": (fgd, True),
-        "default": (default, False),
+        "sim-default": (default, False),
     }
     if name not in table:
-        raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
+        known = ", ".join(p for p in POLICIES if p != ENGINE_POLICY)
+        raise ValueError(f"unknown scoring policy {name!r}; known: {known}")
     return table[name]
 
 
-BEST_FIT_WEIGHT = 50.0  # milli-GPU of fragmentation per unit of normalised leftover
-CPU_STRAND_WEIGHT = 200.0  # milli-GPU of fragmentation per CPU core a node's free GPUs lack
-CPU_STRAND_FRACTION = 0.75  # of the typical tasks' mean CPU per GPU that free GPUs need
-
-POLICIES = ("default", "fgd", "bestfit", "packing", "dotprod", "random")
+ENGINE_POLICY = "default"  # placed by the production engine, not scored here
+POLICIES = ("default", "sim-default", "fgd", "bestfit", "packing", "dotprod", "random")

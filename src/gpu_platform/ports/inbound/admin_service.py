@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 from gpu_platform.domain.faults.commands import AdminAction
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.node import NodeState
+from gpu_platform.domain.scheduling.model import Quota
 
 __all__ = ["AdminService", "NodeInfo"]
 
@@ -50,5 +51,13 @@ class AdminService(Protocol):
     def inject(self, script: str, *, actor: str) -> list[str]: ...
 
     def nodes(self) -> list[NodeInfo]: ...
+
+    def quotas(self) -> dict[str, Quota]:
+        """Every tenant's quota (configured, or set at run time)."""
+        ...
+
+    def set_quota(self, tenant: str, quota: Quota | None) -> None:
+        """Set a tenant's quota, or remove it with None; stored, effective next cycle."""
+        ...
 
     def audit(self, limit: int = 100) -> list[AuditRecord]: ...

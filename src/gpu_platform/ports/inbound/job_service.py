@@ -7,6 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from gpu_platform.domain.model.gpu import Gpu, GpuState
 from gpu_platform.domain.model.job import Job, JobSpec
+from gpu_platform.domain.scheduling.model import PendingReason
 
 __all__ = ["ClusterStatus", "GpuInfo", "JobService"]
 
@@ -49,6 +50,10 @@ class JobService(Protocol):
     def list_jobs(self, state: str | None = None) -> list[Job]: ...
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> Job: ...
+
+    def why(self, job_id: str) -> PendingReason | None:
+        """Why a QUEUED job waits, as of the last scheduling cycle; None for any other job."""
+        ...
 
     def kill(self, job_id: str, reason: str = "killed by user") -> Job:
         """Cancel without a grace period: a running attempt gets SIGKILL at once."""

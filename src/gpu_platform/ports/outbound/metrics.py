@@ -33,6 +33,11 @@ class SchedulerMetrics(Protocol):
         `failure` is the engine's reason when nothing fits now, None when it placed the job."""
         ...
 
+    def placement_refused(self, job_id: str, failure: Unschedulable) -> None:
+        """The scheduler found no room for `job_id` without asking the engine (fewer free
+        GPUs than it needs, or no node of the shape): a failure with no latency."""
+        ...
+
 
 @runtime_checkable
 class RaftMetrics(Protocol):
@@ -70,6 +75,9 @@ class NoSchedulerMetrics:
     def placement_decided(
         self, job_id: str, latency_us: float, failure: Unschedulable | None
     ) -> None:
+        return None
+
+    def placement_refused(self, job_id: str, failure: Unschedulable) -> None:
         return None
 
 

@@ -3,6 +3,7 @@
     gpu-platform whoami
     gpu-platform tenants list | create NAME                          (admins)
     gpu-platform tokens list | create --name N --tenant T --role R | revoke TOKEN_ID  (admins)
+    gpu-platform quotas list | set TENANT --gpus N [--cohort C ...] | delete TENANT   (admins)
 
 `tokens create` prints the secret once; the server keeps only its SHA-256.
 """
@@ -124,3 +125,66 @@ def register_access(
         t = call(server, "DELETE", f"/v1/tokens/{token_id}")
         if not emit(output, t):
             out.print(f"token {t['token_id']} revoked")
+
+    quotas = typer.Typer(
+        help="Per-tenant quotas: guaranteed GPUs, cohort borrowing and lending (admins set).",
+        no_args_is_help=True,
+    )
+    app.add_typer(quotas, name="quotas")
+
+    def limit(value: int | None) -> str:
+        return "-" if value is None else str(value)
+
+    @quotas.command("list")
+    def quotas_list(server: ServerOpt = DEFAULT_SERVER, output: OutputOpt = Output.table) -> None:
+        """Every tenant's quota."""
+        rows = call(server, "GET", "/v1/quotas")
+        if emit(output, rows):
+            return
+        table = Table("TENANT", "GPUS", "COHORT", "BORROW LIMIT", "LEND LIMIT")
+        for q in rows:
+            table.add_row(
+                q["tenant"],
+                str(q["gpus"]),
+                q["cohort"] or "-",
+                limit(q["borrowing_limit"]),
+                limit(q["lending_limit"]),
+            )
+        out.print(table)
+
+    @quotas.command("set")
+    def quotas_set(
+        tenant: Annotated[str, typer.Argument(help="The tenant.")],
+        gpus: Annotated[int, typer.Option(help="Guaranteed (nominal) GPUs.")],
+        cohort: Annotated[
+            str | None, typer.Option(help="Tenants that lend each other idle quota.")
+        ] = None,
+        borrowing_limit: Annotated[
+            int | None, typer.Option(help="GPUs it may borrow beyond --gpus (default: any).")
+        ] = None,
+        lending_limit: Annotated[
+            int | None,
+            typer.Option(help="GPUs of its idle quota others may borrow (default: all)."),
+        ] = None,
+        server: ServerOpt = DEFAULT_SERVER,
+        output: OutputOpt = Output.table,
+    ) -> None:
+        """Set a tenant's quota (replaces the previous one; effective next cycle)."""
+        body = {
+            "gpus": gpus,
+            "cohort": cohort,
+            "borrowing_limit": borrowing_limit,
+            "lending_limit": lending_limit,
+        }
+        q = call(server, "PUT", f"/v1/quotas/{tenant}", json=body)
+        if not emit(output, q):
+            out.print(f"quota {q['tenant']}: {q['gpus']} GPUs, cohort {q['cohort'] or '-'}")
+
+    @quotas.command("delete")
+    def quotas_delete(
+        tenant: Annotated[str, typer.Argument(help="The tenant.")],
+        server: ServerOpt = DEFAULT_SERVER,
+    ) -> None:
+        """Remove a tenant's quota (it then has no guarantee and no cap)."""
+        call(server, "DELETE", f"/v1/quotas/{tenant}")
+        out.print(f"quota {tenant} removed")

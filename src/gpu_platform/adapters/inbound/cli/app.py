@@ -146,6 +146,19 @@ def _when(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _pending(job: dict[str, Any]) -> str:
+    """Why a QUEUED job waits: `code: message` (from the last scheduling cycle)."""
+    p = job.get("pending")
+    if not p:
+        return "-"
+    return f"{p['code']}: {p['message']}"
+
+
+def _reason(job: dict[str, Any]) -> str:
+    """A queued job's reason is why it waits; any other job's is its last transition's."""
+    return _pending(job) if job.get("pending") else str(job["reason"])
+
+
 def _gpus_of(job: dict[str, Any]) -> str:
     a = job.get("allocation")
     if not a:
@@ -338,7 +351,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 _gpus_of(j),
                 str(j["attempt"]),
                 _when(j["submitted_at"]),
-                j["reason"],
+                _reason(j),
             )
         out.print(table)
 
@@ -359,6 +372,9 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             ("Name", j["name"] or "-"),
             ("State", j["state"]),
             ("Reason", j["reason"] or "-"),
+            ("Waiting", _pending(j)),
+            ("Priority", f"{j['priority']}" + ("" if j["preemptible"] else " (not preemptible)")),
+            ("Depends on", ", ".join(j["depends_on"]) or "-"),
             ("Command", " ".join(j["command"])),
             (
                 "GPUs requested",
@@ -482,8 +498,9 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         policy: Annotated[
             str,
             typer.Option(
-                help="Comma-separated policies: default (ours: fragmentation + best fit + "
-                "CPU-stranding), "
+                help="Comma-separated policies: default (ours: the placement engine's "
+                "place(): fragmentation + best fit + CPU-stranding), sim-default (the same "
+                "rule restated in the simulator), "
                 "fgd, bestfit, packing, dotprod, random. Arrivals: fifo, priority, drf, "
                 "backfill, preempt (default = all five)."
             ),

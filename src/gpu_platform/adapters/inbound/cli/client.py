@@ -93,7 +93,8 @@ class ApiClient:
             raise ApiError(f"request to {self.server}{path} failed: {exc}") from None
 
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
-        return self.request(method, path, **kwargs).json()
+        response = self.request(method, path, **kwargs)
+        return response.json() if response.content else None  # 204: no body
 
 
 def _explain(response: httpx.Response) -> str:

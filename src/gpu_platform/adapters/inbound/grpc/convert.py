@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.domain.model.job import Job, JobSpec
+from gpu_platform.domain.scheduling.model import PendingReason
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
 
 __all__ = ["gpu_to_pb", "job_to_pb", "spec_from_pb", "status_to_pb"]
@@ -27,7 +28,7 @@ def spec_from_pb(req: pb.SubmitJobRequest, default_tenant: str = "default") -> J
     )
 
 
-def job_to_pb(job: Job) -> pb.Job:
+def job_to_pb(job: Job, why: PendingReason | None = None) -> pb.Job:
     msg = pb.Job(
         id=job.id,
         name=job.spec.name,
@@ -56,6 +57,9 @@ def job_to_pb(job: Job) -> pb.Job:
         msg.time_limit_s = job.spec.time_limit_s
     if job.spec.user is not None:
         msg.user = job.spec.user
+    msg.borrowing = job.borrowing
+    if why is not None:
+        msg.pending.CopyFrom(pb.PendingReason(code=str(why.code), message=why.message))
     a = job.allocation
     if a is not None:
         msg.allocation.CopyFrom(

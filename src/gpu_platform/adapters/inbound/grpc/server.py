@@ -105,7 +105,8 @@ class JobServicer(pb_grpc.JobServiceServicer):
 
     def GetJob(self, request: pb.GetJobRequest, context: grpc.ServicerContext) -> pb.Job:
         jobs = self._service
-        return job_to_pb(_call(context, lambda: jobs.get(request.id)))
+        job = _call(context, lambda: jobs.get(request.id))
+        return job_to_pb(job, jobs.why(job.id))
 
     def ListJobs(
         self, request: pb.ListJobsRequest, context: grpc.ServicerContext
@@ -114,7 +115,7 @@ class JobServicer(pb_grpc.JobServiceServicer):
         jobs = _call(context, lambda: service.list_jobs(request.state or None))
         if request.tenant:
             jobs = [j for j in jobs if j.spec.tenant == request.tenant]
-        return pb.ListJobsResponse(jobs=[job_to_pb(j) for j in jobs])
+        return pb.ListJobsResponse(jobs=[job_to_pb(j, service.why(j.id)) for j in jobs])
 
     def CancelJob(self, request: pb.CancelJobRequest, context: grpc.ServicerContext) -> pb.Job:
         jobs = self._service

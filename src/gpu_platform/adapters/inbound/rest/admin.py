@@ -6,6 +6,9 @@ injection, the audit log.
     POST /v1/nodes/{node}/{drain|offline|online}          body {"reason": str, "force": bool}
     POST /v1/debug/inject                                 body {"script": str}
     GET  /v1/audit?limit=N
+    GET  /v1/quotas                                       any role
+    PUT  /v1/quotas/{tenant}                              body QuotaIn; admin
+    DELETE /v1/quotas/{tenant}                            admin
 
 The actor is the token's name; with authentication off, the `X-Actor` header (the CLI sends
 the OS user), else "anonymous". Actions and injection need the operator or admin role (403
@@ -16,9 +19,9 @@ an action the state table forbids), 422 bad script or injection off.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.concurrency import run_in_threadpool
 
 from gpu_platform.adapters.inbound.rest.auth import Auth
@@ -31,6 +34,8 @@ from gpu_platform.adapters.inbound.rest.schemas import (
     InjectIn,
     InjectOut,
     NodeOut,
+    QuotaIn,
+    QuotaOut,
 )
 from gpu_platform.domain.errors import NotFound
 from gpu_platform.domain.model.tenancy import Permission, Principal
@@ -40,6 +45,7 @@ from gpu_platform.ports.inbound.job_service import JobService
 __all__ = ["admin_router"]
 
 Action = Literal["drain", "offline", "online"]
+TenantName = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 
 
 def admin_router(service: JobService, admin: AdminService, auth: Auth) -> APIRouter:
@@ -47,6 +53,31 @@ def admin_router(service: JobService, admin: AdminService, auth: Auth) -> APIRou
     operator = auth.require(Permission.HARDWARE_ADMIN, audit_as="hardware.action")
     reader = auth.require(Permission.CLUSTER_READ)
     auditor = auth.require(Permission.AUDIT_READ)
+    quota_admin = auth.require(Permission.ACCESS_ADMIN, audit_as="quota.set")
+
+    @router.get("/v1/quotas", response_model=list[QuotaOut])
+    async def quotas(_: Principal = Depends(reader)) -> list[QuotaOut]:
+        found = await run_in_threadpool(admin.quotas)
+        return [QuotaOut.of(t, q) for t, q in sorted(found.items())]
+
+    @router.put("/v1/quotas/{tenant}", response_model=QuotaOut)
+    async def set_quota(
+        tenant: TenantName, body: QuotaIn, who: Principal = Depends(quota_admin)
+    ) -> QuotaOut:
+        quota = body.to_quota()
+        await run_in_threadpool(
+            auth.trail.around, who, "quota.set", tenant, lambda: admin.set_quota(tenant, quota)
+        )
+        return QuotaOut.of(tenant, quota)
+
+    @router.delete("/v1/quotas/{tenant}", status_code=204, responses=NOT_FOUND)
+    async def delete_quota(tenant: TenantName, who: Principal = Depends(quota_admin)) -> None:
+        def delete() -> None:
+            if tenant not in admin.quotas():
+                raise NotFound("quota", tenant)
+            admin.set_quota(tenant, None)
+
+        await run_in_threadpool(auth.trail.around, who, "quota.delete", tenant, delete)
 
     @router.get("/v1/nodes", response_model=list[NodeOut])
     async def nodes(_: Principal = Depends(reader)) -> list[NodeOut]:

@@ -125,11 +125,14 @@ def create_app(
         if tenant is not None:
             found = [j for j in found if j.spec.tenant == tenant]
         end = None if limit is None else offset + limit
-        return [JobOut.of(j) for j in found[offset:end]]
+        page = found[offset:end]
+        reasons = await run_in_threadpool(lambda: [jobs.why(j.id) for j in page])
+        return [JobOut.of(j, why) for j, why in zip(page, reasons, strict=True)]
 
     @app.get("/v1/jobs/{job_id}", response_model=JobOut, responses=NOT_FOUND)
     async def get_job(job_id: str, jobs: TenantScope = Depends(auth.scope)) -> JobOut:
-        return JobOut.of(await run_in_threadpool(jobs.get, job_id))
+        job = await run_in_threadpool(jobs.get, job_id)
+        return JobOut.of(job, await run_in_threadpool(jobs.why, job_id))
 
     @app.post(
         "/v1/jobs/{job_id}/cancel", response_model=JobOut, responses={**NOT_FOUND, **CONFLICT}

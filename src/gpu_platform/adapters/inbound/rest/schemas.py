@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from gpu_platform.adapters.inbound.rest.problems import CONFLICT, NOT_FOUND
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import MAX_TASKS, Job, JobSpec
+from gpu_platform.domain.scheduling.model import PendingReason, Quota
 from gpu_platform.ports.inbound.admin_service import NodeInfo
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
 from gpu_platform.ports.inbound.usage import UsageReport
@@ -128,6 +129,61 @@ class AllocationOut(BaseModel):
     tasks: list[TaskSlotOut]
 
 
+class PendingOut(BaseModel):
+    """Why a QUEUED job waits (as of the last scheduling cycle)."""
+
+    code: str = Field(
+        description="quota, capacity, topology, reservation, dependency, preemption, "
+        "admission or backoff"
+    )
+    message: str
+
+
+class QuotaIn(BaseModel):
+    """PUT /v1/quotas/{tenant} body: Kueue-style nominal quota, borrowing and lending."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpus: int = Field(ge=0, le=1 << 20, description="guaranteed (nominal) GPUs")
+    cohort: str | None = Field(
+        None, min_length=1, max_length=64, description="tenants that lend idle quota"
+    )
+    borrowing_limit: int | None = Field(
+        None, ge=0, description="GPUs it may borrow beyond `gpus` (none = no limit)"
+    )
+    lending_limit: int | None = Field(
+        None, ge=0, description="GPUs of its idle quota others may borrow (none = all)"
+    )
+    gpu_memory_bytes: int | None = Field(None, ge=0, description="hard cap on GPU memory")
+    cpu_milli: int | None = Field(None, ge=0, description="hard cap on CPU milli-cores")
+
+    def to_quota(self) -> Quota:
+        return Quota(
+            gpus=self.gpus,
+            gpu_memory_bytes=self.gpu_memory_bytes,
+            cpu_milli=self.cpu_milli,
+            borrowing_limit=self.borrowing_limit,
+            lending_limit=self.lending_limit,
+            cohort=self.cohort,
+        )
+
+
+class QuotaOut(QuotaIn):
+    tenant: str
+
+    @classmethod
+    def of(cls, tenant: str, q: Quota) -> QuotaOut:
+        return cls(
+            tenant=tenant,
+            gpus=q.gpus,
+            cohort=q.cohort,
+            borrowing_limit=q.borrowing_limit,
+            lending_limit=q.lending_limit,
+            gpu_memory_bytes=q.gpu_memory_bytes,
+            cpu_milli=q.cpu_milli,
+        )
+
+
 class HistoryOut(BaseModel):
     at: float
     state: str
@@ -159,9 +215,11 @@ class JobOut(BaseModel):
     reason: str
     allocation: AllocationOut | None
     history: list[HistoryOut]
+    borrowing: bool = False
+    pending: PendingOut | None = None
 
     @classmethod
-    def of(cls, job: Job) -> JobOut:
+    def of(cls, job: Job, why: PendingReason | None = None) -> JobOut:
         a = job.allocation
         return cls(
             id=job.id,
@@ -205,6 +263,8 @@ class JobOut(BaseModel):
                 ],
             ),
             history=[HistoryOut(at=t, state=str(s), reason=r) for t, s, r in job.history],
+            borrowing=job.borrowing,
+            pending=None if why is None else PendingOut(code=str(why.code), message=why.message),
         )
 
 

@@ -97,6 +97,9 @@ class OtelJobTracer:
         entry.failed_placements = 0
         entry.mark_ns = end
 
+    def placement_refused(self, job_id: str, failure: Unschedulable) -> None:
+        self._entry(job_id).failed_placements += 1
+
     # -- EventPublisher --------------------------------------------------------------------
 
     def publish(self, event: DomainEvent) -> None:

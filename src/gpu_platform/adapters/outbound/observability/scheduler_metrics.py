@@ -71,8 +71,11 @@ def failure_reason(failure: Unschedulable) -> str:
 
 
 def preemption_reason(reason: str) -> str:
-    """A bounded label for a requeue's free-text reason: gpu_fault, node_fault, restart,
-    shutdown or other."""
+    """A bounded label for a requeue's free-text reason: priority or reclaim (the scheduler
+    chose it as a victim), gpu_fault, node_fault, restart, shutdown or other."""
+    if reason.startswith("preempted: "):
+        cause = reason.removeprefix("preempted: ").split(" ", 1)[0]
+        return cause if cause in ("priority", "reclaim") else "other"
     if reason.startswith("gpu "):
         return "gpu_fault"
     if reason.startswith("node "):
@@ -138,6 +141,9 @@ class PrometheusSchedulerMetrics:
         self.placement_latency.labels(outcome=outcome).observe(latency_us)
         if failure is not None:
             self.placement_failures.labels(reason=failure_reason(failure)).inc()
+
+    def placement_refused(self, job_id: str, failure: Unschedulable) -> None:
+        self.placement_failures.labels(reason=failure_reason(failure)).inc()
 
     # -- EventPublisher --------------------------------------------------------------------
 

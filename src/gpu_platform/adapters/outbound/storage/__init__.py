@@ -3,6 +3,7 @@
 from gpu_platform.adapters.outbound.storage.audit_file import AuditChainBroken, JsonlAuditLog
 from gpu_platform.adapters.outbound.storage.sqlite_access import SqliteAccessStore
 from gpu_platform.adapters.outbound.storage.sqlite_hardware import SqliteHardwareStore
+from gpu_platform.adapters.outbound.storage.sqlite_quotas import SqliteQuotaStore
 from gpu_platform.adapters.outbound.storage.sqlite_store import SqliteJobStore
 
 __all__ = [
@@ -11,4 +12,5 @@ __all__ = [
     "SqliteAccessStore",
     "SqliteHardwareStore",
     "SqliteJobStore",
+    "SqliteQuotaStore",
 ]

@@ -27,6 +27,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "reason": job.reason,
         "releasing": job.releasing,
         "not_before": job.not_before,
+        "borrowing": job.borrowing,
         "history": [[t, s.value, r] for t, s, r in job.history],
         "spec": {
             "command": list(spec.command),
@@ -108,5 +109,6 @@ def job_from_dict(data: dict[str, Any]) -> Job:
         reason=data["reason"],
         releasing=data["releasing"],
         not_before=data.get("not_before", 0.0),
+        borrowing=data.get("borrowing", False),
         history=tuple((t, JobState(st), r) for t, st, r in data["history"]),
     )

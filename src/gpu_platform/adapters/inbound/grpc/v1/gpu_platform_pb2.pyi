@@ -252,6 +252,8 @@ class Job(_message.Message):
     TASKS_FIELD_NUMBER: _builtins.int
     PREEMPTIBLE_FIELD_NUMBER: _builtins.int
     DEPENDS_ON_FIELD_NUMBER: _builtins.int
+    BORROWING_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     state: _builtins.str
@@ -270,6 +272,8 @@ class Job(_message.Message):
     user: _builtins.str
     tasks: _builtins.int
     preemptible: _builtins.bool
+    borrowing: _builtins.bool
+    """runs on quota borrowed from its cohort"""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -278,6 +282,10 @@ class Job(_message.Message):
     def history(self) -> _containers.RepeatedCompositeFieldContainer[Global___HistoryEntry]: ...
     @_builtins.property
     def depends_on(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def pending(self) -> Global___PendingReason:
+        """QUEUED jobs: why they wait (last scheduling cycle)"""
+
     def __init__(
         self,
         *,
@@ -302,10 +310,12 @@ class Job(_message.Message):
         tasks: _builtins.int = ...,
         preemptible: _builtins.bool = ...,
         depends_on: _abc.Iterable[_builtins.str] | None = ...,
+        borrowing: _builtins.bool = ...,
+        pending: Global___PendingReason | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "exit_code", b"exit_code", "finished_at", b"finished_at", "memory_bytes", b"memory_bytes", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "exit_code", b"exit_code", "finished_at", b"finished_at", "memory_bytes", b"memory_bytes", "pending", b"pending", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "attempt", b"attempt", "command", b"command", "depends_on", b"depends_on", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpus", b"gpus", "history", b"history", "id", b"id", "memory_bytes", b"memory_bytes", "name", b"name", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "depends_on", b"depends_on", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpus", b"gpus", "history", b"history", "id", b"id", "memory_bytes", b"memory_bytes", "name", b"name", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__allocation: _TypeAlias = _typing.Literal["allocation"]  # noqa: Y015
     _WhichOneofArgType__allocation: _TypeAlias = _typing.Literal["_allocation", b"_allocation"]  # noqa: Y015
@@ -315,6 +325,8 @@ class Job(_message.Message):
     _WhichOneofArgType__finished_at: _TypeAlias = _typing.Literal["_finished_at", b"_finished_at"]  # noqa: Y015
     _WhichOneofReturnType__memory_bytes: _TypeAlias = _typing.Literal["memory_bytes"]  # noqa: Y015
     _WhichOneofArgType__memory_bytes: _TypeAlias = _typing.Literal["_memory_bytes", b"_memory_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__pending: _TypeAlias = _typing.Literal["pending"]  # noqa: Y015
+    _WhichOneofArgType__pending: _TypeAlias = _typing.Literal["_pending", b"_pending"]  # noqa: Y015
     _WhichOneofReturnType__started_at: _TypeAlias = _typing.Literal["started_at"]  # noqa: Y015
     _WhichOneofArgType__started_at: _TypeAlias = _typing.Literal["_started_at", b"_started_at"]  # noqa: Y015
     _WhichOneofReturnType__time_limit_s: _TypeAlias = _typing.Literal["time_limit_s"]  # noqa: Y015
@@ -330,6 +342,8 @@ class Job(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_bytes) -> _WhichOneofReturnType__memory_bytes | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__pending) -> _WhichOneofReturnType__pending | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__started_at) -> _WhichOneofReturnType__started_at | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__time_limit_s) -> _WhichOneofReturnType__time_limit_s | None: ...
@@ -337,6 +351,29 @@ class Job(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__user) -> _WhichOneofReturnType__user | None: ...
 
 Global___Job: _TypeAlias = Job  # noqa: Y015
+
+@_typing.final
+class PendingReason(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    code: _builtins.str
+    """quota capacity topology reservation dependency preemption admission backoff"""
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        code: _builtins.str = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PendingReason: _TypeAlias = PendingReason  # noqa: Y015
 
 @_typing.final
 class GetJobRequest(_message.Message):
