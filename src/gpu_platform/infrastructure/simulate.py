@@ -1,4 +1,5 @@
-"""The `simulate` hook of the CLI: read an openb cluster and trace, run the FGD protocol over
+"""The `simulate` hook of the CLI (`--protocol arrivals` is in `simulate_arrivals.py`): read an
+openb cluster and trace, run the FGD protocol over
 policies x seeds (optionally in worker processes), write DIR/summary.json, DIR/runs.json
 (per-seed figures) and DIR/curves.csv (allocation % at each arrived-demand % per seed), and
 return a table for the terminal (with FGD's published means when `expected` is given).
@@ -21,6 +22,7 @@ from gpu_platform.application.simulation import published_curves, published_mean
 from gpu_platform.domain.placement.fragmentation import TaskShape
 from gpu_platform.domain.simulation import POLICIES, SimNode, SimResult, simulate
 from gpu_platform.infrastructure.progress import progress_bar
+from gpu_platform.infrastructure.simulate_arrivals import arrivals_command
 
 __all__ = ["simulate_command"]
 
@@ -34,8 +36,10 @@ def _one(
 
 def simulate_command(options: SimulateOptions) -> str:
     """Run and write the files; ValueError with a one-line reason on bad input."""
+    if options.protocol == "arrivals":
+        return arrivals_command(options)
     if options.protocol != "fgd":
-        raise ValueError(f"unknown protocol {options.protocol!r} (known: fgd)")
+        raise ValueError(f"unknown protocol {options.protocol!r} (known: fgd, arrivals)")
     unknown = [p for p in options.policies if p not in POLICIES]
     if unknown:
         raise ValueError(f"unknown policy {', '.join(unknown)} (known: {', '.join(POLICIES)})")

@@ -11,18 +11,39 @@ Metrics: `alloc_pct` = time-weighted mean share of GPUs allocated while at least
 waits (the issue's "mean GPU allocation while the queue is non-empty"), over the whole run;
 `arrivals_alloc_pct` the same up to the last arrival (without the drain, where only the
 largest jobs are left); queueing delay = first start - submit; JCT = completion - submit.
+
+Failure injection (`simulate_detailed(..., failures=Failures(...))`): every healthy GPU fails
+at `rate_per_gpu_hour` (a Poisson process drawn from `random.Random(seed)`: the next failure
+of the whole cluster is exponential at rate x all GPUs, and a draw that lands on a GPU already
+down is skipped, which thins it to exactly the per-healthy-GPU rate). A failed GPU's job stops
+at once and is queued again whole with its original submission time (issue 7's policy: a gang
+restarts from the beginning); the GPU is held out of the view until it is repaired
+`repair_s` later. A job that failed more than `max_restarts` times is abandoned (a long gang
+at a high rate would otherwise restart forever: it is not checkpointed). The process is armed
+only while a job runs or arrivals remain, so a run always ends; it ends when every job has
+finished or was abandoned. Failed GPUs count as not allocated.
+`simulate` (no failures) is unchanged; `simulate_detailed` also returns each attempt and a
+utilization sample per event time.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import heapq
+import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpu_platform.domain.model.gpu import Gpu, Vendor
 from gpu_platform.domain.model.node import Node, NumaNode
-from gpu_platform.domain.placement import ClusterView, GangPlacement, GpuRequest
+from gpu_platform.domain.placement import (
+    ClusterView,
+    GangPlacement,
+    GpuRequest,
+    GpuShare,
+    Score,
+    TaskPlacement,
+)
 from gpu_platform.domain.scheduling import (
     Decision,
     PendingJob,
@@ -33,9 +54,22 @@ from gpu_platform.domain.scheduling import (
 )
 from gpu_platform.domain.simulation.workload import SimJob
 
-__all__ = ["ArrivalsResult", "Scheduler", "percentile", "simulate", "uniform_cluster"]
+__all__ = [
+    "ArrivalsDetail",
+    "ArrivalsResult",
+    "Attempt",
+    "Failures",
+    "Outcome",
+    "Sample",
+    "Scheduler",
+    "percentile",
+    "simulate",
+    "simulate_detailed",
+    "uniform_cluster",
+]
 
-_FINISH, _ARRIVE = 0, 1
+_FINISH, _ARRIVE, _REPAIR, _FAIL = 0, 1, 2, 3
+_MILLI = 1000
 
 
 def uniform_cluster(nodes: int, gpus: int = 8, nodes_per_rack: int = 16) -> list[Node]:
@@ -90,6 +124,77 @@ class ArrivalsResult:
     end_s: float
 
 
+@dataclass(frozen=True, slots=True)
+class Failures:
+    """GPU failure injection: `rate_per_gpu_hour` failures per healthy GPU-hour (> 0), each
+    GPU back `repair_s` seconds after it failed; draws from `random.Random(seed)`; a job is
+    abandoned at its `max_restarts` + 1st failure."""
+
+    rate_per_gpu_hour: float
+    repair_s: float = 3600.0
+    seed: int = 0
+    max_restarts: int = 10
+
+    def __post_init__(self) -> None:
+        if not self.rate_per_gpu_hour > 0:
+            raise ValueError(f"rate_per_gpu_hour must be > 0, got {self.rate_per_gpu_hour}")
+        if not self.repair_s > 0:
+            raise ValueError(f"repair_s must be > 0, got {self.repair_s}")
+        if self.max_restarts < 0:
+            raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
+
+
+class Outcome:
+    """How an attempt ended (plain strings, written as they are to CSV)."""
+
+    FINISHED = "finished"
+    PREEMPTED = "preempted"
+    FAILED = "failed"  # a GPU under it failed; the job was queued again
+    ABANDONED = "abandoned"  # a GPU under it failed once more than `max_restarts` allows
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One run of a job: `gpus` GPUs from `start_s` to `end_s` (seconds), ended by `outcome`
+    (an `Outcome` value)."""
+
+    job_id: str
+    tenant: str
+    gpus: int
+    start_s: float
+    end_s: float
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """The cluster after the scheduling cycle at `t_s`: GPUs allocated to jobs, GPUs down,
+    jobs waiting and running."""
+
+    t_s: float
+    allocated_gpus: int
+    down_gpus: int
+    pending: int
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalsDetail:
+    """`result` (as `simulate` returns it) plus every attempt in end order, one `Sample` per
+    event time, and the failure figures: GPU failures, GPU-hours of work lost (the failed
+    attempts' GPUs x their run time), GPU-hours down (failure to repair or run end) and jobs
+    abandoned after too many restarts."""
+
+    result: ArrivalsResult
+    attempts: tuple[Attempt, ...]
+    samples: tuple[Sample, ...]
+    gpus: int
+    failures: int = 0
+    lost_gpu_hours: float = 0.0
+    down_gpu_hours: float = 0.0
+    abandoned: int = 0
+
+
 Scheduler = Callable[
     [
         float,
@@ -115,6 +220,29 @@ def simulate(
     return _Run(nodes, jobs, policy, quotas or {}, scheduler).run()
 
 
+def simulate_detailed(
+    nodes: Sequence[Node],
+    jobs: Sequence[SimJob],
+    policy: SchedulerPolicy,
+    quotas: Mapping[str, Quota] | None = None,
+    scheduler: Scheduler = decide,
+    failures: Failures | None = None,
+) -> ArrivalsDetail:
+    """`simulate`, with optional GPU `failures`, returning the attempts and samples too."""
+    run = _Run(nodes, jobs, policy, quotas or {}, scheduler, failures)
+    result = run.run()
+    return ArrivalsDetail(
+        result,
+        tuple(run.attempts),
+        tuple(run.samples),
+        run.total_milli // _MILLI,
+        run.failure_count,
+        round(run.lost_gpu_s / 3600, 3),
+        round(run.down_gpu_s / 3600, 3),
+        len(run.abandoned),
+    )
+
+
 class _Run:
     def __init__(
         self,
@@ -123,6 +251,7 @@ class _Run:
         policy: SchedulerPolicy,
         quotas: Mapping[str, Quota],
         scheduler: Scheduler,
+        failures: Failures | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.view = ClusterView(nodes)
@@ -142,6 +271,20 @@ class _Run:
         self.allocated = 0
         self.cycles = self.preemptions = 0
         self.seq = len(jobs)
+        self.attempts: list[Attempt] = []
+        self.samples: list[Sample] = []
+        # failure injection: GPU key (node, index) -> its Gpu; who holds it; what is down
+        self.failures = failures
+        self.rng = random.Random(failures.seed if failures else 0)
+        self.gpus = [(n.name, g) for n in nodes for g in n.gpus]
+        self.holder: dict[tuple[str, int], str] = {}
+        self.down: dict[tuple[str, int], tuple[float, TaskPlacement]] = {}
+        self.armed = False
+        self.arrivals_left = len(jobs)
+        self.failure_count = 0
+        self.restarts: dict[str, int] = {}
+        self.abandoned: set[str] = set()
+        self.lost_gpu_s = self.down_gpu_s = 0.0
 
     def _queue(self, job_id: str, seq: int) -> None:
         j = self.by_id[job_id]
@@ -155,17 +298,24 @@ class _Run:
             runtime_estimate_s=j.time_limit_s,
         )
 
-    def _stop(self, job_id: str) -> None:
+    def _stop(self, job_id: str, now: float, outcome: str) -> None:
         r = self.running.pop(job_id)
         for t in r.tasks:
             self.view.release(t)
+            for share in t.gpus:
+                self.holder.pop((t.node, share.gpu.index), None)
         self.allocated -= r.gpu_milli
+        self.attempts.append(
+            Attempt(job_id, r.tenant, r.gpu_milli // _MILLI, r.started_at, now, outcome)
+        )
 
     def _start(self, job_id: str, placement: GangPlacement, now: float, borrowing: bool) -> None:
         self.pending.pop(job_id)
         j = self.by_id[job_id]
         for t in placement.tasks:
             self.view.bind(t)
+            for share in t.gpus:
+                self.holder[(t.node, share.gpu.index)] = job_id
         attempt = self.attempt[job_id] = self.attempt.get(job_id, 0) + 1
         self.first_start.setdefault(job_id, now)
         limit = j.time_limit_s
@@ -195,7 +345,7 @@ class _Run:
             for p in d.preemptions:
                 nominee = self.pending[p.preemptor]
                 self.pending[p.preemptor] = dataclasses.replace(nominee, nominated=True)
-                self._stop(p.victim)
+                self._stop(p.victim, now, Outcome.PREEMPTED)
                 self._queue(p.victim, self.seq)
                 self.seq += 1
                 self.preemptions += 1
@@ -203,6 +353,45 @@ class _Run:
                 self._start(job_id, placement, now, job_id in d.borrowing)
             if not d.preemptions:
                 return
+
+    def _arm(self, now: float) -> None:
+        """Draw the next cluster-wide failure time, while there is work that could fail."""
+        f = self.failures
+        if f is None or self.armed or not (self.running or self.arrivals_left):
+            return
+        rate = f.rate_per_gpu_hour * len(self.gpus) / 3600.0
+        heapq.heappush(self.heap, (now + self.rng.expovariate(rate), _FAIL, 0, ""))
+        self.armed = True
+
+    def _fail(self, now: float, f: Failures) -> None:
+        self.armed = False
+        node, gpu = self.gpus[self.rng.randrange(len(self.gpus))]
+        key = (node, gpu.index)
+        if key in self.down:
+            return  # thinning: only healthy GPUs fail
+        self.failure_count += 1
+        job_id = self.holder.get(key)
+        if job_id is not None:
+            r = self.running[job_id]
+            self.lost_gpu_s += r.gpu_milli / _MILLI * (now - r.started_at)
+            restarts = self.restarts[job_id] = self.restarts.get(job_id, 0) + 1
+            if restarts > f.max_restarts:
+                self._stop(job_id, now, Outcome.ABANDONED)
+                self.abandoned.add(job_id)
+            else:
+                self._stop(job_id, now, Outcome.FAILED)
+                self._queue(job_id, self.seq)
+                self.seq += 1
+        hold = TaskPlacement(node, (GpuShare(gpu, _MILLI),), (), (), Score(0, 0, 0, 0.0, 0, False))
+        self.view.bind(hold)
+        self.down[key] = (now, hold)
+        heapq.heappush(self.heap, (now + f.repair_s, _REPAIR, 0, f"{node}/{gpu.index}"))
+
+    def _repair(self, now: float, tag: str) -> None:
+        node, _, index = tag.rpartition("/")
+        since, hold = self.down.pop((node, int(index)))
+        self.view.release(hold)
+        self.down_gpu_s += now - since
 
     def run(self) -> ArrivalsResult:
         heap = self.heap
@@ -222,10 +411,31 @@ class _Run:
                 _, kind, tag, job_id = heapq.heappop(heap)
                 if kind == _ARRIVE:
                     self._queue(job_id, tag)
+                    self.arrivals_left -= 1
+                elif kind == _FAIL and self.failures is not None:
+                    self._fail(now, self.failures)
+                elif kind == _REPAIR:
+                    self._repair(now, job_id)
                 elif job_id in self.running and self.attempt[job_id] == tag:
-                    self._stop(job_id)  # else: the end of an attempt that was preempted
+                    # else: the end of an attempt that was preempted or failed
+                    self._stop(job_id, now, Outcome.FINISHED)
                     self.finish[job_id] = now
             self._cycle(now)
+            self.samples.append(
+                Sample(
+                    now,
+                    self.allocated // _MILLI,
+                    len(self.down),
+                    len(self.pending),
+                    len(self.running),
+                )
+            )
+            if self.failures is not None:
+                if len(self.finish) + len(self.abandoned) == len(self.jobs):
+                    break  # only failures and repairs are left
+                self._arm(now)
+        for since, _hold in self.down.values():
+            self.down_gpu_s += last - since
         delays = [t - self.by_id[j].submit_s for j, t in self.first_start.items()]
         jcts = [t - self.by_id[j].submit_s for j, t in self.finish.items()]
         return ArrivalsResult(

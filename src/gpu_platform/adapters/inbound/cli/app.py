@@ -53,7 +53,8 @@ class ServeOptions:
 class SimulateOptions:
     """`gpu-platform simulate`: protocol, openb node list, pod list, policies, seeds, output
     directory, demand inflation (1.3 = 130 %), worker processes, published means CSV (or the
-    expected-results folder), PNG plots, no progress bar."""
+    expected-results folder), PNG plots, no progress bar; arrivals protocol: GPU failures per
+    GPU-hour and repair time in seconds."""
 
     protocol: str
     cluster: Path
@@ -66,6 +67,8 @@ class SimulateOptions:
     expected: Path | None = None
     plots: bool = False
     quiet: bool = False
+    fail_rate: float = 0.0
+    repair_s: float = 3600.0
 
 
 @dataclass(frozen=True)
@@ -508,17 +511,26 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
 
     @app.command()
     def simulate(
-        cluster: Annotated[Path, typer.Option(help="Node list CSV (openb format).")],
-        trace: Annotated[Path, typer.Option(help="Pod list CSV (openb format).")],
+        cluster: Annotated[
+            Path,
+            typer.Option(help="Node list CSV (openb format); arrivals also: a profile like 32x8."),
+        ],
+        trace: Annotated[
+            Path,
+            typer.Option(
+                help="Pod list CSV (openb format); arrivals also: generate[:n=2000,load=1.1]."
+            ),
+        ],
         out: Annotated[Path, typer.Option(help="Output directory (summary.json, curves).")],
-        protocol: Annotated[str, typer.Option(help="Evaluation protocol: fgd.")] = "fgd",
+        protocol: Annotated[str, typer.Option(help="Evaluation protocol: fgd, arrivals.")] = "fgd",
         policy: Annotated[
             str,
             typer.Option(
                 help="Comma-separated policies: default (ours: the placement engine's "
                 "place(): fragmentation + best fit + CPU-stranding), sim-default (the same "
                 "rule restated in the simulator), "
-                "fgd, bestfit, packing, dotprod, random."
+                "fgd, bestfit, packing, dotprod, random. Arrivals: fifo, priority, drf, "
+                "backfill, preempt (default = all five)."
             ),
         ] = "default",
         seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "42",
@@ -542,9 +554,15 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         quiet: Annotated[
             bool, typer.Option("--quiet", help="No progress bar (it shows only on a terminal).")
         ] = False,
+        fail_rate: Annotated[
+            float, typer.Option(help="Arrivals: GPU failures per GPU-hour (Poisson, seeded).")
+        ] = 0.0,
+        repair_s: Annotated[
+            float, typer.Option(help="Arrivals: seconds until a failed GPU is back.")
+        ] = 3600.0,
     ) -> None:
-        """Trace-driven placement simulation (FGD protocol, USENIX ATC '23): allocation ratio
-        per policy, means over seeds, written to OUT/summary.json."""
+        """Trace-driven simulation: the FGD placement protocol (USENIX ATC '23) or arrivals and
+        departures through the scheduler; means over seeds, written to OUT/summary.json."""
         if hooks.simulate is None:
             raise _fail("simulate is not available in this build")
         try:
@@ -560,6 +578,8 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 expected=expected,
                 plots=plots,
                 quiet=quiet,
+                fail_rate=fail_rate,
+                repair_s=repair_s,
             )
             text = hooks.simulate(options)
         except Exception as exc:  # the hook's errors are one-line reasons by contract

@@ -1,5 +1,6 @@
 """PNG plots of simulator outputs (matplotlib, optional extra `sim`, imported lazily)."""
 
+from gpu_platform.adapters.outbound.plots.arrivals import write_arrivals_plots
 from gpu_platform.adapters.outbound.plots.charts import (
     INSTALL_HINT,
     PlotsUnavailable,
@@ -23,5 +24,6 @@ __all__ = [
     "line_chart",
     "require_matplotlib",
     "stacked_chart",
+    "write_arrivals_plots",
     "write_fgd_plots",
 ]
