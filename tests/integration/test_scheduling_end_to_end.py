@@ -26,7 +26,9 @@ def submit(server: Server, *args: str) -> str:
 def test_describe_explains_a_waiting_job_and_priority_preempts(
     server_factory: Callable[..., Server],
 ) -> None:
-    server = server_factory(GPU_PLATFORM_STOP_GRACE_SECONDS="1")
+    server = server_factory(
+        GPU_PLATFORM_STOP_GRACE_SECONDS="1", GPU_PLATFORM_SCHEDULER_PREEMPT_EXEMPT_SECONDS="0"
+    )
     low = submit(server, "--gpus", "8", "--priority", "0")
     server.wait_job(low, lambda j: j["state"] == "RUNNING")
 

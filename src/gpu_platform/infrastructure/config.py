@@ -130,6 +130,11 @@ class Settings(BaseSettings):
         description="Stop lower-priority (or quota-borrowing) preemptible jobs to make room; "
         "victims get SIGTERM, stop_grace_seconds, then SIGKILL, and are re-queued.",
     )
+    scheduler_preempt_exempt_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="A job is never preempted before it has run this long (no thrashing).",
+    )
     scheduler_max_jobs_per_cycle: int = Field(
         1000, ge=1, description="Pending jobs one scheduling cycle examines at most."
     )

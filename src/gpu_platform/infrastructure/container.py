@@ -175,6 +175,7 @@ def scheduler_policy(settings: Settings) -> SchedulerPolicy:
             backfill=settings.scheduler_backfill,
             preemption=settings.scheduler_preemption,
             max_jobs=settings.scheduler_max_jobs_per_cycle,
+            min_runtime_s=settings.scheduler_preempt_exempt_seconds,
         )
     except ValueError as exc:
         raise ConfigError(f"configuration: scheduler: {exc}") from None

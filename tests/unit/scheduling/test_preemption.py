@@ -147,3 +147,14 @@ def test_single_task_victim_sets_are_as_cheap_as_the_brute_force_oracle(
     assert fits_after(view, chosen, preemptor)
     got = (sum(r.gpu_milli for r in chosen), max(r.priority for r in chosen))
     assert got == best
+
+
+def test_a_job_younger_than_the_exempt_time_is_never_a_victim() -> None:
+    policy = SchedulerPolicy(preemption=True, min_runtime_s=300.0)
+    view = ClusterView(cluster(1, gpus=4))
+    running = [start(view, job("young", 4), now=50.0)]
+    early = run_cycle(view, [job("p", 4, priority=5)], running, now=200.0, policy=policy)
+    assert early.preemptions == ()
+    assert early.pending_reasons["p"].code is PendingCode.CAPACITY
+    later = run_cycle(view, [job("p", 4, priority=5)], running, now=350.0, policy=policy)
+    assert victims(later) == {"young"}

@@ -293,9 +293,10 @@ class _Cycle:
     def _maybe_preempt(self, job: PendingJob, reason: PendingReason) -> PendingReason:
         if not self.policy.preemption or self.preemptors >= self.policy.max_preemptors:
             return reason
+        exempt_after = self.now - self.policy.min_runtime_s
         found = find_victims(
             job,
-            self.running,
+            [r for r in self.running if r.started_at <= exempt_after],
             self.ledger,
             self.book,
             self.victims,

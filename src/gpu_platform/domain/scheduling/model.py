@@ -174,7 +174,9 @@ class SchedulerPolicy:
     `backfill`: EASY backfill behind one reservation; off = strict order (the first job that
     does not fit holds everything behind it). `preemption`: may choose victims.
     `max_jobs`: jobs examined per cycle; `max_preemptors`: jobs that may choose victims per
-    cycle; `max_victims_per_node`: candidates per node in the exact victim search."""
+    cycle; `max_victims_per_node`: candidates per node in the exact victim search.
+    `min_runtime_s`: a running job is never a victim before it has run this long (Slurm's
+    PreemptExemptTime), so preemption cannot thrash a job that keeps being re-placed."""
 
     order: QueueOrder = QueueOrder.FIFO
     aging_rate: float = 0.0
@@ -186,8 +188,11 @@ class SchedulerPolicy:
     max_jobs: int = 1000
     max_preemptors: int = 1
     max_victims_per_node: int = 8
+    min_runtime_s: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.min_runtime_s < 0:
+            raise ValueError(f"min_runtime_s must be >= 0, got {self.min_runtime_s}")
         if self.aging_rate < 0:
             raise ValueError(f"aging_rate must be >= 0, got {self.aging_rate}")
         if self.aging_bound_s is not None and self.aging_bound_s <= 0:
