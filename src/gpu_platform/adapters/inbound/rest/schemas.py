@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -174,14 +175,7 @@ class QuotaIn(BaseModel):
     cpu_milli: int | None = Field(None, ge=0, description="hard cap on CPU milli-cores")
 
     def to_quota(self) -> Quota:
-        return Quota(
-            gpus=self.gpus,
-            gpu_memory_bytes=self.gpu_memory_bytes,
-            cpu_milli=self.cpu_milli,
-            borrowing_limit=self.borrowing_limit,
-            lending_limit=self.lending_limit,
-            cohort=self.cohort,
-        )
+        return Quota(**self.model_dump(include=set(QuotaIn.model_fields)))
 
 
 class QuotaOut(QuotaIn):
@@ -189,15 +183,7 @@ class QuotaOut(QuotaIn):
 
     @classmethod
     def of(cls, tenant: str, q: Quota) -> QuotaOut:
-        return cls(
-            tenant=tenant,
-            gpus=q.gpus,
-            cohort=q.cohort,
-            borrowing_limit=q.borrowing_limit,
-            lending_limit=q.lending_limit,
-            gpu_memory_bytes=q.gpu_memory_bytes,
-            cpu_milli=q.cpu_milli,
-        )
+        return cls(tenant=tenant, **asdict(q))
 
 
 class HistoryOut(BaseModel):
