@@ -62,6 +62,8 @@ def test_a_generated_workload_with_failures_writes_summary_jobs_and_utilization(
     util = read_csv(out / "utilization.csv")
     assert {u["policy"] for u in util} == {"fifo", "preempt"}
     assert all(0 <= int(u["allocated_gpus"]) + int(u["down_gpus"]) <= 32 for u in util)
+    free = [32 - int(u["allocated_gpus"]) - int(u["down_gpus"]) for u in util]
+    assert all(0 <= float(u["fragmented_gpus"]) <= f for u, f in zip(util, free, strict=True))
     assert not list(out.glob("*.png"))
 
     again = tmp_path / "again"
@@ -83,6 +85,7 @@ def test_plots_are_written_when_matplotlib_is_present(tmp_path: Path) -> None:
     assert code == 0, text
     names = {
         "utilization.png",
+        "fragmentation.png",
         "queue_delay_cdf.png",
         "jct_cdf.png",
         "preemptions.png",

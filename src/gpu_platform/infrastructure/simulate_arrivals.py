@@ -109,7 +109,10 @@ def arrivals_command(options: SimulateOptions) -> str:
             writer.writerows(job_rows(run))
     with (out / "utilization.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["policy", "seed", "t_s", "allocated_gpus", "down_gpus", "pending", "running"])
+        w.writerow(
+            ["policy", "seed", "t_s", "allocated_gpus", "down_gpus", "pending", "running",
+             "fragmented_gpus"]
+        )  # fmt: skip
         for run in runs:
             for s in run.detail.samples:
                 w.writerow(
@@ -121,6 +124,7 @@ def arrivals_command(options: SimulateOptions) -> str:
                         s.down_gpus,
                         s.pending,
                         s.running,
+                        s.fragmented_gpus,
                     ]
                 )
     plots: list[Path] = write_arrivals_plots(out, runs) if options.plots else []

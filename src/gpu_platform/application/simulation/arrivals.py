@@ -288,10 +288,11 @@ def _figures(run: ArrivalsRun) -> dict[str, Any]:
 
 
 def utilization_grid(
-    runs: Sequence[ArrivalsRun], points: int = 200
+    runs: Sequence[ArrivalsRun], points: int = 200, what: str = "allocated_gpus"
 ) -> tuple[list[float], list[float], list[float], list[float]]:
-    """Allocated GPUs % of the cluster on `points` evenly spaced times over the longest run:
-    (times, mean, min, max) over `runs` (a run holds its last value after it ended)."""
+    """A sample field (`allocated_gpus`, or `fragmented_gpus`) as % of the cluster's GPUs on
+    `points` evenly spaced times over the longest run: (times, mean, min, max) over `runs`
+    (a run holds its last value after it ended)."""
     end = max(r.detail.result.end_s for r in runs)
     times = [end * i / (points - 1) for i in range(points)]
     curves = []
@@ -300,7 +301,7 @@ def utilization_grid(
         curve, k, value = [], 0, 0.0
         for t in times:
             while k < len(samples) and samples[k].t_s <= t:
-                value = 100.0 * samples[k].allocated_gpus / gpus
+                value = 100.0 * getattr(samples[k], what) / gpus
                 k += 1
             curve.append(value)
         curves.append(curve)

@@ -44,6 +44,8 @@ from gpu_platform.domain.placement import (
     Score,
     TaskPlacement,
 )
+from gpu_platform.domain.placement.fragmentation import NodeShape, fragmentation
+from gpu_platform.domain.placement.view import DEFAULT_TYPICAL
 from gpu_platform.domain.scheduling import (
     Decision,
     PendingJob,
@@ -169,13 +171,15 @@ class Attempt:
 @dataclass(frozen=True, slots=True)
 class Sample:
     """The cluster after the scheduling cycle at `t_s`: GPUs allocated to jobs, GPUs down,
-    jobs waiting and running."""
+    jobs waiting and running, and `fragmented_gpus`: free GPU capacity (in GPUs) the typical
+    task mix could not use where it lies (FGD's measure, summed over nodes)."""
 
     t_s: float
     allocated_gpus: int
     down_gpus: int
     pending: int
     running: int
+    fragmented_gpus: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +335,16 @@ class _Run:
         self.allocated += r.gpu_milli
         heapq.heappush(self.heap, (now + j.duration_s, _FINISH, attempt, job_id))
 
+    def _fragmented(self) -> float:
+        lost = 0.0
+        for slot in self.view.slots.values():
+            if not slot.free:
+                continue
+            model = slot.node.gpus[0].model if slot.node.gpus else ""
+            shape = NodeShape(model, 1 << 40, 1 << 40, tuple(sorted(slot.free, reverse=True)))
+            lost += fragmentation(shape, DEFAULT_TYPICAL)
+        return round(lost / _MILLI, 3)
+
     def _cycle(self, now: float) -> None:
         for _ in range(2):  # a second cycle lets a preemptor bind where its victims were
             d = self.scheduler(
@@ -428,6 +442,7 @@ class _Run:
                     len(self.down),
                     len(self.pending),
                     len(self.running),
+                    self._fragmented(),
                 )
             )
             if self.failures is not None:

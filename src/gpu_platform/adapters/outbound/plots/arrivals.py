@@ -43,22 +43,27 @@ def write_arrivals_plots(out: Path, runs: Sequence[ArrivalsRun]) -> list[Path]:
     }
     seeds = len(next(iter(by_policy.values())))
     paths = []
-    series = []
-    for policy, mine in by_policy.items():
-        times, mean, low, high = utilization_grid(mine)
-        hours = [t / 3600 for t in times]
-        series.append(Series(policy, hours, mean, low, high))
-    paths.append(
-        line_chart(
-            out / "utilization.png",
-            series,
-            title=f"GPU allocation over time (mean of {seeds} seed{'s' * (seeds != 1)}, "
-            "band = min..max)",
-            xlabel="simulated time (hours)",
-            ylabel="GPUs allocated (% of cluster)",
-            ylim=(0.0, 100.0),
+    for what, name, title, ylabel in (
+        ("allocated_gpus", "utilization.png", "GPU allocation", "GPUs allocated (% of cluster)"),
+        ("fragmented_gpus", "fragmentation.png", "Fragmented free GPUs (FGD)",
+         "free GPUs the typical task mix cannot use (% of cluster)"),
+    ):  # fmt: skip
+        series = []
+        for policy, mine in by_policy.items():
+            times, mean, low, high = utilization_grid(mine, what=what)
+            hours = [t / 3600 for t in times]
+            series.append(Series(policy, hours, mean, low, high))
+        paths.append(
+            line_chart(
+                out / name,
+                series,
+                title=f"{title} over time (mean of {seeds} seed{'s' * (seeds != 1)}, "
+                "band = min..max)",
+                xlabel="simulated time (hours)",
+                ylabel=ylabel,
+                ylim=(0.0, 100.0),
+            )
         )
-    )
     for what, name, label in (
         ("delay", "queue_delay_cdf.png", "queueing delay (s, first start - submit)"),
         ("jct", "jct_cdf.png", "job completion time (s, completion - submit)"),
