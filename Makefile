@@ -49,7 +49,8 @@ bench: $(VENV)/.installed-dev
 	$(PY) tests/benchmarks/run_all.py --out bench/results.json $(if $(QUICK),--quick)
 
 PROTO := src/gpu_platform/adapters/inbound/grpc/v1/gpu_platform.proto \
-  src/gpu_platform/adapters/outbound/raft_grpc/v1/raft.proto
+  src/gpu_platform/adapters/outbound/raft_grpc/v1/raft.proto \
+  src/gpu_platform/adapters/agent_wire/v1/agent.proto
 proto: $(VENV)/.installed-dev
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m grpc_tools.protoc -Isrc --python_out=src \
 	  --grpc_python_out=src --mypy_out=src $(PROTO)

@@ -28,14 +28,24 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Literal
 
 import structlog
 
+from gpu_platform.application.agent_hub import AgentHub, AttemptRef
+from gpu_platform.application.cluster_replica import Applied
+from gpu_platform.application.consistency import LeaderElsewhere, stale_reads_allowed
+from gpu_platform.application.raft_node import NotLeader, RaftNode, RaftNodeError
+from gpu_platform.application.replication import RaftReplication as Replication
 from gpu_platform.domain.cluster_state import (
     AbortJob,
+    AnnounceServer,
+    RegisterNode,
+    SetQuota,
     BindJob,
     CancelJob,
     ClusterState,
@@ -87,7 +97,7 @@ from gpu_platform.domain.faults.health import (
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
-from gpu_platform.domain.model.node import Inventory, Node
+from gpu_platform.domain.model.node import Inventory, Node, NodeState
 from gpu_platform.domain.placement import (
     Affinity,
     ClusterView,
@@ -109,7 +119,7 @@ from gpu_platform.domain.scheduling import (
     decide,
 )
 from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
-from gpu_platform.ports.inbound.admin_service import NodeInfo
+from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo, ServerInfo
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
 from gpu_platform.ports.outbound.clock import Clock, IdGenerator
 from gpu_platform.ports.outbound.events import EventPublisher
@@ -182,8 +192,19 @@ class ControlPlane:
         scheduler_policy: SchedulerPolicy = SchedulerPolicy(),
         quotas: Mapping[str, Quota] | None = None,
         quota_store: QuotaStore | None = None,
+        replication: Replication | None = None,
+        server_addresses: tuple[str, str, str] = ("", "", ""),
     ) -> None:
         self._inventory = inventory
+        self._replication = replication
+        self._addresses = server_addresses  # (http url, grpc address, agent address)
+        self._leading = False
+        self._leader_since = 0.0
+        self._beats: dict[str, float] = {}  # node -> when its last heartbeat was committed
+        self._agents_seen: set[str] = set()  # nodes whose agent said hello to this leader
+        self._hub = runner if isinstance(runner, AgentHub) else None
+        if self._hub is not None:
+            self._hub.attach(self)
         self._store = store
         self._runner = runner
         self._clock = clock
@@ -194,7 +215,8 @@ class ControlPlane:
         self._interval = schedule_interval_s
         self._pin = pin_cpus
         self._matrices: dict[str, TopologyMatrix] = {}
-        self._lock = threading.RLock()
+        self._lock = replication.lock if replication is not None else threading.RLock()
+        self._applied = threading.Condition(self._lock)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -215,12 +237,26 @@ class ControlPlane:
         self._why: dict[str, PendingReason] = {}  # pending job -> why it waits (last cycle)
         self._nominated: set[str] = set()  # preemptors waiting for their victims to stop
         self._asked: set[str] = set()  # jobs the engine was asked about this cycle
-        self._state = ClusterState(
-            inventory,
-            store.load(),
-            hardware=hardware.load_hardware() if hardware is not None else (),
-            policy=fault_policy,
-        )
+        self._local: ClusterState | None = None
+        if replication is None:
+            self._local = ClusterState(
+                inventory,
+                store.load(),
+                hardware=hardware.load_hardware() if hardware is not None else (),
+                policy=fault_policy,
+            )
+
+    @property
+    def _state(self) -> ClusterState:
+        """The cluster state: our own, or the replica's (read it under the lock)."""
+        if self._local is not None:
+            return self._local
+        assert self._replication is not None
+        return self._replication.state
+
+    @property
+    def replicated(self) -> bool:
+        return self._replication is not None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -247,13 +283,23 @@ class ControlPlane:
         return recovered
 
     def start(self) -> None:
-        """Recover, then run the scheduler loop on a dedicated thread (it also launches jobs)."""
-        self.recover()
+        """Recover, then run the scheduler loop on a dedicated thread (it also launches jobs).
+        Replicated, there is nothing to recover here: the loop acts while this server leads,
+        and agents tell the leader what still runs."""
+        if self._replication is None:
+            self.recover()
         self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
         self._thread.start()
 
     def shutdown(self) -> None:
-        """Record running attempts per the shutdown policy, stop them, stop the loop."""
+        """Record running attempts per the shutdown policy, stop them, stop the loop.
+        Replicated, jobs outlive this server (they run on agents): only the loop stops."""
+        if self._replication is not None:
+            self._stopping.set()
+            self._wake.set()
+            if self._thread is not None:
+                self._thread.join(timeout=30)
+            return
         with self._lock:
             self._stopping.set()
             for job in self._state.jobs():
@@ -284,12 +330,14 @@ class ControlPlane:
         return job
 
     def get(self, job_id: str) -> Job:
+        self._read_barrier()
         with self._lock:
             return self._state.job(job_id)
 
     def list_jobs(self, state: str | None = None) -> list[Job]:
         if state is not None and state.upper() not in JobState.__members__:
             raise InvalidRequest("state", f"unknown job state {state!r}")
+        self._read_barrier()
         with self._lock:
             jobs = list(self._state.jobs())
         return [j for j in jobs if state is None or j.state == state.upper()]
@@ -333,6 +381,7 @@ class ControlPlane:
         return self._runner.read_log_from(job_id, attempt, offset, max_bytes, rank), live
 
     def gpus(self) -> list[GpuInfo]:
+        self._read_barrier()
         with self._lock:
             return [
                 GpuInfo(
@@ -347,14 +396,17 @@ class ControlPlane:
             ]
 
     def status(self) -> ClusterStatus:
+        self._read_barrier()
         with self._lock:
             jobs = Counter(str(j.state) for j in self._state.jobs())
             free = sum(len(v.free) for v in self._state.node_views())
+            nodes = self._state.nodes
+        source = self._inventory.source if self._local is not None else "agents"
         return ClusterStatus(
-            inventory_source=self._inventory.source,
+            inventory_source=source,
             simulated=self._inventory.simulated,
-            nodes=len(self._inventory.nodes),
-            gpus_total=self._inventory.gpu_count,
+            nodes=len(nodes),
+            gpus_total=sum(len(n.gpus) for n in nodes),
             gpus_free=free,
             jobs_by_state=dict(jobs),
             notes=self._inventory.notes,
@@ -383,7 +435,8 @@ class ControlPlane:
             queued = self._state.queued(now)
             pending = [self._pending_job(j) for j in queued]
             running = [self._running_job(j, now) for j in self._state.jobs() if j.holds_gpus]
-            decision = decide(now, pending, running, view, self._quotas, self._policy, self._place)
+            quotas = self._effective_quotas()
+            decision = decide(now, pending, running, view, quotas, self._policy, self._place)
             why = dict(decision.pending_reasons)
             self._report_refusals(why)
             for job in self._state.jobs():
@@ -438,11 +491,22 @@ class ControlPlane:
             return self._why.get(job_id) if job.state is JobState.QUEUED else None
 
     def quotas(self) -> dict[str, Quota]:
+        self._read_barrier()
         with self._lock:
+            return self._effective_quotas()
+
+    def _effective_quotas(self) -> dict[str, Quota]:
+        """Configured quotas, overridden by those set at run time (replicated: in the state)."""
+        if self._replication is None:
             return dict(self._quotas)
+        return {**self._quotas, **self._state.quotas}
 
     def set_quota(self, tenant: str, quota: Quota | None) -> None:
         """Set (or with None remove) a tenant's quota; stored, effective next cycle."""
+        if self._replication is not None:
+            self._execute(SetQuota(tenant, quota))
+            self._wake.set()
+            return
         with self._lock:
             if self._quota_store is not None:
                 self._quota_store.save_quota(tenant, quota)
@@ -518,7 +582,15 @@ class ControlPlane:
         slots = [(t.node, tuple(s.gpu.index for s in t.gpus)) for t in placed.tasks]
         (node, indices), peers = slots[0], tuple(slots[1:])
         bind = BindJob(job.id, node, indices, self._now(), peers=peers, borrowing=borrowing)
-        events = self._execute(bind)
+        try:
+            events = self._execute(bind)
+        except DomainError as exc:
+            if self._replication is None:
+                raise
+            # replicated, the lock is let go while a commit is awaited: the job may have been
+            # cancelled meanwhile; the replica re-validated the bind and refused it
+            log.info("bind refused", job_id=job.id, error=str(exc))
+            return
         bound = next(e for e in events if isinstance(e, JobBound))
         alloc = bound.allocation
         vendors = [str(s.gpu.vendor) for t in placed.tasks for s in t.gpus]
@@ -580,6 +652,7 @@ class ControlPlane:
                     nics=self._nearest_nics(node, slot.gpu_indices),
                     rank=rank,
                     gang=gang,
+                    node=slot.node,
                 )
             )
         return specs
@@ -637,18 +710,168 @@ class ControlPlane:
     def _loop(self) -> None:
         while not self._stopping.is_set():
             try:
-                if self._check_heartbeats:
-                    self.check_nodes()
-                self.schedule_once()
+                if self._replication is None or self._lead():
+                    if self._check_heartbeats and self._judging_nodes():
+                        self.check_nodes()
+                    self.schedule_once()
+            except (RaftNodeError, LeaderElsewhere) as exc:  # lost the lead mid-cycle
+                log.info("scheduling cycle interrupted", error=str(exc))
             except Exception:  # a bug must not kill the loop silently
                 log.exception("scheduling cycle failed")
             self._wake.wait(self._interval)
             self._wake.clear()
 
+    # -- leadership (replicated) -----------------------------------------------------------------
+
+    def _lead(self) -> bool:
+        """Follow this server's role: take the lead or leave it; True while leading."""
+        assert self._replication is not None
+        leading = self._replication.is_leader()
+        if leading and not self._leading:
+            self._take_lead()
+        elif not leading and self._leading:
+            self._leave_lead()
+        return self._leading
+
+    def _take_lead(self) -> None:
+        """Announce where our APIs listen, then treat every attempt holding GPUs as still
+        running until its agent says otherwise (agents reconnect to us and reconcile)."""
+        assert self._replication is not None
+        http, grpc_address, agents = self._addresses
+        now = self._now()
+        sid = self._replication.server_id
+        self._execute(AnnounceServer(sid, http, grpc_address, now, agent_address=agents))
+        with self._lock:
+            self._leader_since = now
+            self._agents_seen.clear()
+            self._beats.clear()
+            self._runs.clear()
+            for job in self._state.jobs():
+                if job.holds_gpus and job.allocation is not None:
+                    tasks = len(job.allocation.tasks)
+                    run = _Run(tasks, live=set(range(tasks)))
+                    self._runs[(job.id, job.allocation.epoch)] = run
+            self._leading = True
+        log.info("leading the cluster", server=sid, running=len(self._runs))
+
+    def _leave_lead(self) -> None:
+        with self._lock:
+            self._leading = False
+            self._runs.clear()
+            self._nominated.clear()
+        leader = self.accepting() or ""
+        log.info("no longer leading", leader_agents=leader)
+        if self._hub is not None:
+            self._hub.step_down(leader)
+
+    def _judging_nodes(self) -> bool:
+        """Replicated, a new leader gives agents one suspect period to reconnect before it
+        judges heartbeat ages (the committed ones may predate the failover)."""
+        if self._replication is None:
+            return True
+        grace = self._state.policy.node_suspect_after_s
+        return self._now() - self._leader_since >= grace
+
+    def leader_addresses(self) -> tuple[int | None, str, str, str]:
+        """(leader id, its REST URL, gRPC address, agent address) as this server knows them."""
+        if self._replication is None:
+            return None, *self._addresses
+        leader = self._replication.leader_id()
+        with self._lock:
+            where = self._state.servers.get(leader) if leader else None
+        if where is None:
+            return leader, "", "", ""
+        return leader, where.http_url, where.grpc_address, where.agent_address
+
+    def _read_barrier(self) -> None:
+        """Replicated reads: linearizable on the leader (ReadIndex), refused elsewhere unless
+        the caller accepts this replica's possibly stale state."""
+        if self._replication is None or stale_reads_allowed():
+            return
+        try:
+            self._replication.read_barrier()
+        except NotLeader:
+            raise self._elsewhere() from None
+
+    def _elsewhere(self) -> LeaderElsewhere:
+        leader, http, grpc_address, _ = self.leader_addresses()
+        return LeaderElsewhere(leader, http, grpc_address)
+
+    # -- agents (AgentListener) ------------------------------------------------------------------
+
+    def accepting(self) -> str | None:
+        if self._leading and not self._stopping.is_set():
+            return None
+        return self.leader_addresses()[3]
+
+    def agent_connected(self, node: Node, running: tuple[AttemptRef, ...]) -> None:
+        """Register the node, then reconcile: stop what the cluster no longer owns, stop what
+        is being stopped, start-record what was launched before a failover, and report lost
+        every task the cluster places here that the agent does not run."""
+        now = self._now()
+        self._execute(RegisterNode(node, now))
+        self._beats[node.name] = now
+        reported: dict[tuple[str, int], set[int]] = {}
+        for ref in running:
+            reported.setdefault((ref.job_id, ref.epoch), set()).add(ref.rank)
+        to_start: list[tuple[str, int]] = []
+        lost: list[ExitReport] = []
+        with self._lock:
+            self._agents_seen.add(node.name)
+            jobs = {j.id: j for j in self._state.jobs()}
+            for (job_id, epoch), _ranks in sorted(reported.items()):
+                job = jobs.get(job_id)
+                alloc = job.allocation if job is not None else None
+                if job is None or alloc is None or alloc.epoch != epoch or not job.holds_gpus:
+                    log.warning("killing an attempt the cluster does not own", job_id=job_id,
+                                epoch=epoch, node=node.name)
+                    self._runner.stop(job_id, epoch, 0.0)
+                elif job.releasing:
+                    self._runner.stop(job_id, epoch, self._grace)
+                elif job.state is JobState.SCHEDULED:
+                    to_start.append((job_id, epoch))
+            for job in jobs.values():
+                alloc = job.allocation
+                if not (job.holds_gpus and alloc is not None):
+                    continue
+                for rank, slot in enumerate(alloc.tasks):
+                    if slot.node == node.name and rank not in reported.get((job.id, alloc.epoch), ()):
+                        why = f"lost: the agent on {node.name} no longer runs it"
+                        lost.append(ExitReport(job.id, alloc.epoch, None, rank=rank, detail=why))
+        for job_id, epoch in to_start:
+            try:
+                self._execute(StartJob(job_id, epoch, self._now()))
+            except DomainError as exc:
+                log.warning("could not record a reconciled start", job_id=job_id, error=str(exc))
+        for report in lost:
+            self._on_exit(report)
+        self._wake.set()
+
+    def agent_heartbeat(self, node: str) -> None:
+        """Commit a node's heartbeat at most every third of the suspect period."""
+        now = self._now()
+        if now - self._beats.get(node, 0.0) < self._state.policy.node_suspect_after_s / 3:
+            return
+        self._beats[node] = now
+        self.report_health(Heartbeat(node))
+
+    def agent_finding(self, event: HealthEvent) -> None:
+        if isinstance(event, Heartbeat):
+            self.agent_heartbeat(event.node)
+        else:
+            self.report_health(event)
+
+    def agent_exit(self, report: ExitReport) -> None:
+        self._on_exit(report)
+
     # -- plumbing ------------------------------------------------------------------------------
 
     def _execute(self, command: Command) -> list[DomainEvent]:
-        """Apply, persist changed hardware then jobs, then publish and carry out effects."""
+        """Apply, persist changed hardware then jobs, then publish and carry out effects.
+        Replicated: commit the command through Raft first (the lock is released while the
+        commit is awaited) and take the events the replica's apply returned."""
+        if self._replication is not None:
+            return self._effects(self._commit(command))
         with self._lock:
             events = self._state.apply(command)
             self._save_hardware(events)
@@ -658,6 +881,35 @@ class ControlPlane:
                 if isinstance(e, JobEvent) and not isinstance(e, StaleReportIgnored)
             }
             self._store.save([self._state.job(j) for j in sorted(changed)])
+            return self._effects(events)
+
+    def _commit(self, command: Command) -> list[DomainEvent]:
+        """Propose `command` and wait for its apply; raises the domain error that refused
+        it, or NotLeader (this server does not lead; the outcome may be unknown)."""
+        assert self._replication is not None
+        if not self._leading and not self._replication.is_leader():
+            raise self._elsewhere()
+        future = self._replication.submit(command)
+
+        def wake(_: object) -> None:
+            with self._applied:
+                self._applied.notify_all()
+
+        future.add_done_callback(wake)
+        with self._applied:  # waiting releases the lock: the Raft thread applies under it
+            self._applied.wait_for(future.done)
+        try:
+            applied = future.result()
+        except NotLeader:
+            raise self._elsewhere() from None
+        assert isinstance(applied, Applied)
+        if applied.error is not None:
+            raise applied.error
+        return list(applied.events)
+
+    def _effects(self, events: list[DomainEvent]) -> list[DomainEvent]:
+        """Publish `events` and carry out what they ask: stop attempts, reset GPUs."""
+        with self._lock:
             for event in events:
                 self._publisher.publish(event)
             for event in events:
@@ -668,14 +920,44 @@ class ControlPlane:
                     if isinstance(event, JobCancelled | JobRequeued | JobAborted)
                     else None
                 )
-                if stop is not None and not self._runner.stop(
-                    event.job_id, stop.epoch, self._grace
-                ):
-                    self._runs.pop((event.job_id, stop.epoch), None)
-                    why = "attempt was not running"
-                    self._execute(FinishJob(event.job_id, stop.epoch, None, self._now(), why))
+                if stop is not None:
+                    self._stop_attempt(event.job_id, stop.epoch, stop.nodes)
+            if self._replication is not None:
+                self._release_down_nodes(events)
             self._start_due_resets()
             return events
+
+    def _stop_attempt(self, job_id: str, epoch: int, nodes: tuple[str, ...]) -> None:
+        """Stop an attempt; when no runner knows it, it has ended: record that — unless,
+        replicated, one of its nodes may still run it (its agent has not spoken to this
+        leader yet and the node is not DOWN): that agent's hello settles it."""
+        if self._runner.stop(job_id, epoch, self._grace):
+            return
+        if self._replication is not None and not all(self._accounted(n) for n in nodes):
+            return
+        self._runs.pop((job_id, epoch), None)
+        why = "attempt was not running"
+        self._execute(FinishJob(job_id, epoch, None, self._now(), why))
+
+    def _accounted(self, node: str) -> bool:
+        """We know what `node` runs: its agent said hello to this leader, or it is DOWN."""
+        if node in self._agents_seen:
+            return True
+        try:
+            return self._state.node(node).state is NodeState.DOWN
+        except NotFound:
+            return True
+
+    def _release_down_nodes(self, events: list[DomainEvent]) -> None:
+        """A node went DOWN: attempts already being stopped there cannot report; stop them
+        again so they are recorded ended (the hub reports tasks on silent nodes lost)."""
+        down = {e.node for e in events if isinstance(e, NodeStateChanged) and e.new is NodeState.DOWN}
+        if not down:
+            return
+        for job in self._state.jobs():
+            alloc = job.allocation
+            if job.holds_gpus and job.releasing and alloc is not None and down & set(alloc.nodes):
+                self._stop_attempt(job.id, alloc.epoch, alloc.nodes)
 
     def _save_hardware(self, events: list[DomainEvent]) -> None:
         if self._hardware is None:
@@ -717,6 +999,9 @@ class ControlPlane:
             events = self._execute(command)
         except DomainError as exc:
             log.warning("health finding dropped", finding=repr(event), error=str(exc))
+            return
+        except (RaftNodeError, LeaderElsewhere) as exc:  # not (or no longer) the leader
+            log.info("health finding not committed", finding=repr(event), error=str(exc))
             return
         if events:  # most readings change nothing; only a change can free or block GPUs
             self._wake.set()
@@ -812,6 +1097,7 @@ class ControlPlane:
         return lines
 
     def nodes(self) -> list[NodeInfo]:
+        self._read_barrier()
         with self._lock:
             jobs = Counter(
                 j.allocation.node
@@ -841,6 +1127,103 @@ class ControlPlane:
     def check_invariants(self) -> None:
         with self._lock:
             self._state.check_invariants()
+
+    # -- cluster membership ----------------------------------------------------------------------
+
+    def cluster(self) -> ClusterInfo:
+        agents = self._hub.connected() if self._hub is not None and self._leading else {}
+        if self._replication is None:
+            http, grpc_address, agent = self._addresses
+            me = ServerInfo(0, True, http, grpc_address, agent)
+            return ClusterInfo("embedded", 0, "leader", 0, 0, 0, 0, (me,), agents)
+        st = self._replication.node.status()
+        with self._lock:
+            known = dict(self._state.servers)
+        servers = tuple(
+            ServerInfo(
+                sid,
+                sid in st.voters,
+                *(
+                    (known[sid].http_url, known[sid].grpc_address, known[sid].agent_address)
+                    if sid in known
+                    else ("", "", "")
+                ),
+            )
+            for sid in sorted(set(st.voters) | set(known))
+        )
+        return ClusterInfo(
+            "replicated",
+            st.id,
+            st.role.name.lower(),
+            st.term,
+            st.leader_id,
+            st.commit,
+            st.applied,
+            servers,
+            agents,
+        )
+
+    def _membership(self, actor: str, verb: str, target: str, change: Callable[[], object]) -> ClusterInfo:
+        if self._replication is None:
+            raise InvalidRequest("server", "the embedded control plane has no Raft membership")
+        if not self._replication.is_leader():
+            raise self._elsewhere()
+        try:
+            outcome = change()
+            if isinstance(outcome, Future):
+                outcome.result(timeout=30)
+        except NotLeader:
+            self._record(actor, verb, target, "", "refused: not the leader")
+            raise self._elsewhere() from None
+        except (RaftNodeError, FutureTimeout) as exc:
+            self._record(actor, verb, target, "", f"refused: {exc}")
+            raise Conflict(f"{verb} {target}: {exc or 'timed out'}") from None
+        self._record(actor, verb, target, "", "ok")
+        return self.cluster()
+
+    def add_server(self, server_id: int, address: str, *, actor: str) -> ClusterInfo:
+        if server_id < 1:
+            raise InvalidRequest("id", f"must be a positive integer, got {server_id}")
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise InvalidRequest("address", f"expected host:port, got {address!r}")
+        assert_replicated = self._replication
+        if assert_replicated is not None and server_id in assert_replicated.node.status().voters:
+            raise Conflict(f"server {server_id} is already a member")
+        return self._membership(
+            actor,
+            "add-server",
+            f"server {server_id} at {address}",
+            lambda: self._raft().add_voter(server_id, address),
+        )
+
+    def remove_server(self, server_id: int, *, actor: str) -> ClusterInfo:
+        if self._replication is not None and server_id not in self._raft().status().voters:
+            raise NotFound("server", str(server_id))
+        return self._membership(
+            actor, "remove-server", f"server {server_id}",
+            lambda: self._raft().remove_voter(server_id),
+        )
+
+    def transfer_leader(self, server_id: int, *, actor: str) -> ClusterInfo:
+        if self._replication is not None and server_id not in self._raft().status().voters:
+            raise NotFound("server", str(server_id))
+
+        def transfer() -> None:
+            raft = self._raft()
+            raft.transfer_leadership(server_id)
+            deadline = time.monotonic() + 20 * raft.config.tick_interval * raft.config.election_tick
+            while time.monotonic() < deadline:
+                if raft.status().leader_id == server_id:
+                    return
+                time.sleep(raft.config.tick_interval)
+            raise RaftNodeError(f"server {server_id} did not take over")
+
+        return self._membership(actor, "transfer-leader", f"server {server_id}", transfer)
+
+    def _raft(self) -> RaftNode:
+        assert self._replication is not None
+        return self._replication.node
 
 
 def _check_rank(job: Job, rank: int) -> None:

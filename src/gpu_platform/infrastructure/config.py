@@ -186,6 +186,42 @@ class Settings(BaseSettings):
         300.0, ge=0, description="Cap on a re-queued job's restart backoff."
     )
 
+    # -- replication (docs/replication.md) -----------------------------------------------------
+    server_id: int = Field(
+        0,
+        ge=0,
+        description="This server's Raft id in `peers`; 0 = the embedded single-node control "
+        "plane (no Raft, jobs run in this process).",
+    )
+    peers: str = Field(
+        "",
+        description="Raft voters as id=host:port[,id=host:port...] (each server's Raft "
+        "address; this server listens on its own). Needs server_id.",
+    )
+    agent_port: int = Field(
+        50053, ge=0, le=65535, description="Port of the agents' stream API on `host` (replicated)."
+    )
+    advertise_host: str | None = Field(
+        None,
+        description="Host name clients and agents are redirected to for this server "
+        "(default: `host`, or 127.0.0.1 when `host` is a wildcard).",
+    )
+    local_agent: bool = Field(
+        False,
+        description="Replicated: also run an agent in this process for this host's GPUs "
+        "(a one-server cluster is then complete on its own).",
+    )
+    raft_tick_seconds: float = Field(0.05, gt=0, description="Raft tick length.")
+    raft_election_ticks: int = Field(
+        10, ge=2, description="Ticks without a leader before a follower campaigns."
+    )
+    raft_snapshot_entries: int = Field(
+        10_000, ge=0, description="Applied log entries between state snapshots (0 = never)."
+    )
+    agent_heartbeat_seconds: float = Field(
+        2.0, gt=0, description="How often agents send a heartbeat on their stream."
+    )
+
     # -- APIs, tenancy and security (docs/api.md) ---------------------------------------------
     auth: Literal["on", "off"] = Field(
         "off",

@@ -45,7 +45,11 @@ from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.admission import AdmissionControl, AdmissionLimits, InputLimits
 from gpu_platform.application.auth import AccessControl
 from gpu_platform.application.auth_scope import AuditedHardwareStore, AuditTrail
+from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
+from gpu_platform.application.agent import Agent
+from gpu_platform.application.agent_hub import AgentHub
 from gpu_platform.application.control_plane import ControlPlane
+from gpu_platform.application.replication import RaftReplication
 from gpu_platform.application.usage import UsageService
 from gpu_platform.domain.events import DomainEvent
 from gpu_platform.domain.faults.policy import FaultPolicy, XidClass
@@ -55,6 +59,12 @@ from gpu_platform.domain.scheduling import QueueOrder, Quota, SchedulerPolicy
 from gpu_platform.infrastructure.config import ConfigError, Settings
 from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector
 from gpu_platform.infrastructure.metrics import Metrics
+from gpu_platform.infrastructure.replicated import (
+    advertised,
+    running_agent_server,
+    running_local_agent,
+    running_replication,
+)
 from gpu_platform.infrastructure.tracing import configure_tracing
 from gpu_platform.ports.outbound.access_store import AccessStore
 from gpu_platform.ports.outbound.audit_log import AuditLog
@@ -297,7 +307,7 @@ def fault_policy(settings: Settings) -> FaultPolicy:
         raise ConfigError(f"configuration: fault policy: {exc}") from None
 
 
-def _isolation(settings: Settings) -> Isolation:
+def job_isolation(settings: Settings) -> Isolation:
     isolation = detect_isolation(settings.isolation)
     if isinstance(isolation, CgroupV1Isolation | CgroupV2Isolation | SystemdScopeIsolation):
         # One cgroup subtree per data directory, so two servers never sweep each other's jobs.
@@ -306,7 +316,22 @@ def _isolation(settings: Settings) -> Isolation:
     return isolation
 
 
-def _process_runner(settings: Settings, isolation: Isolation) -> Iterator[JobRunner]:
+def _runner(settings: Settings, isolation: Isolation) -> Iterator[JobRunner]:
+    """Replicated, the leader's jobs run on agents (the hub); else in this process."""
+    if settings.server_id:
+        yield AgentHub(stale_after_s=settings.node_suspect_after_seconds)
+        return
+    yield from process_runner(settings, isolation)
+
+
+def _local_runner(settings: Settings, isolation: Isolation) -> Iterator[JobRunner | None]:
+    if not (settings.server_id and settings.local_agent):
+        yield None
+        return
+    yield from process_runner(settings, isolation)
+
+
+def process_runner(settings: Settings, isolation: Isolation) -> Iterator[JobRunner]:
     swept = isolation.sweep()  # confinement left by a crashed earlier run
     if swept:
         structlog.get_logger(__name__).warning("removed stale job cgroups", names=swept)
@@ -334,7 +359,12 @@ def _running_control_plane(
     metrics: Metrics,
     tracer: OtelJobTracer,
     quota_store: QuotaStore,
+    replication: RaftReplication | None,
 ) -> Iterator[ControlPlane]:
+    addresses = ("", "", "")
+    if replication is not None:
+        ports = (settings.port, settings.grpc_port, settings.agent_port)
+        addresses = advertised(settings, tls_files(settings), ports).as_tuple()
     plane = ControlPlane(
         inventory,
         store,
@@ -356,7 +386,9 @@ def _running_control_plane(
         scheduler_metrics=FanoutSchedulerMetrics(metrics.scheduler, tracer),
         scheduler_policy=scheduler_policy(settings),
         quotas=configured_quotas(settings),
-        quota_store=quota_store,
+        quota_store=quota_store if replication is None else None,
+        replication=replication,
+        server_addresses=addresses,
     )
     metrics.scheduler.watch_jobs(plane.get, clock.now)  # before start: recovery moves jobs
     plane.start()
@@ -364,8 +396,26 @@ def _running_control_plane(
     plane.shutdown()
 
 
+def _local_agent(
+    settings: Settings,
+    inventory: Inventory,
+    health: HealthParts,
+    agent_server: AgentGrpcServer | None,
+    tls: TlsFiles | None,
+    runner: JobRunner | None,
+) -> Iterator[Agent | None]:
+    if runner is None:
+        yield None
+        return
+    yield from running_local_agent(settings, inventory, runner, health.monitors, agent_server, tls)
+
+
 def _running_health(plane: ControlPlane, health: HealthParts) -> Iterator[HealthParts]:
-    """Start the monitors feeding the control plane; stop them before it shuts down."""
+    """Start the monitors feeding the control plane; stop them before it shuts down.
+    Replicated, monitors run in the agents instead."""
+    if plane.replicated:
+        yield health
+        return
     started: list[HealthMonitor] = []
     try:
         for monitor in health.monitors:
@@ -451,8 +501,10 @@ class Adapters(containers.DeclarativeContainer):
     discovery = providers.Singleton(select_discovery, settings)
     inventory = providers.Singleton(_discover, discovery)
     store = providers.Resource(_sqlite_store, settings)
-    isolation = providers.Singleton(_isolation, settings)
-    runner = providers.Resource(_process_runner, settings, isolation)
+    isolation = providers.Singleton(job_isolation, settings)
+    runner = providers.Resource(_runner, settings, isolation)
+    # the in-process agent's runner (replicated with local_agent); built only when used
+    local_runner = providers.Resource(_local_runner, settings, isolation)
     hardware = providers.Resource(_sqlite_hardware, settings)
     health_parts = providers.Singleton(select_health, settings, inventory, discovery)
     access_store = providers.Resource(_sqlite_access, settings)
@@ -468,6 +520,11 @@ class Container(containers.DeclarativeContainer):
     audited_hardware = providers.Singleton(
         AuditedHardwareStore, adapters.hardware, adapters.audit_log
     )
+    tls = providers.Singleton(tls_files, settings)
+    policy = providers.Singleton(fault_policy, settings)
+    replication = providers.Resource(
+        running_replication, settings, policy, tls, observability.metrics.provided.registry
+    )
     control_plane = providers.Resource(
         _running_control_plane,
         settings,
@@ -482,8 +539,19 @@ class Container(containers.DeclarativeContainer):
         observability.metrics,
         observability.job_tracer,
         adapters.quota_store,
+        replication,
     )
     health = providers.Resource(_running_health, control_plane, adapters.health_parts)
+    agent_server = providers.Resource(running_agent_server, settings, adapters.runner, tls)
+    local_agent = providers.Resource(
+        _local_agent,
+        settings,
+        adapters.inventory,
+        adapters.health_parts,
+        agent_server,
+        tls,
+        adapters.local_runner,
+    )
     usage = providers.Singleton(UsageService, control_plane, adapters.clock)
     jobs_api = providers.Singleton(_admission, settings, control_plane)
     access = providers.Singleton(

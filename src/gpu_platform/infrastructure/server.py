@@ -20,6 +20,7 @@ import uvicorn
 
 from gpu_platform.adapters.outbound.storage import AuditChainBroken
 from gpu_platform.adapters.outbound.topology_command import topology_command
+from gpu_platform.application.consistency import stale_reads
 from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
 from gpu_platform.infrastructure.container import Container, tls_files
 from gpu_platform.infrastructure.logging import configure_logging
@@ -77,7 +78,15 @@ def serve(options: _ServeOptions) -> None:
     """The `serve` hook of the CLI. Exits with a one-line reason on bad configuration."""
     try:
         settings = load_settings(
-            options.config, host=options.host, port=options.port, data_dir=options.data_dir
+            options.config,
+            host=options.host,
+            port=options.port,
+            data_dir=options.data_dir,
+            server_id=getattr(options, "server_id", None),
+            peers=getattr(options, "peers", None),
+            grpc_port=getattr(options, "grpc_port", None),
+            agent_port=getattr(options, "agent_port", None),
+            local_agent=getattr(options, "local_agent", None),
         )
     except ConfigError as exc:
         raise SystemExit(f"error: {exc}") from None
@@ -138,7 +147,10 @@ def serve_settings(settings: Settings) -> None:
     try:
         announce_access(settings, container)
         plane = container.control_plane()
-        status = plane.status()
+        container.agent_server()
+        container.local_agent()
+        with stale_reads():  # a follower's own view; it may not know the leader yet
+            status = plane.status()
         if status.simulated:
             for note in status.notes:
                 log.warning(note, inventory=status.inventory_source)

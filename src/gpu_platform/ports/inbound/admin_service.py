@@ -10,7 +10,7 @@ from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.node import NodeState
 from gpu_platform.domain.scheduling.model import Quota
 
-__all__ = ["AdminService", "NodeInfo"]
+__all__ = ["AdminService", "ClusterInfo", "NodeInfo", "ServerInfo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +20,34 @@ class NodeInfo:
     reason: str
     gpus: int
     jobs: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """A control-plane server: its Raft id and where its APIs listen ('' if not announced)."""
+
+    id: int
+    voter: bool
+    http_url: str = ""
+    grpc_address: str = ""
+    agent_address: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    """The control plane as this server sees it. `mode` is "embedded" (one process, no Raft)
+    or "replicated"; `agents` maps each node whose agent streams to this leader to the
+    seconds since it last spoke."""
+
+    mode: str
+    server_id: int
+    role: str
+    term: int
+    leader_id: int | None
+    commit: int
+    applied: int
+    servers: tuple[ServerInfo, ...]
+    agents: dict[str, float]
 
 
 @runtime_checkable
@@ -61,3 +89,22 @@ class AdminService(Protocol):
         ...
 
     def audit(self, limit: int = 100) -> list[AuditRecord]: ...
+
+    def cluster(self) -> ClusterInfo:
+        """This server's view of the control plane (never redirected: any server answers)."""
+        ...
+
+    def add_server(self, server_id: int, address: str, *, actor: str) -> ClusterInfo:
+        """Add a voter (its Raft `address` host:port); the leader only. Errors:
+        InvalidRequest (bad id/address, embedded mode), Conflict (already a member, or
+        another change is in progress)."""
+        ...
+
+    def remove_server(self, server_id: int, *, actor: str) -> ClusterInfo:
+        """Remove a voter (the leader may remove itself: it steps down after)."""
+        ...
+
+    def transfer_leader(self, server_id: int, *, actor: str) -> ClusterInfo:
+        """Ask the leader to hand over to `server_id`; returns once it has, or raises
+        Conflict when it did not within a few election timeouts."""
+        ...

@@ -38,7 +38,8 @@ class LaunchSpec:
     `user` is the account to run as; `nics` are the RDMA NICs nearest its GPUs, best first;
     `mps` is the attempt's MPS share of its (single) GPU, when it runs as an MPS client.
     A gang attempt is started as one LaunchSpec per task: `rank` names the task and `gang`
-    its place in the gang; the runner keys processes by (job_id, epoch, rank).
+    its place in the gang; the runner keys processes by (job_id, epoch, rank). `node` names the
+    node the task runs on (a runner for many nodes routes by it).
     """
 
     job_id: str
@@ -59,12 +60,13 @@ class LaunchSpec:
     mps: MpsShare | None = None
     rank: int = 0
     gang: GangEnv | None = None
+    node: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class ExitReport:
     """How task `rank` of an attempt ended: `exit_code` for a normal exit, `signal` when
-    killed by one."""
+    killed by one; `detail` says why when neither is known (the task was lost)."""
 
     job_id: str
     epoch: int
@@ -72,9 +74,12 @@ class ExitReport:
     signal: int | None = None
     timed_out_after_s: float | None = None
     rank: int = 0
+    detail: str = ""
 
     @property
     def reason(self) -> str:
+        if self.detail:
+            return self.detail
         if self.timed_out_after_s is not None:
             return f"time limit of {self.timed_out_after_s:g}s exceeded"
         if self.signal is not None:

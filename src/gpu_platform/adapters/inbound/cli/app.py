@@ -25,6 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpu_platform.adapters.inbound.cli.access import register_access
+from gpu_platform.adapters.inbound.cli.cluster import register_cluster
 from gpu_platform.adapters.inbound.cli.admin import DEFAULT_SERVER, ServerOpt, register_admin
 from gpu_platform.adapters.inbound.cli.client import ApiError
 from gpu_platform.adapters.inbound.cli.ops import register_ops
@@ -32,6 +33,7 @@ from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, Session
 
 __all__ = [
     "CliHooks",
+    "AgentOptions",
     "ServeOptions",
     "SimulateOptions",
     "build_cli",
@@ -45,6 +47,25 @@ __all__ = [
 class ServeOptions:
     host: str | None
     port: int | None
+    data_dir: Path | None
+    config: Path | None
+    server_id: int | None = None
+    peers: str | None = None
+    grpc_port: int | None = None
+    agent_port: int | None = None
+    local_agent: bool | None = None
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """`gpu-platform agent`: the servers' agent addresses, this node's name and inventory
+    (a simulated profile, else this host's discovery), its address for gang rendezvous, and
+    where job logs live."""
+
+    servers: tuple[str, ...]
+    node: str | None
+    sim_profile: str | None
+    address: str | None
     data_dir: Path | None
     config: Path | None
 
@@ -82,6 +103,7 @@ class CliHooks:
     serve: Callable[[ServeOptions], None]
     topology: Callable[[str | None, str | None, bool], str]
     simulate: Callable[[SimulateOptions], str] | None = None
+    agent: Callable[[AgentOptions], None] | None = None
 
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -237,9 +259,54 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             Path | None, typer.Option(help="State directory [env GPU_PLATFORM_DATA_DIR].")
         ] = None,
         config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
+        server_id: Annotated[
+            int | None,
+            typer.Option("--id", help="Raft id of this server in --peers [env GPU_PLATFORM_SERVER_ID]."),
+        ] = None,
+        peers: Annotated[
+            str | None,
+            typer.Option(help="Raft voters id=host:port,... (replicated mode) [env GPU_PLATFORM_PEERS]."),
+        ] = None,
+        grpc_port: Annotated[int | None, typer.Option(help="gRPC API port.")] = None,
+        agent_port: Annotated[int | None, typer.Option(help="Agents' stream port.")] = None,
+        local_agent: Annotated[
+            bool | None,
+            typer.Option("--local-agent/--no-local-agent", help="Also run an agent for this host."),
+        ] = None,
     ) -> None:
-        """Run the control plane, scheduler and node agent in one process (embedded mode)."""
-        hooks.serve(ServeOptions(host, port, data_dir, config))
+        """Run the control plane: embedded (one process runs jobs too), or with --id/--peers
+        one server of a Raft-replicated cluster whose jobs run on agents."""
+        hooks.serve(
+            ServeOptions(host, port, data_dir, config, server_id, peers, grpc_port, agent_port,
+                         local_agent)
+        )
+
+    @app.command()
+    def agent(
+        servers: Annotated[
+            str, typer.Option(help="Servers' agent addresses host:port[,host:port...].")
+        ],
+        node: Annotated[
+            str | None, typer.Option(help="Node name (a simulated profile's node; default: host name).")
+        ] = None,
+        sim_profile: Annotated[
+            str | None, typer.Option(help="Register a simulated node of this profile.")
+        ] = None,
+        address: Annotated[
+            str | None, typer.Option(help="This node's address for gang rendezvous (MASTER_ADDR).")
+        ] = None,
+        data_dir: Annotated[
+            Path | None, typer.Option(help="Where job logs live [env GPU_PLATFORM_DATA_DIR].")
+        ] = None,
+        config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
+    ) -> None:
+        """Run a node agent: register this node with the cluster's leader and run its jobs."""
+        if hooks.agent is None:
+            raise _fail("agent: not available in this build")
+        names = tuple(s.strip() for s in servers.split(",") if s.strip())
+        if not names:
+            raise _fail("--servers: give at least one host:port", 2)
+        hooks.agent(AgentOptions(names, node, sim_profile, address, data_dir, config))
 
     @app.command(context_settings={"allow_interspersed_args": False})
     def submit(
@@ -680,4 +747,5 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     register_admin(app, out, call, emit)
     register_ops(app, out, call, emit, gpu_table)
     register_access(app, out, call, emit)
+    register_cluster(app, out, call, emit)
     return app

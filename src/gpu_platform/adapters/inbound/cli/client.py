@@ -69,8 +69,15 @@ class ApiClient:
         )
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One call; a follower's 307 to the leader is followed (up to 3 hops) with the same
+        method, body and token (httpx would drop the token on a redirect to another port)."""
+        target = path
         try:
-            response = self._http.request(method, path, **kwargs)
+            for _ in range(4):
+                response = self._http.request(method, target, **kwargs)
+                if response.status_code not in (307, 308) or "location" not in response.headers:
+                    break
+                target = response.headers["location"]
         except httpx.ConnectError as exc:
             raise self._unreachable(exc) from None
         except httpx.HTTPError as exc:

@@ -25,6 +25,9 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.trace import TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from gpu_platform.adapters.inbound.grpc.agent_service import LEADER_METADATA
+from gpu_platform.application.consistency import LeaderElsewhere, stale_reads
+from gpu_platform.application.raft_node import NodeStopped
 from gpu_platform.adapters.inbound.grpc.auth import (
     AuthInterceptor,
     abort_access,
@@ -68,11 +71,22 @@ class EventSource(Protocol):
     def subscribe(self) -> Any: ...
 
 
+READ_CONSISTENCY_METADATA = "gpu-platform-read-consistency"  # "stale": a follower answers
+
+
 def _call(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
+    metadata = dict(context.invocation_metadata() or ())
+    stale = str(metadata.get(READ_CONSISTENCY_METADATA, "")).lower() == "stale"
     try:
-        return fn()
+        with stale_reads(stale):
+            return fn()
     except AccessError as exc:
         abort_access(context, exc)
+    except LeaderElsewhere as exc:
+        context.set_trailing_metadata(((LEADER_METADATA, exc.grpc_address),))
+        context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+    except NodeStopped:
+        context.abort(grpc.StatusCode.UNAVAILABLE, "server is shutting down")
     except InvalidRequest as exc:
         context.set_trailing_metadata((("field", exc.field),))
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))

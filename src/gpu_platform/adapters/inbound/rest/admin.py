@@ -6,6 +6,10 @@ injection, the audit log.
     POST /v1/nodes/{node}/{drain|offline|online}          body {"reason": str, "force": bool}
     POST /v1/debug/inject                                 body {"script": str}
     GET  /v1/audit?limit=N
+    GET  /v1/cluster                                      any role; any server answers
+    POST /v1/cluster/servers                              body {"id", "address"}; admin
+    DELETE /v1/cluster/servers/{id}                       admin
+    POST /v1/cluster/leader                               body {"id"}; admin
     GET  /v1/quotas                                       any role
     PUT  /v1/quotas/{tenant}                              body QuotaIn; admin
     DELETE /v1/quotas/{tenant}                            admin
@@ -28,14 +32,17 @@ from gpu_platform.adapters.inbound.rest.auth import Auth
 from gpu_platform.adapters.inbound.rest.schemas import (
     CONFLICT,
     NOT_FOUND,
+    AddServerIn,
     AdminActionIn,
     AuditOut,
+    ClusterOut,
     GpuOut,
     InjectIn,
     InjectOut,
     NodeOut,
     QuotaIn,
     QuotaOut,
+    TransferIn,
 )
 from gpu_platform.domain.errors import NotFound
 from gpu_platform.domain.model.tenancy import Permission, Principal
@@ -54,6 +61,7 @@ def admin_router(service: JobService, admin: AdminService, auth: Auth) -> APIRou
     reader = auth.require(Permission.CLUSTER_READ)
     auditor = auth.require(Permission.AUDIT_READ)
     quota_admin = auth.require(Permission.ACCESS_ADMIN, audit_as="quota.set")
+    member_admin = auth.require(Permission.ACCESS_ADMIN, audit_as="cluster.membership")
 
     @router.get("/v1/quotas", response_model=list[QuotaOut])
     async def quotas(_: Principal = Depends(reader)) -> list[QuotaOut]:
@@ -78,6 +86,40 @@ def admin_router(service: JobService, admin: AdminService, auth: Auth) -> APIRou
             admin.set_quota(tenant, None)
 
         await run_in_threadpool(auth.trail.around, who, "quota.delete", tenant, delete)
+
+    @router.get("/v1/cluster", response_model=ClusterOut)
+    async def cluster(_: Principal = Depends(reader)) -> ClusterOut:
+        """This server's view of the control plane; any server answers (no redirect)."""
+        return ClusterOut.of(await run_in_threadpool(admin.cluster))
+
+    @router.post("/v1/cluster/servers", response_model=ClusterOut, responses={**CONFLICT})
+    async def add_server(
+        body: AddServerIn, who: Principal = Depends(member_admin)
+    ) -> ClusterOut:
+        info = await run_in_threadpool(
+            lambda: admin.add_server(body.id, body.address, actor=who.name)
+        )
+        return ClusterOut.of(info)
+
+    @router.delete(
+        "/v1/cluster/servers/{server_id}",
+        response_model=ClusterOut,
+        responses={**NOT_FOUND, **CONFLICT},
+    )
+    async def remove_server(
+        server_id: Annotated[int, Path(ge=1)], who: Principal = Depends(member_admin)
+    ) -> ClusterOut:
+        info = await run_in_threadpool(lambda: admin.remove_server(server_id, actor=who.name))
+        return ClusterOut.of(info)
+
+    @router.post(
+        "/v1/cluster/leader", response_model=ClusterOut, responses={**NOT_FOUND, **CONFLICT}
+    )
+    async def transfer_leader(
+        body: TransferIn, who: Principal = Depends(member_admin)
+    ) -> ClusterOut:
+        info = await run_in_threadpool(lambda: admin.transfer_leader(body.id, actor=who.name))
+        return ClusterOut.of(info)
 
     @router.get("/v1/nodes", response_model=list[NodeOut])
     async def nodes(_: Principal = Depends(reader)) -> list[NodeOut]:

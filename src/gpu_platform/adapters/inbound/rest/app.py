@@ -21,6 +21,7 @@ from opentelemetry.trace import TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gpu_platform import __version__
+from gpu_platform.application.consistency import stale_reads
 from gpu_platform.adapters.inbound.rest.admin import admin_router
 from gpu_platform.adapters.inbound.rest.auth import Auth, access_router
 from gpu_platform.adapters.inbound.rest.problems import (
@@ -53,6 +54,23 @@ __all__ = ["FOLLOW_POLL_S", "create_app"]
 FOLLOW_POLL_S = 0.2
 
 
+class ReadConsistency:
+    """ASGI middleware: `X-Read-Consistency: stale` lets a follower answer reads from its own
+    replica (possibly stale) instead of sending the client to the leader."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        stale = False
+        if scope["type"] == "http":
+            for name, value in scope.get("headers", ()):
+                if name == b"x-read-consistency":
+                    stale = value.strip().lower() == b"stale"
+        with stale_reads(stale):
+            await self.app(scope, receive, send)
+
+
 def create_app(
     service: JobService,
     *,
@@ -73,6 +91,7 @@ def create_app(
     )
     install_problem_handlers(app)
     problem_openapi(app)
+    app.add_middleware(ReadConsistency)
     auth = Auth(access or OpenAccess(), service, trail or AuditTrail())
 
     if tracer_provider is not None:

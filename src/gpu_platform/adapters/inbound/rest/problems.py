@@ -21,10 +21,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gpu_platform.application.consistency import LeaderElsewhere
+from gpu_platform.application.raft_node import NodeStopped
 from gpu_platform.domain.errors import Conflict, IllegalTransition, InvalidRequest, NotFound
 from gpu_platform.domain.model.tenancy import Forbidden, TooManyRequests, Unauthenticated
 
@@ -149,6 +151,19 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _too_many(_: Request, exc: TooManyRequests) -> JSONResponse:
         retry = str(max(1, math.ceil(exc.retry_after_s)))
         return problem(429, str(exc), headers={"Retry-After": retry})
+
+    @app.exception_handler(LeaderElsewhere)
+    async def _elsewhere(request: Request, exc: LeaderElsewhere) -> Response:
+        if exc.http_url:  # 307 keeps the method and body: the client repeats it there
+            target = exc.http_url.rstrip("/") + request.url.path
+            if request.url.query:
+                target += "?" + request.url.query
+            return RedirectResponse(target, status_code=307)
+        return problem(503, str(exc), headers={"Retry-After": "1"})
+
+    @app.exception_handler(NodeStopped)
+    async def _stopped(_: Request, exc: NodeStopped) -> JSONResponse:
+        return problem(503, "server is shutting down", headers={"Retry-After": "1"})
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

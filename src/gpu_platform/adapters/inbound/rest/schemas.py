@@ -11,7 +11,7 @@ from gpu_platform.adapters.inbound.rest.problems import CONFLICT, NOT_FOUND
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import MAX_TASKS, Job, JobSpec
 from gpu_platform.domain.scheduling.model import PendingReason, Quota
-from gpu_platform.ports.inbound.admin_service import NodeInfo
+from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
 from gpu_platform.ports.inbound.usage import UsageReport
 
@@ -387,6 +387,57 @@ class NodeOut(BaseModel):
     @classmethod
     def of(cls, n: NodeInfo) -> NodeOut:
         return cls(name=n.name, state=str(n.state), reason=n.reason, gpus=n.gpus, jobs=n.jobs)
+
+
+class ServerOut(BaseModel):
+    id: int
+    voter: bool
+    http_url: str
+    grpc_address: str
+    agent_address: str
+
+
+class ClusterOut(BaseModel):
+    """GET /v1/cluster: the control plane as the answering server sees it."""
+
+    mode: str
+    server_id: int
+    role: str
+    term: int
+    leader_id: int | None
+    commit: int
+    applied: int
+    servers: list[ServerOut]
+    agents: dict[str, float]
+
+    @classmethod
+    def of(cls, c: ClusterInfo) -> ClusterOut:
+        return cls(
+            mode=c.mode,
+            server_id=c.server_id,
+            role=c.role,
+            term=c.term,
+            leader_id=c.leader_id,
+            commit=c.commit,
+            applied=c.applied,
+            servers=[ServerOut(**{k: getattr(s, k) for k in ServerOut.model_fields}) for s in c.servers],
+            agents=dict(c.agents),
+        )
+
+
+class AddServerIn(BaseModel):
+    """POST /v1/cluster/servers body: a new voter's Raft id and address."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: int = Field(ge=1)
+    address: str = Field(min_length=3, max_length=255, pattern=r"^[^\s:]+:[0-9]{1,5}$")
+
+
+class TransferIn(BaseModel):
+    """POST /v1/cluster/leader body: the server to hand the lead to."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: int = Field(ge=1)
 
 
 class InjectIn(BaseModel):

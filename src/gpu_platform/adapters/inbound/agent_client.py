@@ -1,0 +1,216 @@
+"""`AgentClient`: the agent's end of its stream to the leader (grpcio asyncio, own thread).
+
+It dials the servers in turn; a server that does not lead answers FAILED_PRECONDITION with
+the leader's address in `gpu-platform-leader`, which is dialled next. While a stream is up it
+sends a heartbeat every interval the server asked for (Welcome), forwards the agent's exits and
+findings, and carries out the leader's launches, stops and log reads (blocking agent calls run
+on a small pool, never on the event loop). When the stream breaks, it backs off
+(`backoff_initial_s` doubling up to `backoff_max_s`) and dials again; the agent's unacknowledged
+exits go out again in the next hello.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import grpc.aio
+import structlog
+
+from gpu_platform.adapters.agent_wire.codec import (
+    exit_to_pb,
+    finding_to_json,
+    node_to_json,
+    spec_from_json,
+)
+from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
+from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
+from gpu_platform.adapters.inbound.grpc.agent_service import LEADER_METADATA
+from gpu_platform.application.agent import Agent, ExitNotice, Outgoing
+
+__all__ = ["AgentClient"]
+
+log = structlog.get_logger(__name__)
+
+
+class AgentClient:
+    """Keeps `agent` connected to the leader among `servers` (host:port of their agent APIs)."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        servers: Sequence[str],
+        *,
+        credentials: grpc.ChannelCredentials | None = None,
+        backoff_initial_s: float = 0.1,
+        backoff_max_s: float = 2.0,
+    ) -> None:
+        if not servers:
+            raise ValueError("servers: at least one host:port is needed")
+        self._agent = agent
+        self._servers = list(servers)
+        self._credentials = credentials
+        self._backoff = (backoff_initial_s, backoff_max_s)
+        self._loop = asyncio.new_event_loop()
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent-work")
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self.connected_to = ""  # the server of the current stream ('' while none)
+        self.streams = 0  # streams opened so far
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="agent-client", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._agent.bind(None)
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._cancel_all)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _cancel_all(self) -> None:
+        for task in asyncio.all_tasks(self._loop):
+            task.cancel()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        with contextlib.suppress(asyncio.CancelledError):
+            self._loop.run_until_complete(self._dial_forever())
+
+    async def _dial_forever(self) -> None:
+        turn, hint, delay = 0, "", self._backoff[0]
+        while not self._stopping:
+            target = hint or self._servers[turn % len(self._servers)]
+            hint = ""
+            opened = time.monotonic()
+            try:
+                await self._stream(target)
+            except grpc.aio.AioRpcError as exc:
+                leader = dict(exc.trailing_metadata() or ()).get(LEADER_METADATA, "")
+                if isinstance(leader, str) and leader and leader != target:
+                    hint = leader
+                    delay = self._backoff[0]
+                    continue
+                log.debug("agent stream ended", server=target, code=str(exc.code()))
+            finally:
+                self._agent.bind(None)
+                self.connected_to = ""
+            if time.monotonic() - opened > 10:
+                delay = self._backoff[0]  # it had been up: not a failing server
+            turn += 1
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self._backoff[1])
+
+    async def _stream(self, target: str) -> None:
+        options = [("grpc.max_receive_message_length", 64 << 20)]
+        if self._credentials is not None:
+            channel = grpc.aio.secure_channel(target, self._credentials, options=options)
+        else:
+            channel = grpc.aio.insecure_channel(target, options=options)
+        async with channel:
+            outbox: asyncio.Queue[pb.AgentMessage | None] = asyncio.Queue()
+            hello = self._agent.hello()
+            first = pb.AgentMessage(
+                hello=pb.Hello(
+                    node=hello.node.name,
+                    node_json=node_to_json(hello.node),
+                    running=[
+                        pb.Attempt(job_id=a.job_id, epoch=a.epoch, rank=a.rank, attempt=a.attempt)
+                        for a in hello.running
+                    ],
+                    exited=[exit_to_pb(e.seq, e.report) for e in hello.exited],
+                    version="1",
+                )
+            )
+
+            async def requests() -> AsyncIterator[pb.AgentMessage]:
+                yield first
+                while (item := await outbox.get()) is not None:
+                    yield item
+
+            call = pb_grpc.AgentServiceStub(channel).Connect(requests())
+            beat: asyncio.Task[None] | None = None
+            try:
+                async for msg in call:
+                    kind = msg.WhichOneof("kind")
+                    if kind == "welcome":
+                        self.connected_to = target
+                        self.streams += 1
+                        self._agent.bind(self._emitter(outbox))
+                        interval = msg.welcome.heartbeat_interval_s or 2.0
+                        beat = asyncio.create_task(self._beat(outbox, interval))
+                        log.info("agent connected", server=target)
+                    elif kind == "launch":
+                        asyncio.ensure_future(self._launch(outbox, msg.launch))
+                    elif kind == "stop":
+                        s = msg.stop
+                        self._agent.stop_attempt(s.job_id, s.epoch, s.grace_s)
+                    elif kind == "read_log":
+                        asyncio.ensure_future(self._read_log(outbox, msg.read_log))
+                    elif kind == "exit_ack":
+                        self._agent.ack(msg.exit_ack.seq)
+            finally:
+                if beat is not None:
+                    beat.cancel()
+                outbox.put_nowait(None)
+
+    def _emitter(self, outbox: asyncio.Queue[pb.AgentMessage | None]):  # type: ignore[no-untyped-def]
+        loop = self._loop
+
+        def emit(item: Outgoing) -> bool:
+            if isinstance(item, ExitNotice):
+                msg = pb.AgentMessage(exit=exit_to_pb(item.seq, item.report))
+            else:
+                finding = pb.HealthFinding(finding_json=finding_to_json(item))
+                msg = pb.AgentMessage(health=finding)
+            try:
+                loop.call_soon_threadsafe(outbox.put_nowait, msg)
+            except RuntimeError:
+                return False
+            return True
+
+        return emit
+
+    async def _beat(self, outbox: asyncio.Queue[pb.AgentMessage | None], interval: float) -> None:
+        while True:
+            outbox.put_nowait(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_at=time.time())))
+            await asyncio.sleep(interval)
+
+    async def _launch(self, outbox: asyncio.Queue[pb.AgentMessage | None], msg: pb.Launch) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            spec = spec_from_json(msg.spec_json)
+            error = await loop.run_in_executor(self._pool, self._agent.launch, spec)
+        except Exception as exc:  # a malformed spec must come back as a launch error
+            error = f"agent could not launch: {exc}"
+        result = pb.LaunchResult(request_id=msg.request_id, error=error)
+        outbox.put_nowait(pb.AgentMessage(launched=result))
+
+    async def _read_log(
+        self, outbox: asyncio.Queue[pb.AgentMessage | None], msg: pb.ReadLog
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            data = await loop.run_in_executor(
+                self._pool,
+                self._agent.read_log,
+                msg.job_id,
+                msg.attempt,
+                msg.rank,
+                msg.offset,
+                msg.max_bytes,
+            )
+            reply = pb.LogData(request_id=msg.request_id, data=data)
+        except Exception as exc:
+            reply = pb.LogData(request_id=msg.request_id, error=str(exc) or "read failed")
+        outbox.put_nowait(pb.AgentMessage(log=reply))
+
+

@@ -1,0 +1,265 @@
+"""`AgentGrpcServer`: the server end of the agents' streams (grpcio asyncio, own thread).
+
+Each `Connect` call becomes an `AgentSession` handed to the `AgentHub`. The event loop only
+moves messages: launch answers and log data resolve the hub's waiting futures directly (they
+never block), while hellos, heartbeats, findings and exits — which reach the control plane and
+may wait for a Raft commit — run in order per stream on a worker pool, so a slow commit never
+stalls the loop or another agent's launch answer. A server that does not lead ends the call
+with FAILED_PRECONDITION and the leader's agent address in the trailing metadata
+`gpu-platform-leader`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+import grpc.aio
+import structlog
+
+from gpu_platform.adapters.agent_wire.codec import (
+    exit_from_pb,
+    finding_from_json,
+    node_from_json,
+    spec_to_json,
+)
+from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
+from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
+from gpu_platform.adapters.tls import TlsFiles
+from gpu_platform.application.agent_hub import AgentHub, AttemptRef, NotAccepting
+from gpu_platform.ports.outbound.job_runner import LaunchSpec
+
+__all__ = ["LEADER_METADATA", "AgentGrpcServer"]
+
+LEADER_METADATA = "gpu-platform-leader"
+log = structlog.get_logger(__name__)
+_CLOSE = object()
+
+
+class _Session:
+    """Implements AgentSession over one call: sends are queued onto the event loop."""
+
+    def __init__(self, node: str, loop: asyncio.AbstractEventLoop) -> None:
+        self._node = node
+        self._loop = loop
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.leader = ""
+
+    @property
+    def node(self) -> str:
+        return self._node
+
+    def _put(self, item: object) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the server stopped
+            self._loop.call_soon_threadsafe(self.queue.put_nowait, item)
+
+    def send_launch(self, request_id: int, spec: LaunchSpec) -> None:
+        launch = pb.Launch(request_id=request_id, spec_json=spec_to_json(spec))
+        self._put(pb.ServerMessage(launch=launch))
+
+    def send_stop(self, job_id: str, epoch: int, grace_s: float) -> None:
+        self._put(pb.ServerMessage(stop=pb.Stop(job_id=job_id, epoch=epoch, grace_s=grace_s)))
+
+    def send_read_log(
+        self, request_id: int, job_id: str, attempt: int, rank: int, offset: int, max_bytes: int
+    ) -> None:
+        read = pb.ReadLog(
+            request_id=request_id,
+            job_id=job_id,
+            attempt=attempt,
+            rank=rank,
+            offset=offset,
+            max_bytes=max_bytes,
+        )
+        self._put(pb.ServerMessage(read_log=read))
+
+    def send_exit_ack(self, seq: int) -> None:
+        self._put(pb.ServerMessage(exit_ack=pb.ExitAck(seq=seq)))
+
+    def close(self, leader: str) -> None:
+        self.leader = leader
+        self._put(_CLOSE)
+
+
+class _Servicer(pb_grpc.AgentServiceServicer):
+    def __init__(
+        self, hub: AgentHub, pool: ThreadPoolExecutor, server_id: int, heartbeat_s: float
+    ) -> None:
+        self._hub = hub
+        self._pool = pool
+        self._server_id = server_id
+        self._heartbeat_s = heartbeat_s
+
+    async def Connect(  # noqa: N802
+        self, request_iterator: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ServerMessage]:
+        loop = asyncio.get_running_loop()
+        first = await anext(aiter(request_iterator), None)
+        if first is None or first.WhichOneof("kind") != "hello":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "hello: must come first")
+            return
+        hello = first.hello
+        try:
+            node = node_from_json(hello.node_json)
+        except (ValueError, KeyError, TypeError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"hello.node_json: {exc}")
+            return
+        session = _Session(node.name, loop)
+        running = tuple(AttemptRef(a.job_id, a.epoch, a.rank, a.attempt) for a in hello.running)
+        exited = tuple((e.seq, exit_from_pb(e)) for e in hello.exited)
+        try:
+            await loop.run_in_executor(self._pool, self._hub.open, session, node, running, exited)
+        except NotAccepting as exc:
+            context.set_trailing_metadata(((LEADER_METADATA, exc.leader),))
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+            return
+        except Exception as exc:  # refused by the control plane (e.g. a conflicting node)
+            log.warning("agent refused", node=node.name, error=str(exc))
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"agent refused: {exc}")
+            return
+        reader = asyncio.create_task(self._read(request_iterator, session, loop))
+        try:
+            welcome = pb.Welcome(server_id=self._server_id, heartbeat_interval_s=self._heartbeat_s)
+            yield pb.ServerMessage(welcome=welcome)
+            while True:
+                getter = asyncio.ensure_future(session.queue.get())
+                done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    break  # the agent hung up
+                item = getter.result()
+                if item is _CLOSE:
+                    if session.leader:
+                        context.set_trailing_metadata(((LEADER_METADATA, session.leader),))
+                    break
+                yield item
+        finally:
+            reader.cancel()
+            self._hub.closed(session)
+
+    async def _read(
+        self,
+        requests: AsyncIterator[pb.AgentMessage],
+        session: _Session,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        """Dispatch the agent's messages; the slow kinds in order on the worker pool."""
+        tail: asyncio.Future[None] | None = None
+        hub = self._hub
+        async for msg in requests:
+            kind = msg.WhichOneof("kind")
+            call: Callable[[], None] | None = None
+            if kind == "launched":
+                hub.launched(session, msg.launched.request_id, msg.launched.error)
+            elif kind == "log":
+                hub.log_data(session, msg.log.request_id, msg.log.data, msg.log.error)
+            elif kind == "heartbeat":
+                call = _bind(hub.heartbeat, session)
+            elif kind == "health":
+                call = _bind(hub.finding, session, finding_from_json(msg.health.finding_json))
+            elif kind == "exit":
+                call = _bind(hub.exited, session, msg.exit.seq, exit_from_pb(msg.exit))
+            if call is not None:
+                tail = _chain(loop, self._pool, tail, call)
+        if tail is not None:
+            await tail
+
+
+def _bind(fn: Callable[..., None], *args: object) -> Callable[[], None]:
+    return lambda: fn(*args)
+
+
+def _chain(
+    loop: asyncio.AbstractEventLoop,
+    pool: ThreadPoolExecutor,
+    previous: asyncio.Future[None] | None,
+    call: Callable[[], None],
+) -> asyncio.Future[None]:
+    """Run `call` on the pool after `previous` has finished (per-stream order)."""
+
+    async def run() -> None:
+        if previous is not None:
+            with contextlib.suppress(Exception):
+                await previous
+        try:
+            await loop.run_in_executor(pool, call)
+        except Exception:
+            log.exception("agent message failed")
+
+    return asyncio.ensure_future(run())
+
+
+class AgentGrpcServer:
+    """Serves AgentService on `host:port` from its own event-loop thread."""
+
+    def __init__(
+        self,
+        hub: AgentHub,
+        host: str,
+        port: int,
+        *,
+        server_id: int = 0,
+        heartbeat_s: float = 2.0,
+        tls: TlsFiles | None = None,
+        workers: int = 16,
+    ) -> None:
+        self._hub = hub
+        self._address = f"{host}:{port}"
+        self._tls = tls
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-msg")
+        self._servicer = _Servicer(hub, self._pool, server_id, heartbeat_s)
+        self._loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+        self._server: grpc.aio.Server | None = None
+        self.port = port
+
+    def start(self) -> None:
+        started = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(self._loop)
+            try:
+                self._loop.run_until_complete(self._astart())
+            except BaseException as exc:
+                errors.append(exc)
+                started.set()
+                return
+            started.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="agent-grpc", daemon=True)
+        self._thread.start()
+        started.wait(30)
+        if errors:
+            raise errors[0]
+
+    async def _astart(self) -> None:
+        server = grpc.aio.server()
+        pb_grpc.add_AgentServiceServicer_to_server(self._servicer, server)
+        if self._tls is not None:
+            self.port = server.add_secure_port(self._address, self._tls.grpc_server_credentials())
+        else:
+            self.port = server.add_insecure_port(self._address)
+        await server.start()
+        self._server = server
+
+    def stop(self, grace_s: float = 1.0) -> None:
+        if self._thread is None:
+            return
+        server = self._server
+
+        async def halt() -> None:
+            if server is not None:
+                await server.stop(grace_s)
+
+        with contextlib.suppress(RuntimeError):
+            asyncio.run_coroutine_threadsafe(halt(), self._loop).result(timeout=grace_s + 10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,161 @@
+"""`Agent`: the node side — runs the tasks the leader sends and reports how they end.
+
+Theory of operation. The agent owns the node's `JobRunner` and health monitors. A transport
+adapter keeps a stream to the leader and calls in: `hello()` for the first message (the node,
+the tasks running now, and the exits not yet acknowledged), `launch`, `stop`, `read_log`,
+`ack`. Everything the agent has to say goes out through the `emit` callable the adapter
+binds while a stream is up.
+
+Nothing is lost while no leader is reachable: an exit stays in the unacknowledged set until the
+leader acknowledges it (it is re-sent in the next hello), and health findings other than
+heartbeats are kept (up to `max_findings`) until a stream takes them. Tasks keep running across
+leader changes; the leader decides from the hello what to keep and what to stop.
+
+Thread-safety: every public method may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from gpu_platform.application.agent_hub import AttemptRef
+from gpu_platform.domain.faults.health import HealthEvent, Heartbeat
+from gpu_platform.domain.model.node import Node
+from gpu_platform.ports.outbound.health_monitor import HealthMonitor
+from gpu_platform.ports.outbound.job_runner import ExitReport, JobRunner, LaunchError, LaunchSpec
+
+__all__ = ["Agent", "AgentHello", "ExitNotice"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ExitNotice:
+    """An exit to tell the leader, numbered so its acknowledgement can name it."""
+
+    seq: int
+    report: ExitReport
+
+
+@dataclass(frozen=True, slots=True)
+class AgentHello:
+    node: Node
+    running: tuple[AttemptRef, ...]
+    exited: tuple[ExitNotice, ...]
+
+
+Outgoing = ExitNotice | HealthEvent
+
+
+class Agent:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        node: Node,
+        runner: JobRunner,
+        monitors: Sequence[HealthMonitor] = (),
+        *,
+        max_findings: int = 1000,
+    ) -> None:
+        self.node = node
+        self._runner = runner
+        self._monitors = tuple(monitors)
+        self._lock = threading.Lock()
+        self._running: dict[tuple[str, int, int], int] = {}  # (job, epoch, rank) -> attempt
+        self._unacked: dict[int, ExitReport] = {}
+        self._seq = itertools.count(1)
+        self._findings: deque[HealthEvent] = deque(maxlen=max_findings)
+        self._emit: Callable[[Outgoing], bool] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for monitor in self._monitors:
+            monitor.start(self._finding)
+
+    def stop(self, grace_s: float) -> None:
+        """Stop the monitors and every task (the agent is going away for good)."""
+        for monitor in reversed(self._monitors):
+            monitor.stop()
+        self._runner.stop_all(grace_s)
+
+    # -- the stream --------------------------------------------------------------------------
+
+    def bind(self, emit: Callable[[Outgoing], bool] | None) -> None:
+        """Set (or with None clear) how to send now; `emit` returns False if it could not.
+        Binding flushes the findings kept while no stream was up."""
+        with self._lock:
+            self._emit = emit
+            kept = list(self._findings) if emit is not None else []
+            self._findings.clear()
+        for event in kept:
+            self._finding(event)
+
+    def hello(self) -> AgentHello:
+        with self._lock:
+            running = tuple(
+                AttemptRef(job, epoch, rank, attempt)
+                for (job, epoch, rank), attempt in sorted(self._running.items())
+            )
+            exited = tuple(ExitNotice(s, r) for s, r in sorted(self._unacked.items()))
+        return AgentHello(self.node, running, exited)
+
+    def launch(self, spec: LaunchSpec) -> str:
+        """Start one task; '' when it runs, else why it could not start."""
+        key = (spec.job_id, spec.epoch, spec.rank)
+        with self._lock:
+            if key in self._running:
+                return ""  # a launch re-sent after a reconnect: it already runs
+            self._running[key] = spec.attempt
+        try:
+            self._runner.start(spec, self._exited)
+        except LaunchError as exc:
+            with self._lock:
+                self._running.pop(key, None)
+            return str(exc) or "launch failed"
+        log.info("task started", job_id=spec.job_id, epoch=spec.epoch, rank=spec.rank)
+        return ""
+
+    def stop_attempt(self, job_id: str, epoch: int, grace_s: float) -> None:
+        self._runner.stop(job_id, epoch, grace_s)
+
+    def read_log(self, job_id: str, attempt: int, rank: int, offset: int, max_bytes: int) -> bytes:
+        if offset < 0:
+            return self._runner.read_log(job_id, attempt, max_bytes, rank).encode()
+        return self._runner.read_log_from(job_id, attempt, offset, max_bytes, rank)
+
+    def ack(self, seq: int) -> None:
+        with self._lock:
+            self._unacked.pop(seq, None)
+
+    def running(self) -> int:
+        with self._lock:
+            return len(self._running)
+
+    # -- from the runner and the monitors ----------------------------------------------------
+
+    def _exited(self, report: ExitReport) -> None:
+        with self._lock:
+            self._running.pop((report.job_id, report.epoch, report.rank), None)
+            seq = next(self._seq)
+            self._unacked[seq] = report
+            emit = self._emit
+        log.info("task ended", job_id=report.job_id, epoch=report.epoch, reason=report.reason)
+        if emit is not None:
+            emit(ExitNotice(seq, report))
+
+    def _finding(self, event: HealthEvent) -> None:
+        with self._lock:
+            emit = self._emit
+        if emit is not None and emit(event):
+            return
+        if not isinstance(event, Heartbeat):  # heartbeats only matter while connected
+            with self._lock:
+                self._findings.append(event)

@@ -1,0 +1,359 @@
+"""`AgentHub`: the leader's side of its agents — a `JobRunner` whose processes run on nodes.
+
+Theory of operation. Each agent keeps one stream open to the leader (the transport adapter
+turns it into an `AgentSession` and calls `open`, `heartbeat`, `finding`, `exited`,
+`launched`, `log_data`, `closed`). The control plane drives the hub as it would the local
+process runner: `start` sends a launch to the task's node and waits for the agent's answer
+(running, or a launch error); `stop` sends a stop to every node where the attempt has a live
+task; exits come back as `exited` and go to the attempt's `on_exit` (or the listener's when
+this leader did not start it: it was started before a failover).
+
+A task whose node has no live session cannot report: `stop` reports such tasks ended at once
+("lost with its node"), from a worker thread as a runner would — the cluster has declared the
+node gone, and re-running the job elsewhere must not wait for a machine that may never come
+back (when it does, reconcile kills what it still runs). A session is live while its agent
+has spoken within `stale_after_s` (a stopped agent keeps its TCP stream open but goes silent).
+
+Leaving the leader role must not stop jobs: `stop_all` and `reap` do nothing; the next leader
+learns what runs from each agent's hello.
+
+Thread-safety: every public method may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import structlog
+
+from gpu_platform.domain.faults.health import HealthEvent
+from gpu_platform.domain.model.node import Node
+from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
+
+__all__ = ["AgentHub", "AgentListener", "AgentSession", "AttemptRef", "NotAccepting"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRef:
+    """One live task an agent runs: rank `rank` of attempt `attempt` (epoch `epoch`)."""
+
+    job_id: str
+    epoch: int
+    rank: int
+    attempt: int = 0
+
+
+class NotAccepting(Exception):
+    """This server does not take agents now (it is not the leader); `leader` is the agent
+    address to try instead, '' when unknown."""
+
+    def __init__(self, leader: str) -> None:
+        self.leader = leader
+        super().__init__(f"not the leader; try {leader or 'another server'}")
+
+
+class AgentSession(Protocol):
+    """One agent's stream, as the transport adapter offers it. Sends never block."""
+
+    @property
+    def node(self) -> str: ...
+
+    def send_launch(self, request_id: int, spec: LaunchSpec) -> None: ...
+
+    def send_stop(self, job_id: str, epoch: int, grace_s: float) -> None: ...
+
+    def send_read_log(
+        self, request_id: int, job_id: str, attempt: int, rank: int, offset: int, max_bytes: int
+    ) -> None: ...
+
+    def send_exit_ack(self, seq: int) -> None: ...
+
+    def close(self, leader: str) -> None:
+        """End the stream, telling the agent where the leader is now ('' if unknown)."""
+        ...
+
+
+class AgentListener(Protocol):
+    """What the control plane hears from its agents (called without the hub's lock)."""
+
+    def agent_connected(self, node: Node, running: tuple[AttemptRef, ...]) -> None:
+        """Register the node and reconcile what it runs; raise to refuse the agent."""
+        ...
+
+    def agent_heartbeat(self, node: str) -> None: ...
+
+    def agent_finding(self, event: HealthEvent) -> None: ...
+
+    def agent_exit(self, report: ExitReport) -> None:
+        """A task ended that no `start` of this hub is waiting on (started before a failover)."""
+        ...
+
+    def accepting(self) -> str | None:
+        """None when agents may connect here, else the leader's agent address ('' unknown)."""
+        ...
+
+
+@dataclass
+class _Live:
+    session: AgentSession
+    last_seen: float
+    tasks: set[tuple[str, int, int]] = field(default_factory=set)  # (job, epoch, rank)
+
+
+class AgentHub:
+    """Implements the JobRunner port over the agents' streams (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        launch_timeout_s: float = 15.0,
+        log_timeout_s: float = 10.0,
+        stale_after_s: float = 15.0,
+    ) -> None:
+        self._listener: AgentListener | None = None
+        self._lock = threading.Lock()
+        self._sessions: dict[str, _Live] = {}
+        self._where: dict[tuple[str, int, int], str] = {}  # (job, epoch, rank) -> node
+        self._logs_at: dict[tuple[str, int, int], str] = {}  # (job, attempt, rank) -> node
+        self._on_exit: dict[tuple[str, int], Callable[[ExitReport], None]] = {}
+        self._requests: dict[int, Future[object]] = {}
+        self._ids = itertools.count(1)
+        self._launch_timeout = launch_timeout_s
+        self._log_timeout = log_timeout_s
+        self._stale_after = stale_after_s
+
+    def attach(self, listener: AgentListener) -> None:
+        self._listener = listener
+
+    # -- from the transport ----------------------------------------------------------------
+
+    def open(
+        self,
+        session: AgentSession,
+        node: Node,
+        running: tuple[AttemptRef, ...],
+        exited: tuple[tuple[int, ExitReport], ...] = (),
+    ) -> None:
+        """A new stream: refuse it (NotAccepting) unless this server leads, then record what
+        it runs, let the control plane reconcile, and deliver the exits the agent kept while
+        it had no leader ((seq, report) pairs). A session for the same node replaces the old
+        one (the agent reconnected)."""
+        listener = self._need_listener()
+        leader = listener.accepting()
+        if leader is not None:
+            raise NotAccepting(leader)
+        with self._lock:
+            old = self._sessions.get(session.node)
+            live = _Live(session, time.monotonic())
+            for ref in running:
+                key = (ref.job_id, ref.epoch, ref.rank)
+                live.tasks.add(key)
+                self._where[key] = session.node
+                if ref.attempt:
+                    self._logs_at[(ref.job_id, ref.attempt, ref.rank)] = session.node
+            self._sessions[session.node] = live
+        if old is not None and old.session is not session:
+            old.session.close("")
+        log.info("agent connected", node=node.name, running=len(running))
+        listener.agent_connected(node, running)
+        for seq, report in exited:
+            listener.agent_exit(report)
+            session.send_exit_ack(seq)
+
+    def heartbeat(self, session: AgentSession) -> None:
+        if self._touch(session):
+            self._need_listener().agent_heartbeat(session.node)
+
+    def finding(self, session: AgentSession, event: HealthEvent) -> None:
+        if self._touch(session):
+            self._need_listener().agent_finding(event)
+
+    def exited(self, session: AgentSession, seq: int, report: ExitReport) -> None:
+        """A task ended (possibly reported twice across a reconnect: the control plane
+        ignores a report for an attempt that is no longer current)."""
+        self._touch(session)
+        key = (report.job_id, report.epoch, report.rank)
+        with self._lock:
+            self._where.pop(key, None)
+            handler = self._on_exit.get(key[:2])
+            if not any(k[:2] == key[:2] for k in self._where):
+                self._on_exit.pop(key[:2], None)
+            for live in self._sessions.values():
+                live.tasks.discard(key)
+        (handler or self._need_listener().agent_exit)(report)
+        if seq:
+            session.send_exit_ack(seq)
+
+    def launched(self, session: AgentSession, request_id: int, error: str) -> None:
+        self._touch(session)
+        self._resolve(request_id, error)
+
+    def log_data(self, session: AgentSession, request_id: int, data: bytes, error: str) -> None:
+        self._touch(session)
+        self._resolve(request_id, LaunchError(error) if error else data)
+
+    def closed(self, session: AgentSession) -> None:
+        with self._lock:
+            live = self._sessions.get(session.node)
+            if live is not None and live.session is session:
+                del self._sessions[session.node]
+        log.info("agent disconnected", node=session.node)
+
+    def step_down(self, leader: str) -> None:
+        """This server stopped leading: end every stream, pointing agents at `leader`."""
+        with self._lock:
+            sessions = [live.session for live in self._sessions.values()]
+            self._sessions.clear()
+            self._where.clear()
+            self._on_exit.clear()
+            pending = list(self._requests.values())
+            self._requests.clear()
+        for fut in pending:
+            if not fut.done():
+                fut.set_exception(LaunchError("the server stopped leading"))
+        for session in sessions:
+            session.close(leader)
+
+    def connected(self) -> dict[str, float]:
+        """Node -> seconds since its agent last spoke."""
+        now = time.monotonic()
+        with self._lock:
+            return {n: now - live.last_seen for n, live in self._sessions.items()}
+
+    # -- JobRunner ---------------------------------------------------------------------------
+
+    def start(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None]) -> None:
+        request_id = next(self._ids)
+        fut: Future[object] = Future()
+        key = (spec.job_id, spec.epoch, spec.rank)
+        with self._lock:
+            live = self._fresh(spec.node)
+            if live is None:
+                raise LaunchError(f"node {spec.node!r} has no connected agent")
+            self._requests[request_id] = fut
+            self._on_exit[(spec.job_id, spec.epoch)] = on_exit
+            self._where[key] = spec.node
+            self._logs_at[(spec.job_id, spec.attempt, spec.rank)] = spec.node
+            live.tasks.add(key)
+            session = live.session
+        session.send_launch(request_id, spec)
+        try:
+            error = fut.result(timeout=self._launch_timeout)
+        except FutureTimeout:
+            error = f"agent on {spec.node} did not answer the launch in {self._launch_timeout:g}s"
+        except LaunchError as exc:
+            error = str(exc)
+        finally:
+            with self._lock:
+                self._requests.pop(request_id, None)
+        if error:
+            with self._lock:
+                self._where.pop(key, None)
+                live.tasks.discard(key)
+            raise LaunchError(str(error))
+
+    def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
+        lost: list[int] = []
+        sends: list[tuple[AgentSession, int]] = []
+        with self._lock:
+            ranks = [(k[2], n) for k, n in self._where.items() if k[:2] == (job_id, epoch)]
+            for rank, node in ranks:
+                live = self._fresh(node)
+                if live is None:
+                    lost.append(rank)
+                    del self._where[(job_id, epoch, rank)]
+                elif all(s is not live.session for s, _ in sends):
+                    sends.append((live.session, rank))
+            handler = self._on_exit.get((job_id, epoch))
+            if not any(k[:2] == (job_id, epoch) for k in self._where):
+                self._on_exit.pop((job_id, epoch), None)
+        for session, _ in sends:
+            session.send_stop(job_id, epoch, grace_s)
+        if lost:
+            report = handler or self._need_listener().agent_exit
+            reports = [
+                ExitReport(job_id, epoch, None, rank=r, detail="lost with its node") for r in lost
+            ]
+            threading.Thread(
+                target=lambda: [report(r) for r in reports], name="lost-tasks", daemon=True
+            ).start()
+        return bool(ranks)
+
+    def stop_all(self, grace_s: float) -> None:
+        """Jobs outlive the leader: nothing to stop here."""
+
+    def reap(self, job_id: str, epoch: int) -> int:
+        return 0
+
+    def read_log(self, job_id: str, attempt: int, tail_bytes: int, rank: int = 0) -> str:
+        data = self._read(job_id, attempt, rank, -1, tail_bytes)
+        return data.decode("utf-8", errors="replace")
+
+    def read_log_from(
+        self, job_id: str, attempt: int, offset: int, max_bytes: int, rank: int = 0
+    ) -> bytes:
+        return self._read(job_id, attempt, rank, offset, max_bytes)
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _read(self, job_id: str, attempt: int, rank: int, offset: int, max_bytes: int) -> bytes:
+        with self._lock:
+            node = self._logs_at.get((job_id, attempt, rank))
+            targets = [node] if node in self._sessions else list(self._sessions)
+            sessions = [(n, self._sessions[n].session) for n in targets if n is not None]
+        for name, session in sessions:  # the node that ran it, else ask each agent
+            request_id = next(self._ids)
+            fut: Future[object] = Future()
+            with self._lock:
+                self._requests[request_id] = fut
+            session.send_read_log(request_id, job_id, attempt, rank, offset, max_bytes)
+            try:
+                data = fut.result(timeout=self._log_timeout)
+            except (FutureTimeout, LaunchError):
+                continue
+            finally:
+                with self._lock:
+                    self._requests.pop(request_id, None)
+            if isinstance(data, bytes) and (data or name == node):
+                with self._lock:
+                    self._logs_at[(job_id, attempt, rank)] = name
+                return data
+        return b""
+
+    def _resolve(self, request_id: int, result: object) -> None:
+        with self._lock:
+            fut = self._requests.get(request_id)
+        if fut is None or fut.done():
+            return
+        if isinstance(result, BaseException):
+            fut.set_exception(result)
+        else:
+            fut.set_result(result)
+
+    def _touch(self, session: AgentSession) -> bool:
+        with self._lock:
+            live = self._sessions.get(session.node)
+            if live is None or live.session is not session:
+                return False
+            live.last_seen = time.monotonic()
+            return True
+
+    def _fresh(self, node: str) -> _Live | None:
+        live = self._sessions.get(node)
+        if live is None or time.monotonic() - live.last_seen > self._stale_after:
+            return None
+        return live
+
+    def _need_listener(self) -> AgentListener:
+        if self._listener is None:
+            raise RuntimeError("AgentHub used before attach()")
+        return self._listener

@@ -1,0 +1,93 @@
+"""`gpu-platform agent`: run a node agent until SIGINT/SIGTERM.
+
+The node is a simulated profile's (`--sim-profile`, named `--node`) or this host's discovery
+(the configuration's inventory settings); its job processes run under the configured
+isolation with logs in `<data_dir>/jobs`. On a signal the agent stops its tasks (SIGTERM,
+grace, SIGKILL) and exits 0; the cluster then sees the node go silent.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+
+import structlog
+
+from gpu_platform.adapters.inbound.agent_client import AgentClient
+from gpu_platform.adapters.inbound.cli import AgentOptions
+from gpu_platform.adapters.outbound.sim import SimulatedHardware
+from gpu_platform.adapters.outbound.sim.profiles import profile_node
+from gpu_platform.application.agent import Agent
+from gpu_platform.domain.model.node import Inventory
+from gpu_platform.infrastructure.config import ConfigError, load_settings
+from gpu_platform.infrastructure.container import (
+    job_isolation,
+    process_runner,
+    select_discovery,
+    select_health,
+    tls_files,
+)
+from gpu_platform.infrastructure.logging import configure_logging
+from gpu_platform.infrastructure.replicated import agent_node
+from gpu_platform.infrastructure.server import lock_data_dir
+from gpu_platform.ports.outbound.health_monitor import HealthMonitor
+
+__all__ = ["run_agent"]
+
+log = structlog.get_logger("gpu_platform.agent")
+
+
+def run_agent(options: AgentOptions) -> None:
+    try:
+        settings = load_settings(options.config, data_dir=options.data_dir)
+    except ConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    configure_logging(settings.log_level, settings.log_format)
+    lock = lock_data_dir(settings.data_dir)
+    name = options.node or socket.gethostname()
+    if options.sim_profile:
+        try:
+            node = profile_node(options.sim_profile, name)
+        except (KeyError, ValueError) as exc:
+            raise SystemExit(f"error: --sim-profile: {exc}") from None
+        inventory = Inventory((node,), source=f"sim:{options.sim_profile}", simulated=True)
+        monitors: tuple[HealthMonitor, ...] = (
+            SimulatedHardware(inventory, heartbeat_interval_s=settings.health_poll_seconds,
+                              heartbeats=False),
+        )
+    else:
+        discovery = select_discovery(settings)
+        inventory = discovery.discover()
+        if options.node and inventory.nodes and inventory.nodes[0].name != options.node:
+            raise SystemExit(
+                f"error: --node {options.node}: this host's inventory names its node "
+                f"{inventory.nodes[0].name!r} (--node only names simulated nodes)"
+            )
+        monitors = select_health(settings, inventory, discovery).monitors
+    node = agent_node(inventory, options.address or "127.0.0.1")
+    isolation = job_isolation(settings)
+    runner_gen = process_runner(settings, isolation)
+    runner = next(runner_gen)
+    agent = Agent(node, runner, monitors)
+    tls = tls_files(settings)
+    client = AgentClient(
+        agent,
+        options.servers,
+        credentials=tls.grpc_channel_credentials() if tls is not None else None,
+    )
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    agent.start()
+    client.start()
+    log.info("agent running", node=node.name, gpus=len(node.gpus), servers=list(options.servers))
+    try:
+        done.wait()
+    finally:
+        log.info("agent stopping", node=node.name)
+        client.stop()
+        agent.stop(settings.stop_grace_seconds)
+        for _ in runner_gen:  # closes the runner
+            pass
+        lock.close()

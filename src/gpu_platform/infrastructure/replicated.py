@@ -1,0 +1,174 @@
+"""The replicated server's parts (docs/replication.md): Raft, the agent hub, the agents' API,
+and the optional in-process agent. `container.py` wires them when `server_id` is set.
+
+Raft between servers uses the server's TLS material when it has one (mutual TLS when
+`tls_client_ca_file` is set), like the client APIs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from gpu_platform.adapters.inbound.agent_client import AgentClient
+from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
+from gpu_platform.adapters.outbound.observability import PrometheusRaftMetrics
+from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
+from gpu_platform.adapters.outbound.raft_grpc.transport import parse_peers
+from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
+from gpu_platform.adapters.tls import TlsFiles
+from gpu_platform.application.agent import Agent
+from gpu_platform.application.agent_hub import AgentHub
+from gpu_platform.application.cluster_replica import ClusterReplica
+from gpu_platform.application.raft_node import RaftNode, RaftNodeConfig
+from gpu_platform.application.replication import RaftReplication
+from gpu_platform.domain.faults.policy import FaultPolicy
+from gpu_platform.domain.model.node import Inventory, Node
+from gpu_platform.infrastructure.config import ConfigError, Settings
+from gpu_platform.ports.outbound.health_monitor import HealthMonitor
+from gpu_platform.ports.outbound.job_runner import JobRunner
+
+__all__ = [
+    "ServerAddresses",
+    "advertised",
+    "agent_node",
+    "running_agent_server",
+    "running_local_agent",
+    "running_replication",
+    "voters",
+]
+
+log = structlog.get_logger(__name__)
+
+
+def voters(settings: Settings) -> dict[int, str]:
+    """The Raft voters from `peers`; a ConfigError names what is wrong."""
+    try:
+        peers = parse_peers(settings.peers)
+    except ValueError as exc:
+        raise ConfigError(f"peers: {exc}") from None
+    if not peers:
+        raise ConfigError("peers: server_id is set but peers is empty (id=host:port,...)")
+    if settings.server_id not in peers:
+        raise ConfigError(f"peers: server_id {settings.server_id} is not in {settings.peers!r}")
+    return peers
+
+
+@dataclass(frozen=True, slots=True)
+class ServerAddresses:
+    http_url: str
+    grpc_address: str
+    agent_address: str
+
+    def as_tuple(self) -> tuple[str, str, str]:
+        return self.http_url, self.grpc_address, self.agent_address
+
+
+def advertised(settings: Settings, tls: TlsFiles | None, ports: tuple[int, int, int]) -> ServerAddresses:
+    """Where clients and agents reach this server: (REST, gRPC, agent) on the advertised host."""
+    host = settings.advertise_host or settings.host
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    http, grpc_port, agent = ports
+    scheme = "https" if tls is not None else "http"
+    return ServerAddresses(
+        f"{scheme}://{host}:{http}",
+        f"{host}:{grpc_port}" if grpc_port > 0 else "",
+        f"{host}:{agent}",
+    )
+
+
+def running_replication(
+    settings: Settings, policy: FaultPolicy, tls: TlsFiles | None, registry: CollectorRegistry
+) -> Iterator[RaftReplication | None]:
+    """Raft over gRPC with the log in `data_dir/raft.db`; None for the embedded mode."""
+    if settings.server_id == 0:
+        yield None
+        return
+    peers = voters(settings)
+    storage = SqliteRaftStorage(settings.data_dir / "raft.db")
+    replica = ClusterReplica(policy, threading.RLock())
+    metrics = PrometheusRaftMetrics(registry, settings.server_id)
+    config = RaftNodeConfig(
+        id=settings.server_id,
+        voters=tuple(sorted(peers)),
+        tick_interval=settings.raft_tick_seconds,
+        election_tick=settings.raft_election_ticks,
+        snapshot_entries=settings.raft_snapshot_entries,
+    )
+    node = RaftNode(config, storage, GrpcRaftTransport(settings.server_id, peers, tls=tls),
+                    replica, metrics=metrics)
+    metrics.watch(node.status)
+    node.start()
+    log.info("raft started", server_id=settings.server_id, voters=sorted(peers))
+    try:
+        yield RaftReplication(node, replica)
+    finally:
+        node.stop()
+        storage.close()
+
+
+def running_agent_server(
+    settings: Settings, hub: JobRunner, tls: TlsFiles | None
+) -> Iterator[AgentGrpcServer | None]:
+    if settings.server_id == 0 or not isinstance(hub, AgentHub):
+        yield None
+        return
+    server = AgentGrpcServer(
+        hub,
+        settings.host,
+        settings.agent_port,
+        server_id=settings.server_id,
+        heartbeat_s=settings.agent_heartbeat_seconds,
+        tls=tls,
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def agent_node(inventory: Inventory, address: str | None) -> Node:
+    """The node an agent registers: the inventory's (first) node with its `address` label,
+    which gangs use as their rendezvous host."""
+    if not inventory.nodes:
+        raise ConfigError("agent: the inventory has no node")
+    node = inventory.nodes[0]
+    labels = dict(node.labels)
+    if address:
+        labels["address"] = address
+    return replace(node, labels=tuple(sorted(labels.items())))
+
+
+def running_local_agent(
+    settings: Settings,
+    inventory: Inventory,
+    runner: JobRunner,
+    monitors: tuple[HealthMonitor, ...],
+    agent_server: AgentGrpcServer | None,
+    tls: TlsFiles | None,
+) -> Iterator[Agent | None]:
+    """An agent in this process for this host, talking to the cluster like any other."""
+    if settings.server_id == 0 or not settings.local_agent or agent_server is None:
+        yield None
+        return
+    node = agent_node(inventory, "127.0.0.1")
+    agent = Agent(node, runner, monitors)
+    target = advertised(settings, tls, (settings.port, settings.grpc_port, agent_server.port))
+    client = AgentClient(
+        agent,
+        [target.agent_address],
+        credentials=tls.grpc_channel_credentials() if tls is not None else None,
+    )
+    agent.start()
+    client.start()
+    try:
+        yield agent
+    finally:
+        client.stop()
+        agent.stop(settings.stop_grace_seconds)

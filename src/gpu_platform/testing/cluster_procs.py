@@ -1,0 +1,220 @@
+"""A replicated cluster of real processes on loopback: `gpu-platform serve --id/--peers` servers
+and `gpu-platform agent` processes with simulated nodes. Used by the integration tests, the
+chaos runs and the benchmarks; every wait is generous and nothing here asserts on time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+__all__ = ["ReplicatedCluster", "free_port", "wait_until"]
+
+_BIN = Path(sys.executable).with_name("gpu-platform")
+ENTRY = [str(_BIN)] if _BIN.exists() else [sys.executable, "-m", "gpu_platform.main"]
+
+#: Fast failure detection for tests: a silent node is SUSPECT after 2 s and DOWN after 4 s.
+FAST_ENV = {
+    "GPU_PLATFORM_NODE_SUSPECT_AFTER_SECONDS": "2",
+    "GPU_PLATFORM_NODE_DOWN_AFTER_SECONDS": "4",
+    "GPU_PLATFORM_AGENT_HEARTBEAT_SECONDS": "0.5",
+    "GPU_PLATFORM_SCHEDULE_INTERVAL_SECONDS": "0.2",
+    "GPU_PLATFORM_STOP_GRACE_SECONDS": "2",
+    "GPU_PLATFORM_ISOLATION": "none",
+    "GPU_PLATFORM_LOG_FORMAT": "json",
+    "GPU_PLATFORM_AUTH": "off",
+    "GPU_PLATFORM_RATE_LIMIT_PER_SECOND": "0",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 60.0, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if cond():
+                return True
+        time.sleep(step)
+    return False
+
+
+class ReplicatedCluster:
+    """`servers` control-plane servers and `agents` agents (node-1..node-N of `profile`)."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        servers: int = 3,
+        agents: int = 3,
+        profile: str = "dgx-a100",
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.root = root
+        self.ids = list(range(1, servers + 1))
+        self.raft = {i: free_port() for i in self.ids}
+        self.http = {i: free_port() for i in self.ids}
+        self.grpc = {i: free_port() for i in self.ids}
+        self.agent_ports = {i: free_port() for i in self.ids}
+        self.peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in self.raft.items())
+        self.nodes = [f"node-{n}" for n in range(1, agents + 1)]
+        self.profile = profile
+        self.env = {**os.environ, **FAST_ENV, **(env or {})}
+        self.servers: dict[int, subprocess.Popen[bytes]] = {}
+        self.agents: dict[str, subprocess.Popen[bytes]] = {}
+        self.client = httpx.Client(timeout=15.0, follow_redirects=True)
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def _spawn(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+        with log.open("ab") as out:
+            return subprocess.Popen(
+                argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def start_server(self, i: int) -> None:
+        data = self.root / f"server-{i}"
+        data.mkdir(parents=True, exist_ok=True)
+        argv = [
+            *ENTRY, "serve", "--id", str(i), "--peers", self.peers,
+            "--port", str(self.http[i]), "--grpc-port", str(self.grpc[i]),
+            "--agent-port", str(self.agent_ports[i]), "--data-dir", str(data),
+        ]  # fmt: skip
+        self.servers[i] = self._spawn(argv, self.root / f"server-{i}.log")
+
+    def start_agent(self, node: str) -> None:
+        data = self.root / node
+        data.mkdir(parents=True, exist_ok=True)
+        servers = ",".join(f"127.0.0.1:{p}" for p in self.agent_ports.values())
+        argv = [
+            *ENTRY, "agent", "--servers", servers, "--node", node,
+            "--sim-profile", self.profile, "--data-dir", str(data),
+        ]  # fmt: skip
+        self.agents[node] = self._spawn(argv, self.root / f"{node}.log")
+
+    def start(self) -> ReplicatedCluster:
+        for i in self.ids:
+            self.start_server(i)
+        for node in self.nodes:
+            self.start_agent(node)
+        return self
+
+    def kill_server(self, i: int, sig: int = signal.SIGKILL) -> None:
+        proc = self.servers[i]
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
+            proc.wait(timeout=60)
+
+    def signal_agent(self, node: str, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.agents[node].send_signal(sig)
+
+    def close(self) -> None:
+        for proc in [*self.agents.values(), *self.servers.values()]:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGCONT)
+                proc.send_signal(signal.SIGTERM)
+        for proc in [*self.agents.values(), *self.servers.values()]:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        self.client.close()
+
+    # -- observation -------------------------------------------------------------------------
+
+    def url(self, i: int) -> str:
+        return f"http://127.0.0.1:{self.http[i]}"
+
+    def alive(self) -> list[int]:
+        return [i for i, p in self.servers.items() if p.poll() is None]
+
+    def cluster(self, i: int) -> dict[str, Any] | None:
+        try:
+            r = self.client.get(self.url(i) + "/v1/cluster", timeout=2.0)
+        except httpx.HTTPError:
+            return None
+        return r.json() if r.status_code == 200 else None
+
+    def leader(self, among: list[int] | None = None) -> int | None:
+        """The server that reports itself leader (with the highest term), if any."""
+        best: tuple[int, int] | None = None
+        for i in among or self.alive():
+            info = self.cluster(i)
+            if info and info["role"] == "leader" and (best is None or info["term"] > best[0]):
+                best = (info["term"], i)
+        return best[1] if best else None
+
+    def wait_leader(self, among: list[int] | None = None, timeout: float = 60.0) -> int:
+        found: list[int] = []
+
+        def has() -> bool:
+            lead = self.leader(among)
+            if lead is not None:
+                found.append(lead)
+            return lead is not None
+
+        if not wait_until(has, timeout):
+            raise TimeoutError(f"no leader among {among or self.alive()}")
+        return found[-1]
+
+    def agents_connected(self, i: int) -> set[str]:
+        info = self.cluster(i)
+        return set(info["agents"]) if info else set()
+
+    def wait_ready(self, timeout: float = 90.0) -> int:
+        """Until a leader exists and every agent streams to it; returns the leader."""
+        lead = self.wait_leader(timeout=timeout)
+        want = set(self.nodes)
+
+        def ready() -> bool:
+            nonlocal lead
+            lead = self.leader() or lead
+            return want <= self.agents_connected(lead)
+
+        if not wait_until(ready, timeout):
+            raise TimeoutError(f"agents not all connected to {lead}: {self.agents_connected(lead)}")
+        return lead
+
+    def any_url(self) -> str:
+        alive = self.alive()
+        lead = self.leader(alive)
+        return self.url(lead if lead is not None else alive[0])
+
+    def submit(self, argv: list[str], gpus: int = 1, **extra: Any) -> dict[str, Any]:
+        r = self.client.post(
+            self.any_url() + "/v1/jobs", json={"command": argv, "gpus": gpus, **extra}
+        )
+        r.raise_for_status()
+        body: dict[str, Any] = r.json()
+        return body
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        r = self.client.get(self.any_url() + f"/v1/jobs/{job_id}")
+        r.raise_for_status()
+        body: dict[str, Any] = r.json()
+        return body
+
+    def jobs(self) -> list[dict[str, Any]]:
+        r = self.client.get(self.any_url() + "/v1/jobs")
+        r.raise_for_status()
+        body = r.json()
+        return list(body["jobs"] if isinstance(body, dict) else body)
