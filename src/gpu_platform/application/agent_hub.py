@@ -37,7 +37,14 @@ from gpu_platform.domain.faults.health import HealthEvent
 from gpu_platform.domain.model.node import Node
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
 
-__all__ = ["AgentHub", "AgentListener", "AgentSession", "AttemptRef", "NotAccepting"]
+__all__ = [
+    "AgentHub",
+    "AgentListener",
+    "AgentSession",
+    "AgentUnavailable",
+    "AttemptRef",
+    "NotAccepting",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -50,6 +57,11 @@ class AttemptRef:
     epoch: int
     rank: int
     attempt: int = 0
+
+
+class AgentUnavailable(LaunchError):
+    """The task's node has no live agent here (not connected yet, silent, or it did not answer
+    in time): nothing ran, and it is no fault of the job."""
 
 
 class NotAccepting(Exception):
@@ -85,8 +97,11 @@ class AgentSession(Protocol):
 class AgentListener(Protocol):
     """What the control plane hears from its agents (called without the hub's lock)."""
 
-    def agent_connected(self, node: Node, running: tuple[AttemptRef, ...]) -> None:
-        """Register the node and reconcile what it runs; raise to refuse the agent."""
+    def agent_connected(
+        self, node: Node, running: tuple[AttemptRef, ...], exited: tuple[ExitReport, ...]
+    ) -> None:
+        """Register the node, take the exits it kept while it had no leader, and reconcile
+        what it runs; raise to refuse the agent."""
         ...
 
     def agent_heartbeat(self, node: str) -> None: ...
@@ -101,12 +116,18 @@ class AgentListener(Protocol):
         """None when agents may connect here, else the leader's agent address ('' unknown)."""
         ...
 
+    def wait_for(self, future: Future[object], timeout: float) -> None:
+        """Wait until `future` is done or `timeout` passes (the control plane lets its lock
+        go meanwhile, so a slow agent does not stall it)."""
+        ...
+
 
 @dataclass
 class _Live:
     session: AgentSession
     last_seen: float
     tasks: set[tuple[str, int, int]] = field(default_factory=set)  # (job, epoch, rank)
+    ready: bool = False  # reconciled: launches may go to it
 
 
 class AgentHub:
@@ -164,9 +185,10 @@ class AgentHub:
         if old is not None and old.session is not session:
             old.session.close("")
         log.info("agent connected", node=node.name, running=len(running))
-        listener.agent_connected(node, running)
-        for seq, report in exited:
-            listener.agent_exit(report)
+        listener.agent_connected(node, running, tuple(report for _, report in exited))
+        with self._lock:
+            live.ready = True
+        for seq, _ in exited:
             session.send_exit_ack(seq)
 
     def heartbeat(self, session: AgentSession) -> None:
@@ -219,9 +241,14 @@ class AgentHub:
             self._requests.clear()
         for fut in pending:
             if not fut.done():
-                fut.set_exception(LaunchError("the server stopped leading"))
+                fut.set_exception(AgentUnavailable("the server stopped leading"))
         for session in sessions:
             session.close(leader)
+
+    def ready_nodes(self) -> set[str]:
+        """Nodes whose agent is reconciled and has spoken within `stale_after_s`."""
+        with self._lock:
+            return {n for n, live in self._sessions.items() if live.ready and self._fresh(n)}
 
     def connected(self) -> dict[str, float]:
         """Node -> seconds since its agent last spoke."""
@@ -237,8 +264,8 @@ class AgentHub:
         key = (spec.job_id, spec.epoch, spec.rank)
         with self._lock:
             live = self._fresh(spec.node)
-            if live is None:
-                raise LaunchError(f"node {spec.node!r} has no connected agent")
+            if live is None or not live.ready:
+                raise AgentUnavailable(f"node {spec.node!r} has no connected agent")
             self._requests[request_id] = fut
             self._on_exit[(spec.job_id, spec.epoch)] = on_exit
             self._where[key] = spec.node
@@ -246,11 +273,15 @@ class AgentHub:
             live.tasks.add(key)
             session = live.session
         session.send_launch(request_id, spec)
+        unavailable = False
         try:
-            error = fut.result(timeout=self._launch_timeout)
+            self._need_listener().wait_for(fut, self._launch_timeout)
+            error = fut.result(timeout=0)
         except FutureTimeout:
+            unavailable = True
             error = f"agent on {spec.node} did not answer the launch in {self._launch_timeout:g}s"
         except LaunchError as exc:
+            unavailable = isinstance(exc, AgentUnavailable)
             error = str(exc)
         finally:
             with self._lock:
@@ -259,11 +290,12 @@ class AgentHub:
             with self._lock:
                 self._where.pop(key, None)
                 live.tasks.discard(key)
-            raise LaunchError(str(error))
+            raise (AgentUnavailable if unavailable else LaunchError)(str(error))
 
     def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
         lost: list[int] = []
         sends: list[tuple[AgentSession, int]] = []
+        silent: list[AgentSession] = []
         with self._lock:
             ranks = [(k[2], n) for k, n in self._where.items() if k[:2] == (job_id, epoch)]
             for rank, node in ranks:
@@ -271,6 +303,9 @@ class AgentHub:
                 if live is None:
                     lost.append(rank)
                     del self._where[(job_id, epoch, rank)]
+                    stale = self._sessions.pop(node, None)
+                    if stale is not None:  # a stopped agent: when it wakes, it must say
+                        silent.append(stale.session)  # hello again and be reconciled
                 elif all(s is not live.session for s, _ in sends):
                     sends.append((live.session, rank))
             handler = self._on_exit.get((job_id, epoch))
@@ -278,6 +313,8 @@ class AgentHub:
                 self._on_exit.pop((job_id, epoch), None)
         for session, _ in sends:
             session.send_stop(job_id, epoch, grace_s)
+        for session in silent:
+            session.close("")
         if lost:
             report = handler or self._need_listener().agent_exit
             reports = [

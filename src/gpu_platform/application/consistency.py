@@ -25,6 +25,7 @@ class LeaderElsewhere(Exception):
         where = f"server {leader_id} at {http_url or grpc_address or '?'}" if leader_id else None
         super().__init__(f"not the leader; the leader is {where or 'not known yet'}")
 
+
 _STALE: ContextVar[bool] = ContextVar("gpu_platform_stale_reads", default=False)
 
 

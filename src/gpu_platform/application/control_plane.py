@@ -25,6 +25,7 @@ too.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -36,7 +37,7 @@ from typing import Literal
 
 import structlog
 
-from gpu_platform.application.agent_hub import AgentHub, AttemptRef
+from gpu_platform.application.agent_hub import AgentHub, AgentUnavailable, AttemptRef
 from gpu_platform.application.cluster_replica import Applied
 from gpu_platform.application.consistency import LeaderElsewhere, stale_reads_allowed
 from gpu_platform.application.raft_node import NotLeader, RaftNode, RaftNodeError
@@ -44,14 +45,14 @@ from gpu_platform.application.replication import RaftReplication as Replication
 from gpu_platform.domain.cluster_state import (
     AbortJob,
     AnnounceServer,
-    RegisterNode,
-    SetQuota,
     BindJob,
     CancelJob,
     ClusterState,
     Command,
     FinishJob,
+    RegisterNode,
     RequeueJob,
+    SetQuota,
     StartJob,
     SubmitJob,
 )
@@ -430,6 +431,9 @@ class ControlPlane:
             now = self._now()
             self._cancel_broken_dependencies(now)
             free = {v.name: [g.index for g in v.free] for v in self._state.node_views()}
+            if self._hub is not None:  # replicated: only nodes whose agent can launch now
+                live = self._hub.ready_nodes()
+                free = {n: gpus for n, gpus in free.items() if n in live}
             ready = [n for n in self._state.nodes if n.name in free]  # READY nodes only
             view = ClusterView.from_free(ready, free)
             queued = self._state.queued(now)
@@ -595,13 +599,22 @@ class ControlPlane:
         alloc = bound.allocation
         vendors = [str(s.gpu.vendor) for t in placed.tasks for s in t.gpus]
         run = self._runs[(job.id, alloc.epoch)] = _Run(len(alloc.tasks))
+        unavailable = False
         for rank, spec in enumerate(self._task_specs(job, bound, vendors[0] if vendors else "")):
             try:
                 self._runner.start(spec, self._on_exit)
             except LaunchError as exc:
                 run.launch_error = f"launch failed: {exc}"
+                unavailable = isinstance(exc, AgentUnavailable)
                 break
             run.live.add(rank)
+        if unavailable:  # no fault of the job: it waits for another placement
+            why = run.launch_error
+            self._execute(RequeueJob(job.id, alloc.epoch, self._now(), why))
+            if not run.live:  # nothing runs: the GPUs are free at once
+                self._runs.pop((job.id, alloc.epoch), None)
+                self._execute(FinishJob(job.id, alloc.epoch, None, self._now(), why))
+            return
         if not run.launch_error:
             self._execute(StartJob(job.id, alloc.epoch, self._now()))
         elif not run.live or not self._runner.stop(job.id, alloc.epoch, self._grace):
@@ -676,6 +689,7 @@ class ControlPlane:
         first failing task's code and reason (the rest of a gang is stopped at once)."""
         with self._lock:
             key = (report.job_id, report.epoch)
+            self._record_start(report)
             run = self._runs.get(key)
             if run is None:  # not started by this incarnation's bookkeeping: report it as is
                 self._execute(FinishJob(*key, report.exit_code, self._now(), report.reason))
@@ -706,6 +720,32 @@ class ControlPlane:
                     reason = f"task {run.failure.rank} {reason}; the gang was stopped whole"
             self._execute(FinishJob(*key, code, self._now(), reason))
         self._wake.set()
+
+    def _record_start(self, report: ExitReport) -> None:
+        """A task ended whose start was never recorded (its leader failed between bind and
+        start): it did run, so record the start first — its exit code then counts."""
+        if self._replication is None:
+            return
+        try:
+            job = self._state.job(report.job_id)
+        except NotFound:
+            return
+        alloc = job.allocation
+        if job.state is JobState.SCHEDULED and alloc is not None and alloc.epoch == report.epoch:
+            self._execute(StartJob(job.id, report.epoch, self._now()))
+
+    def wait_for(self, future: Future[object], timeout: float) -> None:
+        if not self._applied._is_owned():  # type: ignore[attr-defined]
+            with contextlib.suppress(Exception):
+                future.result(timeout=timeout)
+            return
+
+        def wake(_: object) -> None:
+            with self._applied:
+                self._applied.notify_all()
+
+        future.add_done_callback(wake)
+        self._applied.wait_for(future.done, timeout=timeout)
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
@@ -781,13 +821,15 @@ class ControlPlane:
             where = self._state.servers.get(leader) if leader else None
         if where is None:
             return leader, "", "", ""
-        return leader, where.http_url, where.grpc_address, where.agent_address
+        return leader, *where
 
     def _read_barrier(self) -> None:
         """Replicated reads: linearizable on the leader (ReadIndex), refused elsewhere unless
         the caller accepts this replica's possibly stale state."""
         if self._replication is None or stale_reads_allowed():
             return
+        if self._applied._is_owned():  # type: ignore[attr-defined]
+            return  # called while applying a command (an event subscriber): the state is current
         try:
             self._replication.read_barrier()
         except NotLeader:
@@ -804,27 +846,41 @@ class ControlPlane:
             return None
         return self.leader_addresses()[3]
 
-    def agent_connected(self, node: Node, running: tuple[AttemptRef, ...]) -> None:
-        """Register the node, then reconcile: stop what the cluster no longer owns, stop what
-        is being stopped, start-record what was launched before a failover, and report lost
-        every task the cluster places here that the agent does not run."""
+    def agent_connected(
+        self,
+        node: Node,
+        running: tuple[AttemptRef, ...],
+        exited: tuple[ExitReport, ...] = (),
+    ) -> None:
+        """Register the node, take the exits its agent kept while it had no leader, then
+        reconcile: stop what the cluster no longer owns or is stopping, record the start of
+        what was launched just before a failover, and treat every task the cluster places
+        here that the agent neither runs nor reported ended as lost with the node (a fault:
+        the job is re-queued while it has attempts left)."""
         now = self._now()
         self._execute(RegisterNode(node, now))
         self._beats[node.name] = now
-        reported: dict[tuple[str, int], set[int]] = {}
-        for ref in running:
-            reported.setdefault((ref.job_id, ref.epoch), set()).add(ref.rank)
-        to_start: list[tuple[str, int]] = []
-        lost: list[ExitReport] = []
         with self._lock:
             self._agents_seen.add(node.name)
+        for report in exited:
+            self._on_exit(report)
+        known = {(r.job_id, r.epoch, r.rank) for r in running}
+        known |= {(r.job_id, r.epoch, r.rank) for r in exited}
+        reported = {(r.job_id, r.epoch) for r in running}
+        to_start: list[tuple[str, int]] = []
+        lost: dict[tuple[str, int], set[int]] = {}
+        with self._lock:
             jobs = {j.id: j for j in self._state.jobs()}
-            for (job_id, epoch), _ranks in sorted(reported.items()):
+            for job_id, epoch in sorted(reported):
                 job = jobs.get(job_id)
                 alloc = job.allocation if job is not None else None
                 if job is None or alloc is None or alloc.epoch != epoch or not job.holds_gpus:
-                    log.warning("killing an attempt the cluster does not own", job_id=job_id,
-                                epoch=epoch, node=node.name)
+                    log.warning(
+                        "stopping an attempt the cluster does not own",
+                        job_id=job_id,
+                        epoch=epoch,
+                        node=node.name,
+                    )
                     self._runner.stop(job_id, epoch, 0.0)
                 elif job.releasing:
                     self._runner.stop(job_id, epoch, self._grace)
@@ -835,17 +891,37 @@ class ControlPlane:
                 if not (job.holds_gpus and alloc is not None):
                     continue
                 for rank, slot in enumerate(alloc.tasks):
-                    if slot.node == node.name and rank not in reported.get((job.id, alloc.epoch), ()):
-                        why = f"lost: the agent on {node.name} no longer runs it"
-                        lost.append(ExitReport(job.id, alloc.epoch, None, rank=rank, detail=why))
+                    if slot.node == node.name and (job.id, alloc.epoch, rank) not in known:
+                        lost.setdefault((job.id, alloc.epoch), set()).add(rank)
         for job_id, epoch in to_start:
             try:
                 self._execute(StartJob(job_id, epoch, self._now()))
             except DomainError as exc:
                 log.warning("could not record a reconciled start", job_id=job_id, error=str(exc))
-        for report in lost:
-            self._on_exit(report)
+        for (job_id, epoch), ranks in sorted(lost.items()):
+            self._lost(job_id, epoch, ranks, f"lost: the agent on {node.name} no longer runs it")
         self._wake.set()
+
+    def _lost(self, job_id: str, epoch: int, ranks: set[int], why: str) -> None:
+        """Tasks of an attempt vanished with their node's processes: stop the attempt as a
+        fault (re-queued while attempts are left, else failed), and once none of its tasks
+        runs any more, record its end so its GPUs are free."""
+        with self._lock:
+            job = self._state.job(job_id)
+            run = self._runs.get((job_id, epoch))
+            if run is not None:
+                run.live -= ranks
+            log.warning("tasks lost", job_id=job_id, epoch=epoch, ranks=sorted(ranks), why=why)
+            if not job.releasing:
+                now = self._now()
+                if job.attempt < job.spec.max_attempts:
+                    self._execute(RequeueJob(job_id, epoch, now, why))
+                else:
+                    self._execute(AbortJob(job_id, epoch, now, f"{why}; no attempts left"))
+            run = self._runs.get((job_id, epoch))
+            if run is not None and not run.live:
+                del self._runs[(job_id, epoch)]
+                self._execute(FinishJob(job_id, epoch, None, self._now(), why))
 
     def agent_heartbeat(self, node: str) -> None:
         """Commit a node's heartbeat at most every third of the suspect period."""
@@ -951,7 +1027,9 @@ class ControlPlane:
     def _release_down_nodes(self, events: list[DomainEvent]) -> None:
         """A node went DOWN: attempts already being stopped there cannot report; stop them
         again so they are recorded ended (the hub reports tasks on silent nodes lost)."""
-        down = {e.node for e in events if isinstance(e, NodeStateChanged) and e.new is NodeState.DOWN}
+        down = {
+            e.node for e in events if isinstance(e, NodeStateChanged) and e.new is NodeState.DOWN
+        }
         if not down:
             return
         for job in self._state.jobs():
@@ -1143,11 +1221,7 @@ class ControlPlane:
             ServerInfo(
                 sid,
                 sid in st.voters,
-                *(
-                    (known[sid].http_url, known[sid].grpc_address, known[sid].agent_address)
-                    if sid in known
-                    else ("", "", "")
-                ),
+                *known.get(sid, ("", "", "")),
             )
             for sid in sorted(set(st.voters) | set(known))
         )
@@ -1163,7 +1237,9 @@ class ControlPlane:
             agents,
         )
 
-    def _membership(self, actor: str, verb: str, target: str, change: Callable[[], object]) -> ClusterInfo:
+    def _membership(
+        self, actor: str, verb: str, target: str, change: Callable[[], object]
+    ) -> ClusterInfo:
         if self._replication is None:
             raise InvalidRequest("server", "the embedded control plane has no Raft membership")
         if not self._replication.is_leader():
@@ -1201,7 +1277,9 @@ class ControlPlane:
         if self._replication is not None and server_id not in self._raft().status().voters:
             raise NotFound("server", str(server_id))
         return self._membership(
-            actor, "remove-server", f"server {server_id}",
+            actor,
+            "remove-server",
+            f"server {server_id}",
             lambda: self._raft().remove_voter(server_id),
         )
 

@@ -185,7 +185,7 @@ def encode_state(state: ClusterState) -> dict[str, Any]:
         "ecc_alerted": sorted(p.ecc_alerted),
         "last_heartbeat": p.last_heartbeat,
         "quotas": {t: encode_quota(q) for t, q in p.quotas.items()},
-        "servers": [[i, http, grpc] for i, (http, grpc) in sorted(p.servers.items())],
+        "servers": [[i, *where] for i, where in sorted(p.servers.items())],
         "next_epoch": p.next_epoch,
         "next_seq": p.next_seq,
     }
@@ -207,7 +207,7 @@ def decode_state(data: dict[str, Any], policy: FaultPolicy) -> ClusterState:
         ecc_alerted=frozenset(data["ecc_alerted"]),
         last_heartbeat=dict(data["last_heartbeat"]),
         quotas={t: decode_quota(q) for t, q in data["quotas"].items()},
-        servers={int(i): (http, grpc) for i, http, grpc in data["servers"]},
+        servers={int(i): (http, grpc, agent) for i, http, grpc, agent in data["servers"]},
         next_epoch=int(data["next_epoch"]),
         next_seq=int(data["next_seq"]),
     )

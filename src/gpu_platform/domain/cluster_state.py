@@ -200,7 +200,7 @@ class ClusterParts:
     ecc_alerted: frozenset[str]
     last_heartbeat: dict[str, float]
     quotas: dict[str, Quota]
-    servers: dict[int, tuple[str, str]]
+    servers: dict[int, tuple[str, str, str]]
     next_epoch: int
     next_seq: int
 
@@ -229,7 +229,7 @@ class ClusterState(FaultHandlers, MembershipHandlers):
         self._ecc_alerted: set[str] = set()
         self._last_heartbeat: dict[str, float] = {}
         self._quotas: dict[str, Quota] = {}
-        self._servers: dict[int, tuple[str, str]] = {}
+        self._servers: dict[int, tuple[str, str, str]] = {}
         self._restore_hardware(hardware)
         self.next_epoch = 1
         self.next_seq = 1
@@ -302,8 +302,8 @@ class ClusterState(FaultHandlers, MembershipHandlers):
         return dict(sorted(self._quotas.items()))
 
     @property
-    def servers(self) -> dict[int, tuple[str, str]]:
-        """Announced API servers (a copy): server id -> (http_url, grpc_address)."""
+    def servers(self) -> dict[int, tuple[str, str, str]]:
+        """Announced servers (a copy): server id -> (http_url, grpc_address, agent_address)."""
         return dict(sorted(self._servers.items()))
 
     def node(self, name: str) -> Node:

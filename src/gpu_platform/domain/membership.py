@@ -54,12 +54,14 @@ class SetQuota:
 
 @dataclass(frozen=True, slots=True)
 class AnnounceServer:
-    """The leader `server_id` serves REST at `http_url` and gRPC at `grpc_address` (host:port)."""
+    """The leader `server_id` serves REST at `http_url`, gRPC at `grpc_address` and the agents'
+    streams at `agent_address` (host:port each)."""
 
     server_id: int
     http_url: str
     grpc_address: str
     now: float
+    agent_address: str = ""
 
 
 def _identity(node: Node) -> tuple[tuple[str, int, str], ...]:
@@ -78,7 +80,7 @@ class MembershipHandlers:
     _ecc_alerted: set[str]
     _last_heartbeat: dict[str, float]
     _quotas: dict[str, Quota]
-    _servers: dict[int, tuple[str, str]]
+    _servers: dict[int, tuple[str, str, str]]
 
     if TYPE_CHECKING:
 
@@ -135,5 +137,5 @@ class MembershipHandlers:
     def _announce(self, cmd: AnnounceServer) -> list[DomainEvent]:
         if not cmd.http_url:
             raise InvalidRequest("http_url", "must be non-empty")
-        self._servers[cmd.server_id] = (cmd.http_url, cmd.grpc_address)
+        self._servers[cmd.server_id] = (cmd.http_url, cmd.grpc_address, cmd.agent_address)
         return [ServerAnnounced(cmd.server_id, cmd.http_url, cmd.grpc_address)]

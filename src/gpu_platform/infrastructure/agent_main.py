@@ -53,8 +53,9 @@ def run_agent(options: AgentOptions) -> None:
             raise SystemExit(f"error: --sim-profile: {exc}") from None
         inventory = Inventory((node,), source=f"sim:{options.sim_profile}", simulated=True)
         monitors: tuple[HealthMonitor, ...] = (
-            SimulatedHardware(inventory, heartbeat_interval_s=settings.health_poll_seconds,
-                              heartbeats=False),
+            SimulatedHardware(
+                inventory, heartbeat_interval_s=settings.health_poll_seconds, heartbeats=False
+            ),
         )
     else:
         discovery = select_discovery(settings)

@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from opentelemetry.sdk.trace import TracerProvider
 
 from gpu_platform.adapters.inbound.grpc import GrpcServer
+from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.adapters.inbound.rest import create_app
 from gpu_platform.adapters.outbound.cgroups import (
     CgroupV1Isolation,
@@ -43,11 +44,10 @@ from gpu_platform.adapters.outbound.system import SystemClock, UuidJobIds
 from gpu_platform.adapters.outbound.telemetry_health import TelemetryHealthMonitor
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.admission import AdmissionControl, AdmissionLimits, InputLimits
-from gpu_platform.application.auth import AccessControl
-from gpu_platform.application.auth_scope import AuditedHardwareStore, AuditTrail
-from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.application.agent import Agent
 from gpu_platform.application.agent_hub import AgentHub
+from gpu_platform.application.auth import AccessControl
+from gpu_platform.application.auth_scope import AuditedHardwareStore, AuditTrail
 from gpu_platform.application.control_plane import ControlPlane
 from gpu_platform.application.replication import RaftReplication
 from gpu_platform.application.usage import UsageService

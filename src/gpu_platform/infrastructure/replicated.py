@@ -68,7 +68,9 @@ class ServerAddresses:
         return self.http_url, self.grpc_address, self.agent_address
 
 
-def advertised(settings: Settings, tls: TlsFiles | None, ports: tuple[int, int, int]) -> ServerAddresses:
+def advertised(
+    settings: Settings, tls: TlsFiles | None, ports: tuple[int, int, int]
+) -> ServerAddresses:
     """Where clients and agents reach this server: (REST, gRPC, agent) on the advertised host."""
     host = settings.advertise_host or settings.host
     if host in ("0.0.0.0", "::", ""):
@@ -100,8 +102,13 @@ def running_replication(
         election_tick=settings.raft_election_ticks,
         snapshot_entries=settings.raft_snapshot_entries,
     )
-    node = RaftNode(config, storage, GrpcRaftTransport(settings.server_id, peers, tls=tls),
-                    replica, metrics=metrics)
+    node = RaftNode(
+        config,
+        storage,
+        GrpcRaftTransport(settings.server_id, peers, tls=tls),
+        replica,
+        metrics=metrics,
+    )
     metrics.watch(node.status)
     node.start()
     log.info("raft started", server_id=settings.server_id, voters=sorted(peers))

@@ -136,10 +136,12 @@ class AgentClient:
                 while (item := await outbox.get()) is not None:
                     yield item
 
-            call = pb_grpc.AgentServiceStub(channel).Connect(requests())
+            call = pb_grpc.AgentServiceStub(channel).Connect(requests())  # type: ignore[no-untyped-call]
             beat: asyncio.Task[None] | None = None
+            work: set[asyncio.Future[None]] = set()  # launches and log reads in flight
             try:
                 async for msg in call:
+                    work = {w for w in work if not w.done()}
                     kind = msg.WhichOneof("kind")
                     if kind == "welcome":
                         self.connected_to = target
@@ -149,12 +151,12 @@ class AgentClient:
                         beat = asyncio.create_task(self._beat(outbox, interval))
                         log.info("agent connected", server=target)
                     elif kind == "launch":
-                        asyncio.ensure_future(self._launch(outbox, msg.launch))
+                        work.add(asyncio.ensure_future(self._launch(outbox, msg.launch)))
                     elif kind == "stop":
                         s = msg.stop
                         self._agent.stop_attempt(s.job_id, s.epoch, s.grace_s)
                     elif kind == "read_log":
-                        asyncio.ensure_future(self._read_log(outbox, msg.read_log))
+                        work.add(asyncio.ensure_future(self._read_log(outbox, msg.read_log)))
                     elif kind == "exit_ack":
                         self._agent.ack(msg.exit_ack.seq)
             finally:
@@ -212,5 +214,3 @@ class AgentClient:
         except Exception as exc:
             reply = pb.LogData(request_id=msg.request_id, error=str(exc) or "read failed")
         outbox.put_nowait(pb.AgentMessage(log=reply))
-
-

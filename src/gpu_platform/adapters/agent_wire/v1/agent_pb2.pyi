@@ -11,18 +11,21 @@ plane already has codecs for (the node with its topology, a launch spec, a healt
 travel as versioned JSON documents in `bytes` fields.
 """
 
-from collections import abc as _abc
-from google.protobuf import descriptor as _descriptor
-from google.protobuf import message as _message
-from google.protobuf.internal import containers as _containers
 import builtins as _builtins
 import sys
 import typing as _typing
+from collections import abc as _abc
+
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
 
 if sys.version_info >= (3, 11):
-    from typing import TypeAlias as _TypeAlias, Never as _Never
+    from typing import Never as _Never
+    from typing import TypeAlias as _TypeAlias
 else:
-    from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
+    from typing import Never as _Never
+    from typing import TypeAlias as _TypeAlias
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -46,13 +49,15 @@ class Attempt(_message.Message):
         rank: _builtins.int = ...,
         attempt: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "epoch", b"epoch", "job_id", b"job_id", "rank", b"rank"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal[
+        "attempt", b"attempt", "epoch", b"epoch", "job_id", b"job_id", "rank", b"rank"
+    ]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Attempt: _TypeAlias = Attempt  # noqa: Y015
+Global___Attempt: _TypeAlias = Attempt
 
 @_typing.final
 class Hello(_message.Message):
@@ -86,13 +91,24 @@ class Hello(_message.Message):
         version: _builtins.str = ...,
         exited: _abc.Iterable[Global___TaskExit] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["exited", b"exited", "node", b"node", "node_json", b"node_json", "running", b"running", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal[
+        "exited",
+        b"exited",
+        "node",
+        b"node",
+        "node_json",
+        b"node_json",
+        "running",
+        b"running",
+        "version",
+        b"version",
+    ]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Hello: _TypeAlias = Hello  # noqa: Y015
+Global___Hello: _TypeAlias = Hello
 
 @_typing.final
 class Heartbeat(_message.Message):
@@ -106,13 +122,13 @@ class Heartbeat(_message.Message):
         *,
         sent_at: _builtins.float = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["sent_at", b"sent_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sent_at", b"sent_at"]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Heartbeat: _TypeAlias = Heartbeat  # noqa: Y015
+Global___Heartbeat: _TypeAlias = Heartbeat
 
 @_typing.final
 class TaskExit(_message.Message):
@@ -156,13 +172,34 @@ class TaskExit(_message.Message):
         timed_out_after_s: _builtins.float = ...,
         detail: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "epoch", b"epoch", "exit_code", b"exit_code", "has_exit_code", b"has_exit_code", "has_signal", b"has_signal", "job_id", b"job_id", "rank", b"rank", "seq", b"seq", "signal", b"signal", "timed_out_after_s", b"timed_out_after_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal[
+        "detail",
+        b"detail",
+        "epoch",
+        b"epoch",
+        "exit_code",
+        b"exit_code",
+        "has_exit_code",
+        b"has_exit_code",
+        "has_signal",
+        b"has_signal",
+        "job_id",
+        b"job_id",
+        "rank",
+        b"rank",
+        "seq",
+        b"seq",
+        "signal",
+        b"signal",
+        "timed_out_after_s",
+        b"timed_out_after_s",
+    ]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___TaskExit: _TypeAlias = TaskExit  # noqa: Y015
+Global___TaskExit: _TypeAlias = TaskExit
 
 @_typing.final
 class HealthFinding(_message.Message):
@@ -175,13 +212,13 @@ class HealthFinding(_message.Message):
         *,
         finding_json: _builtins.bytes = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["finding_json", b"finding_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["finding_json", b"finding_json"]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___HealthFinding: _TypeAlias = HealthFinding  # noqa: Y015
+Global___HealthFinding: _TypeAlias = HealthFinding
 
 @_typing.final
 class LaunchResult(_message.Message):
@@ -198,13 +235,13 @@ class LaunchResult(_message.Message):
         request_id: _builtins.int = ...,
         error: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "request_id", b"request_id"]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___LaunchResult: _TypeAlias = LaunchResult  # noqa: Y015
+Global___LaunchResult: _TypeAlias = LaunchResult
 
 @_typing.final
 class LogData(_message.Message):
@@ -223,13 +260,15 @@ class LogData(_message.Message):
         data: _builtins.bytes = ...,
         error: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "error", b"error", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal[
+        "data", b"data", "error", b"error", "request_id", b"request_id"
+    ]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___LogData: _TypeAlias = LogData  # noqa: Y015
+Global___LogData: _TypeAlias = LogData
 
 @_typing.final
 class AgentMessage(_message.Message):
@@ -263,15 +302,49 @@ class AgentMessage(_message.Message):
         launched: Global___LaunchResult | None = ...,
         log: Global___LogData | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["exit", b"exit", "health", b"health", "heartbeat", b"heartbeat", "hello", b"hello", "kind", b"kind", "launched", b"launched", "log", b"log"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal[
+        "exit",
+        b"exit",
+        "health",
+        b"health",
+        "heartbeat",
+        b"heartbeat",
+        "hello",
+        b"hello",
+        "kind",
+        b"kind",
+        "launched",
+        b"launched",
+        "log",
+        b"log",
+    ]
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["exit", b"exit", "health", b"health", "heartbeat", b"heartbeat", "hello", b"hello", "kind", b"kind", "launched", b"launched", "log", b"log"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal[
+        "exit",
+        b"exit",
+        "health",
+        b"health",
+        "heartbeat",
+        b"heartbeat",
+        "hello",
+        b"hello",
+        "kind",
+        b"kind",
+        "launched",
+        b"launched",
+        "log",
+        b"log",
+    ]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["hello", "heartbeat", "exit", "health", "launched", "log"]  # noqa: Y015
-    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
-    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal[
+        "hello", "heartbeat", "exit", "health", "launched", "log"
+    ]
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]
+    def WhichOneof(
+        self, oneof_group: _WhichOneofArgType_kind
+    ) -> _WhichOneofReturnType_kind | None: ...
 
-Global___AgentMessage: _TypeAlias = AgentMessage  # noqa: Y015
+Global___AgentMessage: _TypeAlias = AgentMessage
 
 @_typing.final
 class Welcome(_message.Message):
@@ -287,13 +360,15 @@ class Welcome(_message.Message):
         server_id: _builtins.int = ...,
         heartbeat_interval_s: _builtins.float = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval_s", b"heartbeat_interval_s", "server_id", b"server_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal[
+        "heartbeat_interval_s", b"heartbeat_interval_s", "server_id", b"server_id"
+    ]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Welcome: _TypeAlias = Welcome  # noqa: Y015
+Global___Welcome: _TypeAlias = Welcome
 
 @_typing.final
 class Launch(_message.Message):
@@ -310,13 +385,15 @@ class Launch(_message.Message):
         request_id: _builtins.int = ...,
         spec_json: _builtins.bytes = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "spec_json", b"spec_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal[
+        "request_id", b"request_id", "spec_json", b"spec_json"
+    ]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Launch: _TypeAlias = Launch  # noqa: Y015
+Global___Launch: _TypeAlias = Launch
 
 @_typing.final
 class Stop(_message.Message):
@@ -335,13 +412,15 @@ class Stop(_message.Message):
         epoch: _builtins.int = ...,
         grace_s: _builtins.float = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "grace_s", b"grace_s", "job_id", b"job_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal[
+        "epoch", b"epoch", "grace_s", b"grace_s", "job_id", b"job_id"
+    ]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Stop: _TypeAlias = Stop  # noqa: Y015
+Global___Stop: _TypeAlias = Stop
 
 @_typing.final
 class ReadLog(_message.Message):
@@ -370,13 +449,26 @@ class ReadLog(_message.Message):
         offset: _builtins.int = ...,
         max_bytes: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "job_id", b"job_id", "max_bytes", b"max_bytes", "offset", b"offset", "rank", b"rank", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal[
+        "attempt",
+        b"attempt",
+        "job_id",
+        b"job_id",
+        "max_bytes",
+        b"max_bytes",
+        "offset",
+        b"offset",
+        "rank",
+        b"rank",
+        "request_id",
+        b"request_id",
+    ]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ReadLog: _TypeAlias = ReadLog  # noqa: Y015
+Global___ReadLog: _TypeAlias = ReadLog
 
 @_typing.final
 class ExitAck(_message.Message):
@@ -389,13 +481,13 @@ class ExitAck(_message.Message):
         *,
         seq: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["seq", b"seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["seq", b"seq"]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ExitAck: _TypeAlias = ExitAck  # noqa: Y015
+Global___ExitAck: _TypeAlias = ExitAck
 
 @_typing.final
 class ServerMessage(_message.Message):
@@ -425,12 +517,42 @@ class ServerMessage(_message.Message):
         read_log: Global___ReadLog | None = ...,
         exit_ack: Global___ExitAck | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["exit_ack", b"exit_ack", "kind", b"kind", "launch", b"launch", "read_log", b"read_log", "stop", b"stop", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal[
+        "exit_ack",
+        b"exit_ack",
+        "kind",
+        b"kind",
+        "launch",
+        b"launch",
+        "read_log",
+        b"read_log",
+        "stop",
+        b"stop",
+        "welcome",
+        b"welcome",
+    ]
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["exit_ack", b"exit_ack", "kind", b"kind", "launch", b"launch", "read_log", b"read_log", "stop", b"stop", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal[
+        "exit_ack",
+        b"exit_ack",
+        "kind",
+        b"kind",
+        "launch",
+        b"launch",
+        "read_log",
+        b"read_log",
+        "stop",
+        b"stop",
+        "welcome",
+        b"welcome",
+    ]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "launch", "stop", "read_log", "exit_ack"]  # noqa: Y015
-    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
-    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal[
+        "welcome", "launch", "stop", "read_log", "exit_ack"
+    ]
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]
+    def WhichOneof(
+        self, oneof_group: _WhichOneofArgType_kind
+    ) -> _WhichOneofReturnType_kind | None: ...
 
-Global___ServerMessage: _TypeAlias = ServerMessage  # noqa: Y015
+Global___ServerMessage: _TypeAlias = ServerMessage

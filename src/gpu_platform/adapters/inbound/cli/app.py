@@ -25,15 +25,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpu_platform.adapters.inbound.cli.access import register_access
-from gpu_platform.adapters.inbound.cli.cluster import register_cluster
 from gpu_platform.adapters.inbound.cli.admin import DEFAULT_SERVER, ServerOpt, register_admin
 from gpu_platform.adapters.inbound.cli.client import ApiError
+from gpu_platform.adapters.inbound.cli.cluster import register_cluster
 from gpu_platform.adapters.inbound.cli.ops import register_ops
 from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, Session, fail
 
 __all__ = [
-    "CliHooks",
     "AgentOptions",
+    "CliHooks",
     "ServeOptions",
     "SimulateOptions",
     "build_cli",
@@ -261,11 +261,15 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
         server_id: Annotated[
             int | None,
-            typer.Option("--id", help="Raft id of this server in --peers [env GPU_PLATFORM_SERVER_ID]."),
+            typer.Option(
+                "--id", help="Raft id of this server in --peers [env GPU_PLATFORM_SERVER_ID]."
+            ),
         ] = None,
         peers: Annotated[
             str | None,
-            typer.Option(help="Raft voters id=host:port,... (replicated mode) [env GPU_PLATFORM_PEERS]."),
+            typer.Option(
+                help="Raft voters id=host:port,... (replicated mode) [env GPU_PLATFORM_PEERS]."
+            ),
         ] = None,
         grpc_port: Annotated[int | None, typer.Option(help="gRPC API port.")] = None,
         agent_port: Annotated[int | None, typer.Option(help="Agents' stream port.")] = None,
@@ -277,8 +281,9 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         """Run the control plane: embedded (one process runs jobs too), or with --id/--peers
         one server of a Raft-replicated cluster whose jobs run on agents."""
         hooks.serve(
-            ServeOptions(host, port, data_dir, config, server_id, peers, grpc_port, agent_port,
-                         local_agent)
+            ServeOptions(
+                host, port, data_dir, config, server_id, peers, grpc_port, agent_port, local_agent
+            )
         )
 
     @app.command()
@@ -287,7 +292,8 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             str, typer.Option(help="Servers' agent addresses host:port[,host:port...].")
         ],
         node: Annotated[
-            str | None, typer.Option(help="Node name (a simulated profile's node; default: host name).")
+            str | None,
+            typer.Option(help="Node name (a simulated profile's node; default: host name)."),
         ] = None,
         sim_profile: Annotated[
             str | None, typer.Option(help="Register a simulated node of this profile.")

@@ -1,9 +1,9 @@
 """Control-plane membership commands (docs/replication.md):
 
-    gpu-platform cluster status                      this server's view: role, term, leader, agents
-    gpu-platform cluster add-server ID HOST:PORT     add a Raft voter (admins)
-    gpu-platform cluster remove-server ID            remove a voter (admins)
-    gpu-platform cluster transfer-leader ID          hand the lead to a voter (admins)
+gpu-platform cluster status                      this server's view: role, term, leader, agents
+gpu-platform cluster add-server ID HOST:PORT     add a Raft voter (admins)
+gpu-platform cluster remove-server ID            remove a voter (admins)
+gpu-platform cluster transfer-leader ID          hand the lead to a voter (admins)
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ Call = Callable[..., Any]
 def register_cluster(
     app: typer.Typer, out: Console, call: Call, emit: Callable[[Output, Any], bool]
 ) -> None:
-    cluster = typer.Typer(help="The replicated control plane: status and membership.",
-                          no_args_is_help=True)
+    cluster = typer.Typer(
+        help="The replicated control plane: status and membership.", no_args_is_help=True
+    )
     app.add_typer(cluster, name="cluster")
 
     def show(info: dict[str, Any], output: Output) -> None:
@@ -68,8 +69,10 @@ def register_cluster(
         output: OutputOpt = Output.table,
     ) -> None:
         """Add a voter; start it first with `serve --id ID --peers ... --join`."""
-        show(call(server, "POST", "/v1/cluster/servers",
-                  json={"id": server_id, "address": address}), output)
+        show(
+            call(server, "POST", "/v1/cluster/servers", json={"id": server_id, "address": address}),
+            output,
+        )
 
     @cluster.command("remove-server")
     def remove_server(

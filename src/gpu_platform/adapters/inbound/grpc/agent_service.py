@@ -32,6 +32,8 @@ from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.agent_hub import AgentHub, AttemptRef, NotAccepting
+from gpu_platform.application.consistency import LeaderElsewhere
+from gpu_platform.application.raft_node import RaftNodeError
 from gpu_platform.ports.outbound.job_runner import LaunchSpec
 
 __all__ = ["LEADER_METADATA", "AgentGrpcServer"]
@@ -188,6 +190,8 @@ def _chain(
                 await previous
         try:
             await loop.run_in_executor(pool, call)
+        except (LeaderElsewhere, RaftNodeError) as exc:  # lost the lead: the agent moves on
+            log.info("agent message not taken", error=str(exc))
         except Exception:
             log.exception("agent message failed")
 
@@ -241,7 +245,7 @@ class AgentGrpcServer:
 
     async def _astart(self) -> None:
         server = grpc.aio.server()
-        pb_grpc.add_AgentServiceServicer_to_server(self._servicer, server)
+        pb_grpc.add_AgentServiceServicer_to_server(self._servicer, server)  # type: ignore[no-untyped-call]
         if self._tls is not None:
             self.port = server.add_secure_port(self._address, self._tls.grpc_server_credentials())
         else:

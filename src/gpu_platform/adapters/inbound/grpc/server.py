@@ -26,8 +26,6 @@ from opentelemetry.trace import TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gpu_platform.adapters.inbound.grpc.agent_service import LEADER_METADATA
-from gpu_platform.application.consistency import LeaderElsewhere, stale_reads
-from gpu_platform.application.raft_node import NodeStopped
 from gpu_platform.adapters.inbound.grpc.auth import (
     AuthInterceptor,
     abort_access,
@@ -44,6 +42,8 @@ from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_gr
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.auth import OpenAccess
 from gpu_platform.application.auth_scope import AuditTrail, TenantScope
+from gpu_platform.application.consistency import LeaderElsewhere, stale_reads
+from gpu_platform.application.raft_node import NodeStopped
 from gpu_platform.domain.errors import (
     Conflict,
     DomainError,

@@ -93,9 +93,7 @@ def admin_router(service: JobService, admin: AdminService, auth: Auth) -> APIRou
         return ClusterOut.of(await run_in_threadpool(admin.cluster))
 
     @router.post("/v1/cluster/servers", response_model=ClusterOut, responses={**CONFLICT})
-    async def add_server(
-        body: AddServerIn, who: Principal = Depends(member_admin)
-    ) -> ClusterOut:
+    async def add_server(body: AddServerIn, who: Principal = Depends(member_admin)) -> ClusterOut:
         info = await run_in_threadpool(
             lambda: admin.add_server(body.id, body.address, actor=who.name)
         )

@@ -21,7 +21,6 @@ from opentelemetry.trace import TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gpu_platform import __version__
-from gpu_platform.application.consistency import stale_reads
 from gpu_platform.adapters.inbound.rest.admin import admin_router
 from gpu_platform.adapters.inbound.rest.auth import Auth, access_router
 from gpu_platform.adapters.inbound.rest.problems import (
@@ -40,6 +39,7 @@ from gpu_platform.adapters.inbound.rest.schemas import (
 )
 from gpu_platform.application.auth import OpenAccess
 from gpu_platform.application.auth_scope import AuditTrail, TenantScope
+from gpu_platform.application.consistency import stale_reads
 from gpu_platform.domain.model.job import JobState
 from gpu_platform.domain.model.tenancy import Forbidden, Permission, Principal
 from gpu_platform.ports.inbound.access import AccessService

@@ -420,7 +420,9 @@ class ClusterOut(BaseModel):
             leader_id=c.leader_id,
             commit=c.commit,
             applied=c.applied,
-            servers=[ServerOut(**{k: getattr(s, k) for k in ServerOut.model_fields}) for s in c.servers],
+            servers=[
+                ServerOut(**{k: getattr(s, k) for k in ServerOut.model_fields}) for s in c.servers
+            ],
             agents=dict(c.agents),
         )
 
