@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
@@ -214,6 +215,36 @@ def test_stop_everything_and_restart_recovers_state(tmp_path: Path) -> None:
         assert [j["id"] for j in c.jobs()] == [done["id"], long["id"], waiting["id"]]
     finally:
         c.close()
+
+
+def _families(text: str) -> dict[str, Any]:
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def test_servers_export_raft_series_and_agents_export_dcgm_series(
+    cluster: ReplicatedCluster,
+) -> None:
+    c = cluster
+    lead = c.wait_leader()
+    job = c.submit(["sleep", "600"], gpus=1, tenant="default")
+    assert wait_until(lambda: _state(c, job["id"]) == "RUNNING", WAIT)
+    node = c.job(job["id"])["allocation"]["node"]
+    index = c.job(job["id"])["allocation"]["gpu_indices"][0]
+    server = _families(c.client.get(c.url(lead) + "/metrics").text)
+    term = {s.labels["raft_id"]: s.value for s in server["gpu_platform_raft_term"].samples}
+    assert term[str(lead)] >= 1
+    agent_text = httpx.get(f"http://127.0.0.1:{c.agent_metrics[node]}/metrics", timeout=10).text
+    agent = _families(agent_text)
+    assert [s.value for s in agent["gpu_platform_agent_connected"].samples] == [1.0]
+    assert [s.value for s in agent["gpu_platform_agent_tasks_running"].samples] == [1.0]
+    temps = {s.labels["gpu"]: s for s in agent["DCGM_FI_DEV_GPU_TEMP"].samples}
+    assert len(temps) == 8
+    held = temps[str(index)].labels
+    assert held["Hostname"] == node and held["hpc_job"] == job["id"]
+    assert held["tenant"] == "default" and held["UUID"].startswith("GPU-")
+    assert held["modelName"] and held["pci_bus_id"]
+    idle = next(s for g, s in temps.items() if g != str(index))
+    assert idle.labels["hpc_job"] == ""
 
 
 def test_membership_status_on_every_server(cluster: ReplicatedCluster) -> None:

@@ -68,7 +68,8 @@ class Agent:
         self._runner = runner
         self._monitors = tuple(monitors)
         self._lock = threading.Lock()
-        self._running: dict[tuple[str, int, int], int] = {}  # (job, epoch, rank) -> attempt
+        self._running: dict[tuple[str, int, int], LaunchSpec] = {}  # (job, epoch, rank)
+        self.streams = 0
         self._unacked: dict[int, ExitReport] = {}
         self._seq = itertools.count(1)
         self._findings: deque[HealthEvent] = deque(maxlen=max_findings)
@@ -101,8 +102,8 @@ class Agent:
     def hello(self) -> AgentHello:
         with self._lock:
             running = tuple(
-                AttemptRef(job, epoch, rank, attempt)
-                for (job, epoch, rank), attempt in sorted(self._running.items())
+                AttemptRef(job, epoch, rank, spec.attempt)
+                for (job, epoch, rank), spec in sorted(self._running.items())
             )
             exited = tuple(ExitNotice(s, r) for s, r in sorted(self._unacked.items()))
         return AgentHello(self.node, running, exited)
@@ -113,7 +114,7 @@ class Agent:
         with self._lock:
             if key in self._running:
                 return ""  # a launch re-sent after a reconnect: it already runs
-            self._running[key] = spec.attempt
+            self._running[key] = spec
         try:
             self._runner.start(spec, self._exited)
         except LaunchError as exc:
@@ -138,6 +139,19 @@ class Agent:
     def running(self) -> int:
         with self._lock:
             return len(self._running)
+
+    def unacked(self) -> int:
+        with self._lock:
+            return len(self._unacked)
+
+    def holders(self) -> dict[int, tuple[str, str]]:
+        """GPU index -> (job id, tenant) of the tasks running on this node."""
+        with self._lock:
+            return {
+                index: (spec.job_id, spec.tenant)
+                for spec in self._running.values()
+                for index in spec.gpu_indices
+            }
 
     # -- from the runner and the monitors ----------------------------------------------------
 

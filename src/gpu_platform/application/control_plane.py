@@ -666,6 +666,7 @@ class ControlPlane:
                     rank=rank,
                     gang=gang,
                     node=slot.node,
+                    tenant=job.spec.tenant,
                 )
             )
         return specs

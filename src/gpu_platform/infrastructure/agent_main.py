@@ -11,15 +11,17 @@ from __future__ import annotations
 import signal
 import socket
 import threading
+from collections.abc import Callable
 
 import structlog
 
 from gpu_platform.adapters.inbound.agent_client import AgentClient
 from gpu_platform.adapters.inbound.cli import AgentOptions
 from gpu_platform.adapters.outbound.sim import SimulatedHardware
-from gpu_platform.adapters.outbound.sim.profiles import profile_node
+from gpu_platform.adapters.outbound.sim.profiles import ProfileGpuDiscovery
 from gpu_platform.application.agent import Agent
-from gpu_platform.domain.model.node import Inventory
+from gpu_platform.domain.model.telemetry import TelemetrySnapshot
+from gpu_platform.infrastructure.agent_metrics import agent_registry, serve_agent_metrics
 from gpu_platform.infrastructure.config import ConfigError, load_settings
 from gpu_platform.infrastructure.container import (
     job_isolation,
@@ -31,6 +33,7 @@ from gpu_platform.infrastructure.container import (
 from gpu_platform.infrastructure.logging import configure_logging
 from gpu_platform.infrastructure.replicated import agent_node
 from gpu_platform.infrastructure.server import lock_data_dir
+from gpu_platform.ports.outbound.gpu_discovery import GpuTelemetry
 from gpu_platform.ports.outbound.health_monitor import HealthMonitor
 
 __all__ = ["run_agent"]
@@ -46,12 +49,14 @@ def run_agent(options: AgentOptions) -> None:
     configure_logging(settings.log_level, settings.log_format)
     lock = lock_data_dir(settings.data_dir)
     name = options.node or socket.gethostname()
+    telemetry: Callable[[], TelemetrySnapshot | None] | None = None
     if options.sim_profile:
         try:
-            node = profile_node(options.sim_profile, name)
+            sim = ProfileGpuDiscovery(options.sim_profile, name)
         except (KeyError, ValueError) as exc:
             raise SystemExit(f"error: --sim-profile: {exc}") from None
-        inventory = Inventory((node,), source=f"sim:{options.sim_profile}", simulated=True)
+        inventory = sim.discover()
+        telemetry = sim.snapshot
         monitors: tuple[HealthMonitor, ...] = (
             SimulatedHardware(
                 inventory, heartbeat_interval_s=settings.health_poll_seconds, heartbeats=False
@@ -66,6 +71,8 @@ def run_agent(options: AgentOptions) -> None:
                 f"{inventory.nodes[0].name!r} (--node only names simulated nodes)"
             )
         monitors = select_health(settings, inventory, discovery).monitors
+        if isinstance(discovery, GpuTelemetry):
+            telemetry = discovery.snapshot
     node = agent_node(inventory, options.address or "127.0.0.1")
     isolation = job_isolation(settings)
     runner_gen = process_runner(settings, isolation)
@@ -82,6 +89,11 @@ def run_agent(options: AgentOptions) -> None:
         signal.signal(sig, lambda *_: done.set())
     agent.start()
     client.start()
+    if options.metrics_port is not None:
+        port = serve_agent_metrics(
+            agent_registry(agent, client, telemetry), settings.host, options.metrics_port
+        )
+        log.info("agent metrics", url=f"http://{settings.host}:{port}/metrics")
     log.info("agent running", node=node.name, gpus=len(node.gpus), servers=list(options.servers))
     try:
         done.wait()

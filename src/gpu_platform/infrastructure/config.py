@@ -211,7 +211,9 @@ class Settings(BaseSettings):
         description="Replicated: also run an agent in this process for this host's GPUs "
         "(a one-server cluster is then complete on its own).",
     )
-    raft_tick_seconds: float = Field(0.05, gt=0, description="Raft tick length.")
+    raft_tick_seconds: float = Field(
+        0.1, gt=0, description="Raft tick length (heartbeats go out every tick)."
+    )
     raft_election_ticks: int = Field(
         10, ge=2, description="Ticks without a leader before a follower campaigns."
     )

@@ -57,7 +57,7 @@ from gpu_platform.domain.model.node import Inventory
 from gpu_platform.domain.placement import Unschedulable
 from gpu_platform.domain.scheduling import QueueOrder, Quota, SchedulerPolicy
 from gpu_platform.infrastructure.config import ConfigError, Settings
-from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector
+from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector, service_labels
 from gpu_platform.infrastructure.metrics import Metrics
 from gpu_platform.infrastructure.replicated import (
     advertised,
@@ -440,7 +440,7 @@ def _rest_app(
     metrics.watch(lambda: plane)
     metrics.watch_usage(lambda: usage)
     if isinstance(discovery, GpuTelemetry):
-        metrics.watch_gpus(DcgmCollector(discovery.snapshot, lambda: plane))
+        metrics.watch_gpus(DcgmCollector(discovery.snapshot, service_labels(lambda: plane)))
     return create_app(
         jobs,
         admin=plane,

@@ -22,7 +22,8 @@ read at scrape time; a reading the hardware does not support is omitted, never i
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -31,9 +32,9 @@ from prometheus_client.registry import Collector
 
 from gpu_platform.domain.errors import NotFound
 from gpu_platform.domain.model.telemetry import GpuReading, TelemetrySnapshot
-from gpu_platform.ports.inbound.job_service import GpuInfo, JobService
+from gpu_platform.ports.inbound.job_service import JobService
 
-__all__ = ["DCGM_LABELS", "DcgmCollector"]
+__all__ = ["DCGM_LABELS", "DcgmCollector", "GpuLabels", "LabelSource", "service_labels"]
 
 log = structlog.get_logger(__name__)
 
@@ -100,17 +101,52 @@ _SERIES: tuple[tuple[str, str, str, Callable[[GpuReading], float | None]], ...] 
 )
 
 
+@dataclass(frozen=True, slots=True)
+class GpuLabels:
+    """What the scheduler knows of a GPU for its labels: model, PCI bus id, holder, tenant."""
+
+    model: str = ""
+    pci_bus_id: str = ""
+    job_id: str = ""
+    tenant: str = ""
+
+
+LabelSource = Callable[[], Mapping[tuple[str, int], GpuLabels]]
+
+
+def service_labels(service: Callable[[], JobService]) -> LabelSource:
+    """Labels from a control plane: every GPU it knows, with the job holding it."""
+
+    def labels() -> dict[tuple[str, int], GpuLabels]:
+        plane = service()
+        out = {}
+        for info in plane.gpus():
+            tenant = ""
+            if info.job_id is not None:
+                try:
+                    tenant = plane.get(info.job_id).spec.tenant
+                except NotFound:
+                    tenant = ""
+            out[(info.gpu.node, info.gpu.index)] = GpuLabels(
+                info.gpu.model, info.gpu.pci_bus_id, info.job_id or "", tenant
+            )
+        return out
+
+    return labels
+
+
 class DcgmCollector(Collector):
-    """Collects dcgm-exporter-named series from `telemetry()` (None = no telemetry source)."""
+    """Collects dcgm-exporter-named series from `telemetry()` (None = no telemetry source),
+    labelled by `labels()` (the server's control plane, or an agent's running tasks)."""
 
     def __init__(
         self,
         telemetry: Callable[[], TelemetrySnapshot | None],
-        service: Callable[[], JobService],
+        labels: LabelSource,
         hostname: str | None = None,
     ) -> None:
         self._telemetry = telemetry
-        self._service = service
+        self._labels_of = labels
         self._hostname = hostname or socket.gethostname()
 
     def collect(self) -> Iterator[Any]:
@@ -121,8 +157,7 @@ class DcgmCollector(Collector):
             return
         if snapshot is None:
             return
-        service = self._service()
-        infos = {(i.gpu.node, i.gpu.index): i for i in service.gpus()}
+        known = self._labels_of()
         families = {
             name: (GaugeMetricFamily if kind == "gauge" else CounterMetricFamily)(
                 name, help_text, labels=DCGM_LABELS
@@ -130,35 +165,19 @@ class DcgmCollector(Collector):
             for name, help_text, kind, _ in _SERIES
         }
         for reading in snapshot.gpus:
-            labels = self._labels(
-                snapshot.node, reading, infos.get((snapshot.node, reading.index)), service
-            )
+            info = known.get((snapshot.node, reading.index), GpuLabels())
+            labels = [
+                str(reading.index),
+                reading.uuid,
+                info.pci_bus_id,
+                f"nvidia{reading.index}",
+                info.model,
+                snapshot.node or self._hostname,
+                info.job_id,
+                info.tenant,
+            ]
             for name, _, _, value_of in _SERIES:
                 value = value_of(reading)
                 if value is not None:
                     families[name].add_metric(labels, float(value))
         yield from families.values()
-
-    def _labels(
-        self, node: str, reading: GpuReading, info: GpuInfo | None, service: JobService
-    ) -> list[str]:
-        model = info.gpu.model if info else ""
-        bus = info.gpu.pci_bus_id if info else ""
-        job_id, tenant = "", ""
-        if info is not None and info.job_id is not None:
-            job_id = info.job_id
-            try:
-                tenant = service.get(job_id).spec.tenant
-            except NotFound:
-                tenant = ""
-        host = node or self._hostname
-        return [
-            str(reading.index),
-            reading.uuid,
-            bus,
-            f"nvidia{reading.index}",
-            model,
-            host,
-            job_id,
-            tenant,
-        ]

@@ -77,6 +77,7 @@ class ReplicatedCluster:
         self.env = {**os.environ, **FAST_ENV, **(env or {})}
         self.servers: dict[int, subprocess.Popen[bytes]] = {}
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
+        self.agent_metrics = {node: free_port() for node in self.nodes}
         self.client = httpx.Client(timeout=15.0, follow_redirects=True)
 
     # -- processes ---------------------------------------------------------------------------
@@ -104,6 +105,7 @@ class ReplicatedCluster:
         argv = [
             *ENTRY, "agent", "--servers", servers, "--node", node,
             "--sim-profile", self.profile, "--data-dir", str(data),
+            "--metrics-port", str(self.agent_metrics[node]),
         ]  # fmt: skip
         self.agents[node] = self._spawn(argv, self.root / f"{node}.log")
 

@@ -49,27 +49,39 @@ class AgentClient:
         credentials: grpc.ChannelCredentials | None = None,
         backoff_initial_s: float = 0.1,
         backoff_max_s: float = 2.0,
+        loop: asyncio.AbstractEventLoop | None = None,
+        pool: ThreadPoolExecutor | None = None,
     ) -> None:
+        """`loop`/`pool`: run on a shared event loop (already running on its own thread) and
+        worker pool instead of owning them — many simulated agents in one process."""
         if not servers:
             raise ValueError("servers: at least one host:port is needed")
         self._agent = agent
         self._servers = list(servers)
         self._credentials = credentials
         self._backoff = (backoff_initial_s, backoff_max_s)
-        self._loop = asyncio.new_event_loop()
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent-work")
+        self._shared = loop is not None
+        self._loop = loop or asyncio.new_event_loop()
+        self._pool = pool or ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent-work")
         self._thread: threading.Thread | None = None
+        self._task: asyncio.Future[None] | None = None
         self._stopping = False
         self.connected_to = ""  # the server of the current stream ('' while none)
         self.streams = 0  # streams opened so far
 
     def start(self) -> None:
+        if self._shared:
+            self._task = asyncio.run_coroutine_threadsafe(self._dial_forever(), self._loop)  # type: ignore[assignment]
+            return
         self._thread = threading.Thread(target=self._run, name="agent-client", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._stopping = True
         self._agent.bind(None)
+        if self._task is not None:
+            self._task.cancel()
+            return
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._cancel_all)
         if self._thread is not None:

@@ -39,7 +39,8 @@ class LaunchSpec:
     `mps` is the attempt's MPS share of its (single) GPU, when it runs as an MPS client.
     A gang attempt is started as one LaunchSpec per task: `rank` names the task and `gang`
     its place in the gang; the runner keys processes by (job_id, epoch, rank). `node` names the
-    node the task runs on (a runner for many nodes routes by it).
+    node the task runs on (a runner for many nodes routes by it); `tenant` owns the job;
+    `traceparent` is the job's W3C trace context (exported to the task as TRACEPARENT).
     """
 
     job_id: str
@@ -61,6 +62,8 @@ class LaunchSpec:
     rank: int = 0
     gang: GangEnv | None = None
     node: str = ""
+    tenant: str = ""
+    traceparent: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,7 @@ class AgentOptions:
     address: str | None
     data_dir: Path | None
     config: Path | None
+    metrics_port: int | None = None
 
 
 @dataclass(frozen=True)
@@ -305,6 +306,10 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             Path | None, typer.Option(help="Where job logs live [env GPU_PLATFORM_DATA_DIR].")
         ] = None,
         config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
+        metrics_port: Annotated[
+            int | None,
+            typer.Option(help="Serve /metrics (dcgm-exporter names, agent series) on this port."),
+        ] = None,
     ) -> None:
         """Run a node agent: register this node with the cluster's leader and run its jobs."""
         if hooks.agent is None:
@@ -312,7 +317,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         names = tuple(s.strip() for s in servers.split(",") if s.strip())
         if not names:
             raise _fail("--servers: give at least one host:port", 2)
-        hooks.agent(AgentOptions(names, node, sim_profile, address, data_dir, config))
+        hooks.agent(AgentOptions(names, node, sim_profile, address, data_dir, config, metrics_port))
 
     @app.command(context_settings={"allow_interspersed_args": False})
     def submit(

@@ -215,6 +215,8 @@ class ProcessJobRunner:
         if spec.nics:  # NCCL/UCX: use the RDMA NICs nearest the job's GPUs
             env.setdefault("NCCL_IB_HCA", ",".join(spec.nics))
             env.setdefault("UCX_NET_DEVICES", ",".join(f"{n}:1" for n in spec.nics))
+        if spec.traceparent:  # OpenTelemetry's environment carrier: the job joins its trace
+            env.setdefault("TRACEPARENT", spec.traceparent)
         env["GPU_PLATFORM_JOB_ID"] = spec.job_id
         env[MARKER] = f"{spec.job_id}:{spec.epoch}"
         return env

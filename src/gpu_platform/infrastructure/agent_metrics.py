@@ -1,0 +1,81 @@
+"""An agent's `/metrics`: its GPUs under dcgm-exporter's names (labelled with the job and
+tenant of the task on each GPU) and the agent's own series.
+
+| series | kind | meaning |
+|---|---|---|
+| gpu_platform_agent_connected | gauge | 1 while a stream to the leader is up |
+| gpu_platform_agent_streams_total | counter | streams opened (each leader change opens one) |
+| gpu_platform_agent_tasks_running | gauge | tasks with a live process on this node |
+| gpu_platform_agent_exits_unacknowledged | gauge | exits kept until a leader acknowledges them |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from gpu_platform.adapters.inbound.agent_client import AgentClient
+from gpu_platform.application.agent import Agent
+from gpu_platform.domain.model.telemetry import TelemetrySnapshot
+from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector, GpuLabels
+
+__all__ = ["agent_registry", "serve_agent_metrics"]
+
+
+class _AgentCollector(Collector):
+    def __init__(self, agent: Agent, client: AgentClient) -> None:
+        self._agent = agent
+        self._client = client
+
+    def collect(self) -> Iterator[Any]:
+        node = self._agent.node.name
+        connected = GaugeMetricFamily(
+            "gpu_platform_agent_connected", "1 while a stream to the leader is up", labels=["node"]
+        )
+        connected.add_metric([node], 1.0 if self._client.connected_to else 0.0)
+        streams = CounterMetricFamily(
+            "gpu_platform_agent_streams", "Streams to a leader opened", labels=["node"]
+        )
+        streams.add_metric([node], float(self._client.streams))
+        running = GaugeMetricFamily(
+            "gpu_platform_agent_tasks_running", "Tasks with a live process", labels=["node"]
+        )
+        running.add_metric([node], float(self._agent.running()))
+        unacked = GaugeMetricFamily(
+            "gpu_platform_agent_exits_unacknowledged",
+            "Task exits kept until a leader acknowledges them",
+            labels=["node"],
+        )
+        unacked.add_metric([node], float(self._agent.unacked()))
+        yield from (connected, streams, running, unacked)
+
+
+def agent_registry(
+    agent: Agent,
+    client: AgentClient,
+    telemetry: Callable[[], TelemetrySnapshot | None] | None,
+) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(_AgentCollector(agent, client))
+    if telemetry is not None:
+        node = agent.node
+
+        def labels() -> dict[tuple[str, int], GpuLabels]:
+            held = agent.holders()
+            return {
+                (node.name, g.index): GpuLabels(g.model, g.pci_bus_id, *held.get(g.index, ("", "")))
+                for g in node.gpus
+            }
+
+        registry.register(DcgmCollector(telemetry, labels, hostname=node.name))
+    return registry
+
+
+def serve_agent_metrics(registry: CollectorRegistry, host: str, port: int) -> int:
+    """Serve `registry` on http://host:port/metrics from a daemon thread; returns the port."""
+    server, _ = start_http_server(port, addr=host, registry=registry)
+    return int(server.server_port)

@@ -1,0 +1,66 @@
+"""Many simulated agents in one process, each with its own real gRPC stream to the leader.
+
+    python -m gpu_platform.testing.agent_swarm --servers H:P[,H:P...] --nodes 128 \
+        [--profile dgx-a100] [--prefix node-] [--tick 0.05]
+
+Each node is a simulated profile node running jobs on `FakeJobRunner` (held to the JobRunner
+contract): `fake-exit CODE` ends at the next tick, `fake-forever` runs until stopped. All
+streams share one event loop and one worker pool, so 128 nodes cost a few threads. Used by
+the control-plane scale benchmark; prints `ready` once every agent is connected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from gpu_platform.adapters.inbound.agent_client import AgentClient
+from gpu_platform.adapters.outbound.sim.profiles import profile_node
+from gpu_platform.application.agent import Agent
+from gpu_platform.testing.fakes import FakeJobRunner
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--servers", required=True)
+    parser.add_argument("--nodes", type=int, default=128)
+    parser.add_argument("--profile", default="dgx-a100")
+    parser.add_argument("--prefix", default="node-")
+    parser.add_argument("--tick", type=float, default=0.05)
+    args = parser.parse_args(argv)
+    servers = [s for s in args.servers.split(",") if s]
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="swarm-loop", daemon=True).start()
+    pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="swarm")
+    runners: list[FakeJobRunner] = []
+    clients: list[AgentClient] = []
+    for n in range(1, args.nodes + 1):
+        runner = FakeJobRunner()
+        agent = Agent(profile_node(args.profile, f"{args.prefix}{n}"), runner)
+        client = AgentClient(agent, servers, loop=loop, pool=pool)
+        runners.append(runner)
+        clients.append(client)
+        client.start()
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    announced = False
+    while not done.wait(args.tick):
+        for runner in runners:
+            runner.deliver()
+        if not announced and all(c.connected_to for c in clients):
+            print("ready", flush=True)
+            announced = True
+    for client in clients:
+        client.stop()
+    time.sleep(0.1)
+
+
+if __name__ == "__main__":
+    main()

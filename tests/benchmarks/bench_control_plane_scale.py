@@ -1,0 +1,185 @@
+"""The replicated control plane at scale (issue 10): 3 servers (real processes, Raft over gRPC,
+SQLite WAL with fsync) and simulated agents — each node its own real gRPC stream — from one
+`agent_swarm` process; jobs are submitted over REST to the servers.
+
+* `cluster.submit_to_bound`: per job, the leader's bind time minus its submit time (both
+  from the job's history), p50/p99; ops_per_s = jobs bound per second over the whole run.
+  `extra`: REST submit latency p50/p99 as the client saw it, jobs/s completed, the leader's
+  CPU seconds and RSS, commits (Raft applied index) and nodes/GPUs.
+* `recovery.node_loss` (mode=replicated): a whole-node job runs on an agent; the agent is
+  SIGSTOPped; time until the job runs again on another node (node_down_after = 4 s here).
+
+Full: 128 nodes x 8 GPUs (1,024 GPUs), 10,000 jobs. --quick: 32 nodes, 1,000 jobs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _harness import percentile, result
+
+from gpu_platform.testing.cluster_procs import ReplicatedCluster, wait_until
+
+
+def _proc_cpu_rss(pid: int) -> tuple[float, int]:
+    """(user+system CPU seconds, RSS bytes) of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    rss = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    return cpu, rss
+
+
+def _submit_all(c: ReplicatedCluster, url: str, jobs: int, threads: int) -> list[float]:
+    latencies: list[float] = []
+    lock = threading.Lock()
+    per = [jobs // threads + (1 if i < jobs % threads else 0) for i in range(threads)]
+
+    def worker(n: int) -> None:
+        client = httpx.Client(timeout=60.0, follow_redirects=True)
+        body = {"command": ["fake-exit", "0"], "gpus": 1}
+        mine = []
+        for _ in range(n):
+            for _attempt in range(20):
+                t0 = time.perf_counter()
+                try:
+                    r = client.post(url + "/v1/jobs", json=body)
+                except httpx.HTTPError:
+                    time.sleep(0.2)
+                    continue
+                if r.status_code == 201:
+                    mine.append((time.perf_counter() - t0) * 1e6)
+                    break
+                time.sleep(0.1)
+        client.close()
+        with lock:
+            latencies.extend(mine)
+
+    pool = [threading.Thread(target=worker, args=(n,)) for n in per]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return latencies
+
+
+def _scale(root: Path, nodes: int, jobs: int) -> dict[str, Any]:
+    env = {"GPU_PLATFORM_NODE_SUSPECT_AFTER_SECONDS": "15", "GPU_PLATFORM_NODE_DOWN_AFTER_SECONDS": "30",
+           "GPU_PLATFORM_LOG_LEVEL": "warning", "GPU_PLATFORM_SCHEDULE_INTERVAL_SECONDS": "0.5"}  # fmt: skip
+    c = ReplicatedCluster(root, servers=3, agents=0, env=env).start()
+    swarm = None
+    try:
+        lead = c.wait_leader(timeout=120)
+        servers = ",".join(f"127.0.0.1:{p}" for p in c.agent_ports.values())
+        with (root / "swarm.log").open("ab") as log:
+            swarm = subprocess.Popen(
+                [sys.executable, "-m", "gpu_platform.testing.agent_swarm",
+                 "--servers", servers, "--nodes", str(nodes)],
+                env=c.env, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        if not wait_until(lambda: len(c.agents_connected(lead)) >= nodes, 300, 0.5):
+            raise RuntimeError(f"only {len(c.agents_connected(lead))} of {nodes} agents connected")
+        pid = c.servers[lead].pid
+        cpu0, _ = _proc_cpu_rss(pid)
+        t0 = time.perf_counter()
+        submit_us = _submit_all(c, c.url(lead), jobs, threads=8)
+        submitted = time.perf_counter()
+
+        def completed() -> bool:
+            status = c.client.get(c.url(lead) + "/v1/status", timeout=60).json()
+            return int(status["jobs_by_state"].get("COMPLETED", 0)) >= jobs
+
+        wait_until(completed, 1800, 1.0)
+        elapsed = time.perf_counter() - t0
+        cpu1, rss = _proc_cpu_rss(pid)
+        info = c.cluster(lead) or {}
+        lead = c.wait_leader(timeout=120)
+        listed = c.client.get(c.url(lead) + "/v1/jobs", timeout=120).json()
+        if not isinstance(listed, list):
+            raise RuntimeError(f"GET /v1/jobs: {listed}")
+        terms = {i: (c.cluster(i) or {}).get("term") for i in c.alive()}
+        bound_us = []
+        for job in listed:
+            at = {h["state"]: h["at"] for h in job["history"]}
+            if "SCHEDULED" in at:
+                bound_us.append((at["SCHEDULED"] - job["submitted_at"]) * 1e6)
+        done = sum(1 for j in listed if j["state"] == "COMPLETED")
+        row = result(
+            "cluster.submit_to_bound",
+            {"nodes": nodes, "gpus": nodes * 8, "jobs": jobs, "servers": 3, "api": "rest"},
+            bound_us,
+            extra={
+                "submit_rest_p50_us": round(percentile(submit_us, 50), 1),
+                "submit_rest_p99_us": round(percentile(submit_us, 99), 1),
+                "submit_phase_s": round(submitted - t0, 2),
+                "completed": done,
+                "completed_per_s": round(done / elapsed, 1),
+                "leader_cpu_s": round(cpu1 - cpu0, 2),
+                "leader_rss_mib": round(rss / (1 << 20), 1),
+                "raft_applied_index": info.get("applied"),
+                "raft_terms_at_end": terms,
+                "wall_s": round(elapsed, 2),
+            },
+        )
+        row["ops_per_s"] = round(len(bound_us) / elapsed, 1)
+        return row
+    finally:
+        if swarm is not None:
+            swarm.send_signal(signal.SIGTERM)
+            try:
+                swarm.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                swarm.kill()
+        c.close()
+
+
+def _node_loss(root: Path, kills: int) -> dict[str, Any]:
+    c = ReplicatedCluster(root, servers=3, agents=kills + 1).start()
+    samples: list[float] = []
+    try:
+        c.wait_ready(timeout=120)
+        for _ in range(kills):
+            job = c.submit(["sleep", "600"], gpus=8)
+            wait_until(lambda job=job: c.job(job["id"])["state"] == "RUNNING", 120)
+            node = c.job(job["id"])["allocation"]["node"]
+            t0 = time.perf_counter()
+            c.signal_agent(node, signal.SIGSTOP)
+
+            def moved(job: dict[str, Any] = job, node: str = node) -> bool:
+                j = c.job(job["id"])
+                return j["state"] == "RUNNING" and j["allocation"]["node"] != node
+
+            if wait_until(moved, 120, 0.05):
+                samples.append((time.perf_counter() - t0) * 1e6)
+            c.client.post(c.any_url() + f"/v1/jobs/{job['id']}/cancel")
+    finally:
+        c.close()
+    return result(
+        "recovery.node_loss",
+        {"mode": "replicated", "servers": 3, "kills": kills, "node_down_after_s": 4,
+         "heartbeat_s": 0.5},
+        samples,
+        extra={"recovered": len(samples)},
+    )  # fmt: skip
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="bench-cp-") as tmp:
+        rows = [_scale(Path(tmp) / "scale", 32 if quick else 128, 1000 if quick else 10_000)]
+        rows.append(_node_loss(Path(tmp) / "loss", 1 if quick else 5))
+    return rows
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run("--quick" in sys.argv), indent=2))
