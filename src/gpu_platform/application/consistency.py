@@ -1,5 +1,8 @@
 """Read consistency of the current request: linearizable (the default) or stale-ok.
 
+Each request (the REST middleware, the gRPC call wrapper) starts in a fresh `stale_reads`
+block; its first linearizable read waits on Raft's ReadIndex, later reads reuse that barrier.
+
 A follower refuses reads (the client is sent to the leader) unless the caller asked for a
 possibly stale answer from this server's replica; inbound adapters set the flag per request
 (REST header `X-Read-Consistency: stale`, gRPC metadata `gpu-platform-read-consistency`).
@@ -11,7 +14,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["LeaderElsewhere", "stale_reads", "stale_reads_allowed"]
+__all__ = [
+    "LeaderElsewhere",
+    "barrier_passed",
+    "mark_barrier_passed",
+    "stale_reads",
+    "stale_reads_allowed",
+]
 
 
 class LeaderElsewhere(Exception):
@@ -27,17 +36,30 @@ class LeaderElsewhere(Exception):
 
 
 _STALE: ContextVar[bool] = ContextVar("gpu_platform_stale_reads", default=False)
+_BARRIER: ContextVar[bool] = ContextVar("gpu_platform_read_barrier", default=False)
 
 
 @contextmanager
 def stale_reads(allowed: bool = True) -> Iterator[None]:
     """Within the block, reads may be served from this server's replica as it is."""
     token = _STALE.set(allowed)
+    fresh = _BARRIER.set(False)
     try:
         yield
     finally:
+        _BARRIER.reset(fresh)
         _STALE.reset(token)
 
 
 def stale_reads_allowed() -> bool:
     return _STALE.get()
+
+
+def barrier_passed() -> bool:
+    """True once this request has passed a linearizable read barrier: one ReadIndex per
+    request is enough (every later read in it is at least as fresh)."""
+    return _BARRIER.get()
+
+
+def mark_barrier_passed() -> None:
+    _BARRIER.set(True)

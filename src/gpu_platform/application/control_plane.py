@@ -39,7 +39,12 @@ import structlog
 
 from gpu_platform.application.agent_hub import AgentHub, AgentUnavailable, AttemptRef
 from gpu_platform.application.cluster_replica import Applied
-from gpu_platform.application.consistency import LeaderElsewhere, stale_reads_allowed
+from gpu_platform.application.consistency import (
+    LeaderElsewhere,
+    barrier_passed,
+    mark_barrier_passed,
+    stale_reads_allowed,
+)
 from gpu_platform.application.raft_node import NotLeader, RaftNode, RaftNodeError
 from gpu_platform.application.replication import RaftReplication as Replication
 from gpu_platform.domain.cluster_state import (
@@ -99,6 +104,7 @@ from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
+from gpu_platform.domain.model.topology import HostTopology
 from gpu_platform.domain.placement import (
     Affinity,
     ClusterView,
@@ -216,6 +222,7 @@ class ControlPlane:
         self._interval = schedule_interval_s
         self._pin = pin_cpus
         self._matrices: dict[str, TopologyMatrix] = {}
+        self._view_matrices: dict[str, tuple[HostTopology, TopologyMatrix]] = {}
         self._lock = replication.lock if replication is not None else threading.RLock()
         self._applied = threading.Condition(self._lock)
         self._wake = threading.Event()
@@ -435,7 +442,7 @@ class ControlPlane:
                 live = self._hub.ready_nodes()
                 free = {n: gpus for n, gpus in free.items() if n in live}
             ready = [n for n in self._state.nodes if n.name in free]  # READY nodes only
-            view = ClusterView.from_free(ready, free)
+            view = ClusterView.from_free(ready, free, matrix_of=self._view_matrix)
             queued = self._state.queued(now)
             pending = [self._pending_job(j) for j in queued]
             running = [self._running_job(j, now) for j in self._state.jobs() if j.holds_gpus]
@@ -463,8 +470,10 @@ class ControlPlane:
                 reason = f"preempted: {preemption.cause} (for job {preemption.preemptor})"
                 self._execute(RequeueJob(victim.id, victim.allocation.epoch, now, reason))
             by_id = {j.id: j for j in queued}
+            if self._replication is not None:  # one commit round for the cycle's binds
+                launched = self._bind_all(by_id, decision.binds, decision.borrowing)
             for job_id, placement in decision.binds.items():
-                if self._stopping.is_set():
+                if self._stopping.is_set() or self._replication is not None:
                     break
                 self._nominated.discard(job_id)
                 borrowing = job_id in decision.borrowing
@@ -473,6 +482,15 @@ class ControlPlane:
             self._why = why
             self._nominated &= {j.id for j in self._state.queued()}
         return launched
+
+    def _view_matrix(self, node: Node) -> TopologyMatrix | None:
+        """The placement matrix of `node`, built once per topology (nodes re-register)."""
+        if node.topology is None:
+            return None
+        cached = self._view_matrices.get(node.name)
+        if cached is None or cached[0] is not node.topology:
+            cached = self._view_matrices[node.name] = (node.topology, build_matrix(node.topology))
+        return cached[1]
 
     def _report_refusals(self, why: Mapping[str, PendingReason]) -> None:
         """Jobs the cycle found no room for without asking the engine count as placement
@@ -582,20 +600,82 @@ class ControlPlane:
         self._metrics.placement_decided(job_id, latency_us, failure)
         return result
 
-    def _bind_and_launch(self, job: Job, placed: GangPlacement, *, borrowing: bool = False) -> None:
+    def _bind_all(
+        self,
+        jobs: Mapping[str, Job],
+        binds: Mapping[str, GangPlacement],
+        borrowing: frozenset[str] | set[str],
+    ) -> int:
+        """Replicated: propose every bind of the cycle at once (Raft appends and fsyncs them
+        together), launch each bound job, then record the starts together. Returns how many
+        jobs were launched."""
+        commands: list[Command] = []
+        for job_id, placed in binds.items():
+            self._nominated.discard(job_id)
+            commands.append(self._bind_command(jobs[job_id], placed, job_id in borrowing))
+        starts: list[Command] = []
+        for (job_id, placed), outcome in zip(
+            binds.items(), self._commit_all(commands), strict=True
+        ):
+            if isinstance(outcome, DomainError):
+                # the lock is let go while commits are awaited: the job may have been
+                # cancelled meanwhile; the replica re-validated the bind and refused it
+                log.info("bind refused", job_id=job_id, error=str(outcome))
+                continue
+            bound = next(e for e in self._effects(outcome) if isinstance(e, JobBound))
+            start = self._launch(jobs[job_id], placed, bound)
+            if start is not None:
+                starts.append(start)
+        for outcome in self._commit_all(starts):
+            if isinstance(outcome, DomainError):
+                log.info("start not recorded", error=str(outcome))
+            else:
+                self._effects(outcome)
+        return len(starts)
+
+    def _commit_all(self, commands: list[Command]) -> list[list[DomainEvent] | DomainError]:
+        """Propose `commands` together and wait for all; each gets its events or the domain
+        error that refused it. NotLeader (as LeaderElsewhere) ends the whole batch."""
+        assert self._replication is not None
+        if not commands:
+            return []
+        if not self._leading and not self._replication.is_leader():
+            raise self._elsewhere()
+        futures = [self._replication.submit(c) for c in commands]
+
+        def wake(_: object) -> None:
+            with self._applied:
+                self._applied.notify_all()
+
+        for future in futures:
+            future.add_done_callback(wake)
+        with self._applied:
+            self._applied.wait_for(lambda: all(f.done() for f in futures))
+        out: list[list[DomainEvent] | DomainError] = []
+        for future in futures:
+            try:
+                applied = future.result()
+            except NotLeader:
+                raise self._elsewhere() from None
+            assert isinstance(applied, Applied)
+            out.append(applied.error if applied.error is not None else list(applied.events))
+        return out
+
+    def _bind_command(self, job: Job, placed: GangPlacement, borrowing: bool) -> BindJob:
         slots = [(t.node, tuple(s.gpu.index for s in t.gpus)) for t in placed.tasks]
         (node, indices), peers = slots[0], tuple(slots[1:])
-        bind = BindJob(job.id, node, indices, self._now(), peers=peers, borrowing=borrowing)
-        try:
-            events = self._execute(bind)
-        except DomainError as exc:
-            if self._replication is None:
-                raise
-            # replicated, the lock is let go while a commit is awaited: the job may have been
-            # cancelled meanwhile; the replica re-validated the bind and refused it
-            log.info("bind refused", job_id=job.id, error=str(exc))
-            return
+        return BindJob(job.id, node, indices, self._now(), peers=peers, borrowing=borrowing)
+
+    def _bind_and_launch(self, job: Job, placed: GangPlacement, *, borrowing: bool = False) -> None:
+        events = self._execute(self._bind_command(job, placed, borrowing))
         bound = next(e for e in events if isinstance(e, JobBound))
+        start = self._launch(job, placed, bound)
+        if start is not None:
+            self._execute(start)
+
+    def _launch(self, job: Job, placed: GangPlacement, bound: JobBound) -> StartJob | None:
+        """Start every task of a bound attempt; the StartJob to record when all run, else
+        None (the attempt was recorded ended or re-queued here)."""
         alloc = bound.allocation
         vendors = [str(s.gpu.vendor) for t in placed.tasks for s in t.gpus]
         run = self._runs[(job.id, alloc.epoch)] = _Run(len(alloc.tasks))
@@ -614,12 +694,13 @@ class ControlPlane:
             if not run.live:  # nothing runs: the GPUs are free at once
                 self._runs.pop((job.id, alloc.epoch), None)
                 self._execute(FinishJob(job.id, alloc.epoch, None, self._now(), why))
-            return
+            return None
         if not run.launch_error:
-            self._execute(StartJob(job.id, alloc.epoch, self._now()))
-        elif not run.live or not self._runner.stop(job.id, alloc.epoch, self._grace):
+            return StartJob(job.id, alloc.epoch, self._now())
+        if not run.live or not self._runner.stop(job.id, alloc.epoch, self._grace):
             del self._runs[(job.id, alloc.epoch)]
             self._execute(FinishJob(job.id, alloc.epoch, None, self._now(), run.launch_error))
+        return None
 
     def _task_specs(self, job: Job, bound: JobBound, vendor: str) -> list[LaunchSpec]:
         """One LaunchSpec per task, rank order. A gang's tasks get torchrun's rendezvous: rank
@@ -827,7 +908,7 @@ class ControlPlane:
     def _read_barrier(self) -> None:
         """Replicated reads: linearizable on the leader (ReadIndex), refused elsewhere unless
         the caller accepts this replica's possibly stale state."""
-        if self._replication is None or stale_reads_allowed():
+        if self._replication is None or stale_reads_allowed() or barrier_passed():
             return
         if self._applied._is_owned():  # type: ignore[attr-defined]
             return  # called while applying a command (an event subscriber): the state is current
@@ -835,6 +916,7 @@ class ControlPlane:
             self._replication.read_barrier()
         except NotLeader:
             raise self._elsewhere() from None
+        mark_barrier_passed()  # the rest of this request reads at least this fresh
 
     def _elsewhere(self) -> LeaderElsewhere:
         leader, http, grpc_address, _ = self.leader_addresses()
@@ -962,27 +1044,11 @@ class ControlPlane:
 
     def _commit(self, command: Command) -> list[DomainEvent]:
         """Propose `command` and wait for its apply; raises the domain error that refused
-        it, or NotLeader (this server does not lead; the outcome may be unknown)."""
-        assert self._replication is not None
-        if not self._leading and not self._replication.is_leader():
-            raise self._elsewhere()
-        future = self._replication.submit(command)
-
-        def wake(_: object) -> None:
-            with self._applied:
-                self._applied.notify_all()
-
-        future.add_done_callback(wake)
-        with self._applied:  # waiting releases the lock: the Raft thread applies under it
-            self._applied.wait_for(future.done)
-        try:
-            applied = future.result()
-        except NotLeader:
-            raise self._elsewhere() from None
-        assert isinstance(applied, Applied)
-        if applied.error is not None:
-            raise applied.error
-        return list(applied.events)
+        it, or LeaderElsewhere (this server does not lead; the outcome may be unknown)."""
+        (outcome,) = self._commit_all([command])
+        if isinstance(outcome, DomainError):
+            raise outcome
+        return outcome
 
     def _effects(self, events: list[DomainEvent]) -> list[DomainEvent]:
         """Publish `events` and carry out what they ask: stop attempts, reset GPUs."""

@@ -14,7 +14,7 @@ tried on a private overlay). `check_invariants()` states what must always hold.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from gpu_platform.domain.placement.fragmentation import (
 )
 from gpu_platform.domain.placement.node_choice import HardwareClass
 from gpu_platform.domain.placement.request import MILLI, TaskPlacement
-from gpu_platform.domain.topology.matrix import build_matrix
+from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
 
 __all__ = [
     "DEFAULT_TYPICAL",
@@ -103,21 +103,30 @@ class ClusterView:
         nodes: Iterable[Node],
         free: Mapping[str, Iterable[int]],
         typical: TypicalTasks = DEFAULT_TYPICAL,
+        matrix_of: Callable[[Node], TopologyMatrix | None] | None = None,
     ) -> ClusterView:
         """A view where only the GPU indices in `free[node]` are free (whole); nodes missing
         from `free` are fully used. For callers that hold first_fit's `NodeView`s:
-        `ClusterView.from_free(nodes, {v.name: [g.index for g in v.free] for v in views})`."""
+        `ClusterView.from_free(nodes, {v.name: [g.index for g in v.free] for v in views})`.
+        `matrix_of` returns a node's topology matrix (a caller's cache; default: built here)."""
         view = cls((), typical)
         for node in nodes:
-            view.add_node(node, free_indices=frozenset(free.get(node.name, ())))
+            matrix = matrix_of(node) if matrix_of is not None else None
+            view.add_node(node, free_indices=frozenset(free.get(node.name, ())), matrix=matrix)
         return view
 
-    def add_node(self, node: Node, free_indices: frozenset[int] | None = None) -> None:
+    def add_node(
+        self,
+        node: Node,
+        free_indices: frozenset[int] | None = None,
+        matrix: TopologyMatrix | None = None,
+    ) -> None:
         """Index `node` fully free (its GPUs that are not schedulable count as used), or with
-        only `free_indices` free."""
+        only `free_indices` free. `matrix`: the node's topology matrix, if the caller has it."""
         if node.name in self.slots:
             raise ValueError(f"node {node.name} already in the view")
-        matrix = build_matrix(node.topology) if node.topology is not None else None
+        if matrix is None and node.topology is not None:
+            matrix = build_matrix(node.topology)
         hw = HardwareClass.of(node.gpus, matrix)
         key = hw.key()
         cid = self._class_ids.get(key)
