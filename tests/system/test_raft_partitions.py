@@ -168,13 +168,11 @@ def test_client_operations_across_partitions_and_heals_are_linearizable(
             lead = c.wait_leader(timeout=WAIT)
             assert lead is not None
             c.net.isolate(lead)  # clients talking to it now time out: indeterminate puts
-            acked = clients.acked_puts
-            assert wait_until(lambda: clients.acked_puts > acked + 10, WAIT)
+            assert clients.wait_acked(10, WAIT)
             c.net.heal()
             follower = next(i for i in c.ids if i != c.wait_leader(timeout=WAIT))
             c.net.isolate(follower)  # a cut follower must not serve stale reads
-            acked = clients.acked_puts
-            assert wait_until(lambda: clients.acked_puts > acked + 10, WAIT)
+            assert clients.wait_acked(10, WAIT)
             c.net.heal()
     finally:
         clients.stop()

@@ -69,7 +69,8 @@ def available() -> str | None:
     if made.returncode != 0:
         return f"ip netns add is not permitted here: {made.stderr.strip()}"
     try:
-        link = _ip("-n", probe, "link", "add", "p0", "type", "veth", "peer", "name", "p1", check=False)
+        veth = ("type", "veth", "peer", "name", "p1")
+        link = _ip("-n", probe, "link", "add", "p0", *veth, check=False)
         if link.returncode != 0:
             return f"veth pairs are not permitted here: {link.stderr.strip()}"
     finally:
@@ -171,7 +172,8 @@ class NetnsNetwork:
             ns = self.ns(i)
             self._add_ns(ns)
             _ip("-n", ns, "link", "set", "lo", "up")
-            _ip("-n", br, "link", "add", f"n{i}", "type", "veth", "peer", "name", "eth0", "netns", ns)
+            peer = ("peer", "name", "eth0", "netns", ns)
+            _ip("-n", br, "link", "add", f"n{i}", "type", "veth", *peer)
             _ip("-n", br, "link", "set", f"n{i}", "master", "br0", "up")
             _ip("-n", ns, "addr", "add", f"{self.ips[i]}/{plen}", "dev", "eth0")
             _ip("-n", ns, "link", "set", "eth0", "up")

@@ -196,7 +196,9 @@ class KvClients:
         self._halt = threading.Event()
         self.acked_puts = 0
         self._threads = [
-            threading.Thread(target=self._run, args=(c, random.Random(seed * 1000 + c)), daemon=True)
+            threading.Thread(
+                target=self._run, args=(c, random.Random(seed * 1000 + c)), daemon=True
+            )
             for c in range(n)
         ]
 
@@ -208,6 +210,11 @@ class KvClients:
         self._halt.set()
         for t in self._threads:
             t.join(timeout=60)
+
+    def wait_acked(self, more: int, timeout: float) -> bool:
+        """Wait until `more` puts beyond the current count are acknowledged."""
+        target = self.acked_puts + more
+        return wait_until(lambda: self.acked_puts >= target, timeout)
 
     def history(self) -> list[Operation[KvInput, KvOutput]]:
         with self._lock:
@@ -248,7 +255,8 @@ class KvClients:
                 ok = code == 200
                 if ok:
                     value = body["value"] if body["value"] is not None else ""
-                    self._record(Operation(KvInput(KvOp.GET, key), KvOutput(value), call, ret, client))
+                    got = KvOutput(value)
+                    self._record(Operation(KvInput(KvOp.GET, key), got, call, ret, client))
             if ok:
                 continue
             lead = body.get("leader_id")
