@@ -180,3 +180,22 @@ def test_client_operations_across_partitions_and_heals_are_linearizable(
     assert sum(op.ret is not None for op in history) > 40
     result = check(KvModel(), history, timeout_s=300)
     assert result.verdict is Verdict.LINEARIZABLE, explain(KvModel(), history, result)
+
+
+def test_the_checker_catches_reads_served_from_a_cut_off_follower(
+    make_cluster: MakeCluster,
+) -> None:
+    c = make_cluster(3)
+    lead = put_until_acked(c, c.ids, "before", "1")
+    follower = next(i for i in c.ids if i != lead)
+    clients = KvClients(c, n=3, keys=2, seed=3, dirty_reads=True)
+    clients.start()
+    try:
+        assert clients.wait_acked(10, WAIT)
+        c.net.isolate(follower)  # its local state goes stale while the majority moves on
+        assert clients.wait_acked(60, WAIT)
+    finally:
+        clients.stop()
+    history = clients.history()
+    result = check(KvModel(), history, timeout_s=300)
+    assert result.verdict is Verdict.NOT_LINEARIZABLE, explain(KvModel(), history, result)

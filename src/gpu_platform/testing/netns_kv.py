@@ -5,10 +5,11 @@
   veth, which partitions never cut.
 * `RoleWatcher`: a thread polling every node's `/status`; `two_leaders()` lists the terms in
   which two nodes ever reported LEADER (Raft's election safety says: none).
-* `KvClients`: threads issuing random puts and linearizable gets; `history()` is a list of
-  `linearizability.Operation`s for `KvModel`. A put answered with anything but 200 is recorded
-  as pending (indeterminate: a 421 can come after the entry was appended, a timeout after it
-  was replicated); a get that fails is left out (a read has no effect).
+* `KvClients`: threads issuing random puts and linearizable gets (or, with `dirty_reads`,
+  reads of a random node's local state — a broken client that shows the checker has teeth);
+  `history()` is a list of `linearizability.Operation`s for `KvModel`. A put answered with
+  anything but 200 is recorded as pending (indeterminate: a 421 can come after the entry was
+  appended, a timeout after it was replicated); a get that fails is left out (a read has no effect).
 
 Times in histories and role samples are `time.monotonic()` seconds. Nothing here asserts.
 """
@@ -188,8 +189,16 @@ class RoleWatcher(threading.Thread):
 class KvClients:
     """`n` client threads doing puts (unique values) and gets over `keys` keys."""
 
-    def __init__(self, cluster: NetnsKvCluster, n: int = 3, keys: int = 8, seed: int = 0) -> None:
+    def __init__(
+        self,
+        cluster: NetnsKvCluster,
+        n: int = 3,
+        keys: int = 8,
+        seed: int = 0,
+        dirty_reads: bool = False,
+    ) -> None:
         self.cluster = cluster
+        self.dirty_reads = dirty_reads
         self.keys = [f"k{k}" for k in range(keys)]
         self._ops: list[Operation[KvInput, KvOutput]] = []
         self._lock = threading.Lock()
@@ -250,8 +259,13 @@ class KvClients:
                 )
             else:
                 call = time.monotonic()
-                code, body = c.read(target, key)
-                ret = time.monotonic()
+                if self.dirty_reads:  # a deliberately wrong client: any node's local state
+                    dump = c.dump(rng.choice(list(c.procs)))
+                    ret = time.monotonic()
+                    code, body = (200, {"value": dump["kv"].get(key)}) if dump else (0, {})
+                else:
+                    code, body = c.read(target, key)
+                    ret = time.monotonic()
                 ok = code == 200
                 if ok:
                     value = body["value"] if body["value"] is not None else ""
