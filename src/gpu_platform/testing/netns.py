@@ -37,7 +37,7 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["NetnsError", "NetnsNetwork", "available"]
+__all__ = ["NetnsError", "NetnsNetwork", "available", "remove_stale"]
 
 _PREFIX = "gpn-"
 _SUBNETS = ipaddress.ip_network("10.77.0.0/16")
