@@ -40,3 +40,5 @@ def test_mig_requests_are_checked_at_submit_and_never_run_without_a_mig_controll
     job = server.wait_job(job_id, lambda j: j["state"] == "FAILED")
     assert job["mig_profile"] == "1g.10gb" and job["gpus"] == 1
     assert "no MIG instance was assigned" in job["reason"] and "mig_controller" in job["reason"]
+    described = server.cli("jobs", "describe", job_id)
+    assert "GPUs requested: 1 (one MIG 1g.10gb instance)" in described.stdout.splitlines()

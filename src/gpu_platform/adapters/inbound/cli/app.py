@@ -415,7 +415,9 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             ("Command", " ".join(j["command"])),
             (
                 "GPUs requested",
-                str(j["gpus"]) + (f" x {j['tasks']} tasks" if j["tasks"] > 1 else ""),
+                str(j["gpus"])
+                + (f" x {j['tasks']} tasks" if j["tasks"] > 1 else "")
+                + (f" (one MIG {j['mig_profile']} instance)" if j.get("mig_profile") else ""),
             ),
             ("Memory cap", "-" if j["memory_bytes"] is None else f"{j['memory_bytes']} bytes"),
             ("Time limit", "-" if j["time_limit_s"] is None else f"{j['time_limit_s']:g}s"),
