@@ -28,6 +28,7 @@ from gpu_platform.adapters.outbound.cgroups import (
 )
 from gpu_platform.adapters.outbound.discovery import detect
 from gpu_platform.adapters.outbound.nvml import NvidiaSmiGpuReset, NvmlHealthMonitor
+from gpu_platform.adapters.outbound.nvml.mig import NvmlMigController
 from gpu_platform.adapters.outbound.observability import OtelJobTracer, StructlogEventPublisher
 from gpu_platform.adapters.outbound.observability.event_hub import EventHub
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
@@ -46,6 +47,7 @@ from gpu_platform.application.admission import AdmissionControl, AdmissionLimits
 from gpu_platform.application.auth import AccessControl
 from gpu_platform.application.auth_scope import AuditedHardwareStore, AuditTrail
 from gpu_platform.application.control_plane import ControlPlane
+from gpu_platform.application.mig_jobs import MigJobRunner
 from gpu_platform.application.usage import UsageService
 from gpu_platform.domain.events import DomainEvent
 from gpu_platform.domain.faults.policy import FaultPolicy, XidClass
@@ -306,7 +308,9 @@ def _isolation(settings: Settings) -> Isolation:
     return isolation
 
 
-def _process_runner(settings: Settings, isolation: Isolation) -> Iterator[JobRunner]:
+def _process_runner(
+    settings: Settings, isolation: Isolation, inventory: Inventory
+) -> Iterator[JobRunner]:
     swept = isolation.sweep()  # confinement left by a crashed earlier run
     if swept:
         structlog.get_logger(__name__).warning("removed stale job cgroups", names=swept)
@@ -317,7 +321,11 @@ def _process_runner(settings: Settings, isolation: Isolation) -> Iterator[JobRun
         log_max_bytes=settings.job_log_max_bytes,
         pids_max=settings.job_pids_max,
     )
-    yield runner
+    if settings.mig_controller == "nvml":  # MIG jobs get an instance on this node's GPUs
+        local = inventory.nodes[0].gpus if inventory.nodes else ()
+        yield MigJobRunner(runner, NvmlMigController(), {g.index: g.model for g in local})
+    else:
+        yield runner
     runner.close(settings.stop_grace_seconds)
 
 
@@ -452,7 +460,7 @@ class Adapters(containers.DeclarativeContainer):
     inventory = providers.Singleton(_discover, discovery)
     store = providers.Resource(_sqlite_store, settings)
     isolation = providers.Singleton(_isolation, settings)
-    runner = providers.Resource(_process_runner, settings, isolation)
+    runner = providers.Resource(_process_runner, settings, isolation, inventory)
     hardware = providers.Resource(_sqlite_hardware, settings)
     health_parts = providers.Singleton(select_health, settings, inventory, discovery)
     access_store = providers.Resource(_sqlite_access, settings)

@@ -39,6 +39,10 @@ class LaunchSpec:
     `mps` is the attempt's MPS share of its (single) GPU, when it runs as an MPS client.
     A gang attempt is started as one LaunchSpec per task: `rank` names the task and `gang`
     its place in the gang; the runner keys processes by (job_id, epoch, rank).
+    MIG: `mig_profile` is the MIG profile the job asked for on its (single, NVIDIA) GPU;
+    `mig_uuids` are the MIG device UUIDs ("MIG-...") it may use. A runner that is given a
+    profile without UUIDs refuses to launch (LaunchError): a MIG-aware runner
+    (`application.mig_jobs.MigJobRunner`) fills them in first.
     """
 
     job_id: str
@@ -59,6 +63,15 @@ class LaunchSpec:
     mps: MpsShare | None = None
     rank: int = 0
     gang: GangEnv | None = None
+    mig_profile: str | None = None
+    mig_uuids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.mig_uuids and self.vendor != "nvidia":
+            raise ValueError(f"mig_uuids are NVIDIA MIG devices, not {self.vendor} ones")
+        bad = [u for u in self.mig_uuids if not u.startswith("MIG-")]
+        if bad:
+            raise ValueError(f"MIG device UUIDs start with 'MIG-', got {', '.join(bad)}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
             "nvlink": spec.nvlink,
             "numa": spec.numa,
             "same_rack": spec.same_rack,
+            "mig_profile": spec.mig_profile,
         },
         "allocation": None
         if alloc is None
@@ -94,6 +95,7 @@ def job_from_dict(data: dict[str, Any]) -> Job:
             nvlink=s.get("nvlink", "preferred"),
             numa=s.get("numa", "preferred"),
             same_rack=s.get("same_rack", "preferred"),
+            mig_profile=s.get("mig_profile"),
         ),
         state=JobState(data["state"]),
         submitted_at=data["submitted_at"],
