@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 # System packages the system tests need (Debian names); `make deps` installs them as root.
 SYSTEM_DEPS := hwloc-nox golang-etcd-server-dev iproute2 procps prometheus
 
-.PHONY: run test lint typecheck contracts unit bench deps clean help proto openapi
+.PHONY: run test lint typecheck contracts unit bench chaos deps clean help proto openapi
 
 help:
 	@echo "make run    - create .venv, install, start 'gpu-platform serve' (embedded single node)"
@@ -14,6 +14,8 @@ help:
 	@echo "make lint   - ruff + mypy + import-linter only"
 	@echo "make bench  - run every benchmark; writes bench/results.json, bench/REPORT.md, a table"
 	@echo "              (make bench QUICK=1: smaller sizes, a few minutes)"
+	@echo "make chaos  - leader kills and network partitions on raft_kv clusters in network"
+	@echo "              namespaces (root), linearizability-checked; writes bench/chaos.json"
 	@echo "make deps   - install the system packages the system tests need (root, apt-get)"
 	@echo "make proto  - regenerate the gRPC Python modules from the .proto file"
 	@echo "make openapi - rewrite docs/openapi.json from the code (a test checks they agree)"
@@ -48,6 +50,10 @@ unit: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(PY) tests/benchmarks/run_all.py --out bench/results.json $(if $(QUICK),--quick)
 
+# Not part of `make test`: needs root (network namespaces) and takes minutes.
+chaos: $(VENV)/.installed-dev
+	$(PY) tests/chaos/run_chaos.py --out bench/chaos.json $(CHAOS_ARGS)
+
 PROTO := src/gpu_platform/adapters/inbound/grpc/v1/gpu_platform.proto \
   src/gpu_platform/adapters/outbound/raft_grpc/v1/raft.proto \
   src/gpu_platform/adapters/agent_wire/v1/agent.proto
@@ -64,4 +70,4 @@ deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_DEPS)
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache bench/results.json
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache bench/results.json bench/chaos.json

@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import structlog
@@ -47,6 +47,7 @@ from gpu_platform.application.consistency import (
 )
 from gpu_platform.application.raft_node import NotLeader, RaftNode, RaftNodeError
 from gpu_platform.application.replication import RaftReplication as Replication
+from gpu_platform.domain.allocation.mig_jobs import models_hosting
 from gpu_platform.domain.cluster_state import (
     AbortJob,
     AnnounceServer,
@@ -543,10 +544,16 @@ class ControlPlane:
         waiting = frozenset(
             d for d in spec.depends_on if self._state.job(d).state is not JobState.COMPLETED
         )
+        request = request_of(spec)
+        if spec.mig_profile is not None:  # only GPU models whose MIG table has the profile
+            models = {g.model for n in self._state.nodes for g in n.gpus}
+            hosts = models_hosting(spec.mig_profile, request.models or models)
+            # none left (the inventory changed since submit): a model no GPU has, so it waits
+            request = replace(request, models=hosts or frozenset({"(no MIG host)"}))
         return PendingJob(
             id=job.id,
             tenant=spec.tenant,
-            request=request_of(spec),
+            request=request,
             submitted_at=job.submitted_at,
             seq=job.seq,
             priority=spec.priority,
@@ -748,6 +755,7 @@ class ControlPlane:
                     gang=gang,
                     node=slot.node,
                     tenant=job.spec.tenant,
+                    mig_profile=job.spec.mig_profile,
                 )
             )
         return specs

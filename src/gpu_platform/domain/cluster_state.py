@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from gpu_platform.domain.allocation.mig_jobs import check_mig_request
 from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
 from gpu_platform.domain.events import (
     AttemptEnded,
@@ -444,6 +445,9 @@ class ClusterState(FaultHandlers, MembershipHandlers):
                     f"no GPU of model {' or '.join(spec.gpu_models)} in the cluster "
                     f"(it has {', '.join(sorted(known)) or 'none'}); it could never be placed",
                 )
+        if spec.mig_profile is not None:
+            models = (g.model for n in self._nodes.values() for g in n.gpus)
+            check_mig_request(spec.mig_profile, spec.gpus, models, spec.gpu_models)
         capacity = self.max_gpus_per_node()
         if spec.gpus > capacity:
             raise InvalidRequest(

@@ -141,6 +141,7 @@ def encode_spec(spec: JobSpec) -> dict[str, Any]:
         "nvlink": spec.nvlink,
         "numa": spec.numa,
         "same_rack": spec.same_rack,
+        "mig_profile": spec.mig_profile,
     }
 
 
@@ -165,6 +166,7 @@ def decode_spec(s: dict[str, Any]) -> JobSpec:
         nvlink=s.get("nvlink", "preferred"),
         numa=s.get("numa", "preferred"),
         same_rack=s.get("same_rack", "preferred"),
+        mig_profile=s.get("mig_profile"),
     )
 
 

@@ -75,7 +75,7 @@ def run_agent(options: AgentOptions) -> None:
             telemetry = discovery.snapshot
     node = agent_node(inventory, options.address or "127.0.0.1")
     isolation = job_isolation(settings)
-    runner_gen = process_runner(settings, isolation)
+    runner_gen = process_runner(settings, isolation, inventory)
     runner = next(runner_gen)
     agent = Agent(node, runner, monitors)
     tls = tls_files(settings)

@@ -93,6 +93,11 @@ class Settings(BaseSettings):
     visible_devices: Literal["index", "uuid"] = Field(
         "index", description="How visible-device masks name GPUs: node-local indices or UUIDs."
     )
+    mig_controller: Literal["none", "nvml"] = Field(
+        "none",
+        description="Who creates MIG instances for jobs that ask for a MIG profile: nvml "
+        "(nvidia-ml-py; root or the mig-config capability) or none (such jobs fail to launch).",
+    )
     job_log_max_bytes: int = Field(
         100 << 20, gt=0, description="Cap on each attempt's log file; the rest is discarded."
     )

@@ -29,6 +29,7 @@ from gpu_platform.adapters.outbound.cgroups import (
 )
 from gpu_platform.adapters.outbound.discovery import detect
 from gpu_platform.adapters.outbound.nvml import NvidiaSmiGpuReset, NvmlHealthMonitor
+from gpu_platform.adapters.outbound.nvml.mig import NvmlMigController
 from gpu_platform.adapters.outbound.observability import OtelJobTracer, StructlogEventPublisher
 from gpu_platform.adapters.outbound.observability.event_hub import EventHub
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
@@ -49,6 +50,7 @@ from gpu_platform.application.agent_hub import AgentHub
 from gpu_platform.application.auth import AccessControl
 from gpu_platform.application.auth_scope import AuditedHardwareStore, AuditTrail
 from gpu_platform.application.control_plane import ControlPlane
+from gpu_platform.application.mig_jobs import MigJobRunner
 from gpu_platform.application.replication import RaftReplication
 from gpu_platform.application.usage import UsageService
 from gpu_platform.domain.events import DomainEvent
@@ -316,22 +318,26 @@ def job_isolation(settings: Settings) -> Isolation:
     return isolation
 
 
-def _runner(settings: Settings, isolation: Isolation) -> Iterator[JobRunner]:
+def _runner(settings: Settings, isolation: Isolation, inventory: Inventory) -> Iterator[JobRunner]:
     """Replicated, the leader's jobs run on agents (the hub); else in this process."""
     if settings.server_id:
         yield AgentHub(stale_after_s=settings.node_suspect_after_seconds)
         return
-    yield from process_runner(settings, isolation)
+    yield from process_runner(settings, isolation, inventory)
 
 
-def _local_runner(settings: Settings, isolation: Isolation) -> Iterator[JobRunner | None]:
+def _local_runner(
+    settings: Settings, isolation: Isolation, inventory: Inventory
+) -> Iterator[JobRunner | None]:
     if not (settings.server_id and settings.local_agent):
         yield None
         return
-    yield from process_runner(settings, isolation)
+    yield from process_runner(settings, isolation, inventory)
 
 
-def process_runner(settings: Settings, isolation: Isolation) -> Iterator[JobRunner]:
+def process_runner(
+    settings: Settings, isolation: Isolation, inventory: Inventory
+) -> Iterator[JobRunner]:
     swept = isolation.sweep()  # confinement left by a crashed earlier run
     if swept:
         structlog.get_logger(__name__).warning("removed stale job cgroups", names=swept)
@@ -342,7 +348,11 @@ def process_runner(settings: Settings, isolation: Isolation) -> Iterator[JobRunn
         log_max_bytes=settings.job_log_max_bytes,
         pids_max=settings.job_pids_max,
     )
-    yield runner
+    if settings.mig_controller == "nvml":  # MIG jobs get an instance on this node's GPUs
+        local = inventory.nodes[0].gpus if inventory.nodes else ()
+        yield MigJobRunner(runner, NvmlMigController(), {g.index: g.model for g in local})
+    else:
+        yield runner
     runner.close(settings.stop_grace_seconds)
 
 
@@ -502,9 +512,9 @@ class Adapters(containers.DeclarativeContainer):
     inventory = providers.Singleton(_discover, discovery)
     store = providers.Resource(_sqlite_store, settings)
     isolation = providers.Singleton(job_isolation, settings)
-    runner = providers.Resource(_runner, settings, isolation)
+    runner = providers.Resource(_runner, settings, isolation, inventory)
     # the in-process agent's runner (replicated with local_agent); built only when used
-    local_runner = providers.Resource(_local_runner, settings, isolation)
+    local_runner = providers.Resource(_local_runner, settings, isolation, inventory)
     hardware = providers.Resource(_sqlite_hardware, settings)
     health_parts = providers.Singleton(select_health, settings, inventory, discovery)
     access_store = providers.Resource(_sqlite_access, settings)

@@ -1,13 +1,15 @@
 """FakeGpuController: an in-memory GpuController (MIG half and MPS half) for application tests.
 
 MIG state is a `domain.allocation.mig.MigLayout` per GPU, so it refuses exactly what the
-placement rules refuse; GPU-instance ids are small integers assigned from 1. GPUs mapped to
-None have MIG off. The MPS half remembers which daemons run and their default percentage.
+placement rules refuse; GPU-instance ids are small integers assigned from 1, and every
+created instance gets a fresh "MIG-<uuid>" device UUID. GPUs mapped to None have MIG off.
+The MPS half remembers which daemons run and their default percentage.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
 
 from gpu_platform.domain.allocation.mig import MigLayout, MigPlacement, place, remove
 from gpu_platform.domain.allocation.mig_tables import MigGpuModel
@@ -28,6 +30,8 @@ class FakeGpuController:
         self._layouts = {i: MigLayout(m) for i, m in gpus.items() if m is not None}
         self._gpus = dict(gpus)
         self._mps: dict[int, int] = {}  # gpu -> default active thread percentage
+        self._uuids: dict[tuple[int, int], str] = {}  # (gpu, GPU-instance id) -> MIG UUID
+        self._serial = 0
         self._lock = threading.Lock()
 
     def _layout(self, gpu_index: int) -> MigLayout:
@@ -53,7 +57,12 @@ class FakeGpuController:
                 self._layouts[gpu_index] = place(layout, str(gi_id), MigPlacement(profile, start))
             except (DomainError, InvalidRequest) as e:
                 raise MigPlacementRejected(str(e)) from e
-            return MigInstanceInfo(gpu_index, gi_id, 0, profile_id, start, profile.memory_slices)
+            self._serial += 1
+            name = f"fake-mig/{gpu_index}/{gi_id}/{self._serial}"
+            mig = self._uuids[(gpu_index, gi_id)] = f"MIG-{uuid.uuid5(uuid.NAMESPACE_OID, name)}"
+            return MigInstanceInfo(
+                gpu_index, gi_id, 0, profile_id, start, profile.memory_slices, mig
+            )
 
     def destroy_mig_instance(self, gpu_index: int, gpu_instance_id: int) -> None:
         with self._lock:
@@ -62,6 +71,7 @@ class FakeGpuController:
                 self._layouts[gpu_index] = remove(layout, str(gpu_instance_id))
             except DomainError as e:
                 raise GpuControlError(str(e)) from e
+            self._uuids.pop((gpu_index, gpu_instance_id), None)
 
     def list_mig_instances(self, gpu_index: int) -> list[MigInstanceInfo]:
         if gpu_index not in self._layouts:
@@ -74,6 +84,7 @@ class FakeGpuController:
                 i.profile.profile_id,
                 i.start,
                 i.profile.memory_slices,
+                self._uuids[(gpu_index, int(i.instance_id))],
             )
             for i in self._layouts[gpu_index].instances
         ]

@@ -7,13 +7,16 @@ real profile ids, possible placements (memory slices), create-with-placement tha
 overlaps, instance-count and compute-slice limits with NVMLError(INSUFFICIENT_RESOURCES),
 compute instances inside GPU instances, destroy that refuses a GPU instance that still has
 compute instances (IN_USE), caller-allocated handle arrays, and NotSupported on GPUs whose MIG
-mode is off. GPU/compute instance handles are ctypes pointers as in nvidia-ml-py. This is the
+mode is off. GPU/compute instance handles are ctypes pointers as in nvidia-ml-py. Every
+compute instance is a MIG device: enumerated by index (NOT_FOUND for an empty index) with its
+GPU/compute instance ids and a "MIG-<uuid>" UUID that is new for every created instance. This is the
 MIG-scoped fake of this issue; the full NVML fake of issue 3 supersedes it when it lands.
 """
 
 from __future__ import annotations
 
 import ctypes
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +75,18 @@ class _Gi:
     profile: MigProfile
     start: int
     cis: dict[int, tuple[int, int]] = field(default_factory=dict)  # ci id -> (token, profile)
+
+
+@dataclass(frozen=True)
+class _MigDevice:
+    """A MIG device handle: the compute instance `ci_token` of GPU instance `gi_token`."""
+
+    gi_token: int
+    ci_token: int
+
+
+_UUID_NS = uuid.UUID("6f0d3a52-2b1e-4c55-9a57-6b1f1c0de8a1")
+_MAX_MIG_DEVICES = 7
 
 
 def _deref(ref: Any) -> Any:
@@ -185,6 +200,50 @@ class FakeNvmlMig:
     def nvmlDeviceGetName(self, handle: Any) -> str:
         self._check("nvmlDeviceGetName")
         return f"NVIDIA {self._gpus[self._dev(handle, False)][0].name}"
+
+    def nvmlDeviceGetUUID(self, handle: Any) -> str:
+        self._check("nvmlDeviceGetUUID")
+        if isinstance(handle, _MigDevice):
+            if handle.gi_token not in self._gis:
+                raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
+            return f"MIG-{uuid.uuid5(_UUID_NS, f'mig/{handle.gi_token}/{handle.ci_token}')}"
+        return f"GPU-{uuid.uuid5(_UUID_NS, f'gpu/{self._dev(handle, False)}')}"
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Any) -> int:
+        self._check("nvmlDeviceGetMaxMigDeviceCount")
+        self._dev(handle, False)
+        return _MAX_MIG_DEVICES
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: int) -> _MigDevice:
+        self._check("nvmlDeviceGetMigDeviceHandleByIndex")
+        dev = self._dev(handle)
+        if not 0 <= index < _MAX_MIG_DEVICES:
+            raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
+        devices = [
+            _MigDevice(g.token, token)
+            for g in sorted(self._on(dev), key=lambda g: g.gi_id)
+            for _ci, (token, _prof) in sorted(g.cis.items())
+        ]
+        if index >= len(devices):
+            raise NVMLError(self.NVML_ERROR_NOT_FOUND)
+        return devices[index]
+
+    def _mig_device(self, handle: Any) -> tuple[_Gi, int]:
+        if not isinstance(handle, _MigDevice) or handle.gi_token not in self._gis:
+            raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
+        g = self._gis[handle.gi_token]
+        ci_id = next((k for k, (t, _) in g.cis.items() if t == handle.ci_token), None)
+        if ci_id is None:
+            raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT)
+        return g, ci_id
+
+    def nvmlDeviceGetGpuInstanceId(self, handle: Any) -> int:
+        self._check("nvmlDeviceGetGpuInstanceId")
+        return self._mig_device(handle)[0].gi_id
+
+    def nvmlDeviceGetComputeInstanceId(self, handle: Any) -> int:
+        self._check("nvmlDeviceGetComputeInstanceId")
+        return self._mig_device(handle)[1]
 
     def nvmlDeviceGetMigMode(self, handle: Any) -> list[int]:
         self._check("nvmlDeviceGetMigMode")

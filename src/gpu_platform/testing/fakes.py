@@ -167,6 +167,8 @@ class FakeJobRunner:
         program = spec.argv[0]
         if program not in self.PROGRAMS:
             raise LaunchError(f"program {program!r} not found or not executable")
+        if spec.mig_profile is not None and not spec.mig_uuids:
+            raise LaunchError(f"MIG profile {spec.mig_profile}: no MIG instance was assigned")
         attempt = _FakeAttempt(spec, on_exit)
         if program == "fake-exit":
             attempt.exit_code = int(spec.argv[1]) if len(spec.argv) > 1 else 0

@@ -45,7 +45,6 @@ _FINDINGS: dict[str, type[HealthEvent]] = {
     "heartbeat": Heartbeat,
 }
 _KIND = {cls: kind for kind, cls in _FINDINGS.items()}
-_TUPLES = ("argv", "gpu_indices", "gpu_uuids", "cpus", "mems", "nics")
 
 
 def _dump(doc: dict[str, Any]) -> bytes:
@@ -70,8 +69,9 @@ def spec_to_json(spec: LaunchSpec) -> bytes:
 
 def spec_from_json(data: bytes) -> LaunchSpec:
     doc = _load(data, "launch spec")
-    for name in _TUPLES:
-        doc[name] = tuple(doc[name])
+    for name, value in doc.items():
+        if isinstance(value, list):
+            doc[name] = tuple(value)
     doc["env"] = tuple((k, v) for k, v in doc["env"])
     doc["gang"] = GangEnv(**doc["gang"]) if doc["gang"] is not None else None
     doc["mps"] = MpsShare(**doc["mps"]) if doc["mps"] is not None else None

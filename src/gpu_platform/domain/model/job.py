@@ -61,7 +61,11 @@ class JobSpec:
     Placement wishes: `gpu_models` accepted GPU models (exact names as `gpu-platform gpus`
     shows them; empty = any); `nvlink` (every GPU pair of a task fabric-linked), `numa`
     (a task's GPUs on one NUMA node) and `same_rack` (a gang's nodes under one rack label)
-    are "required", "preferred" (scored) or "none"."""
+    are "required", "preferred" (scored) or "none".
+
+    MIG: `mig_profile` (e.g. "1g.10gb") asks for one MIG instance of that profile; the job
+    holds one whole GPU of a model that has the profile (gpus must be 1) and sees only the
+    instance (docs/allocation.md, "Jobs on MIG instances")."""
 
     command: tuple[str, ...]
     gpus: int = 0
@@ -82,6 +86,7 @@ class JobSpec:
     nvlink: str = "preferred"
     numa: str = "preferred"
     same_rack: str = "preferred"
+    mig_profile: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("nvlink", "numa", "same_rack"):
@@ -95,6 +100,8 @@ class JobSpec:
             raise ValueError(f"retry_backoff_s must be >= 0, got {self.retry_backoff_s}")
         if not self.command or not self.command[0]:
             raise ValueError("command must name a program")
+        if self.mig_profile is not None and not self.mig_profile:
+            raise ValueError("mig_profile must be a profile name or None")
         if self.gpus < 0:
             raise ValueError(f"gpus must be >= 0, got {self.gpus}")
         if self.memory_bytes is not None and self.memory_bytes <= 0:

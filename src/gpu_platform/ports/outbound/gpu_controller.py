@@ -53,7 +53,9 @@ class MpsError(GpuControlError):
 @dataclass(frozen=True, slots=True)
 class MigInstanceInfo:
     """A GPU instance as the device reports it, with the one compute instance we create in
-    it. `start`/`size` in memory slices."""
+    it. `start`/`size` in memory slices. `uuid` is the MIG device's UUID as NVML reports it
+    ("MIG-..."; what CUDA_VISIBLE_DEVICES takes); "" when the instance has no compute
+    instance, hence no MIG device."""
 
     gpu_index: int
     gpu_instance_id: int
@@ -61,6 +63,7 @@ class MigInstanceInfo:
     profile_id: int
     start: int
     size: int
+    uuid: str = ""
 
 
 @runtime_checkable

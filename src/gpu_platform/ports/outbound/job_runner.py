@@ -41,6 +41,10 @@ class LaunchSpec:
     its place in the gang; the runner keys processes by (job_id, epoch, rank). `node` names the
     node the task runs on (a runner for many nodes routes by it); `tenant` owns the job;
     `traceparent` is the job's W3C trace context (exported to the task as TRACEPARENT).
+    MIG: `mig_profile` is the MIG profile the job asked for on its (single, NVIDIA) GPU;
+    `mig_uuids` are the MIG device UUIDs ("MIG-...") it may use. A runner that is given a
+    profile without UUIDs refuses to launch (LaunchError): a MIG-aware runner
+    (`application.mig_jobs.MigJobRunner`) fills them in first.
     """
 
     job_id: str
@@ -64,6 +68,15 @@ class LaunchSpec:
     node: str = ""
     tenant: str = ""
     traceparent: str = ""
+    mig_profile: str | None = None
+    mig_uuids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.mig_uuids and self.vendor != "nvidia":
+            raise ValueError(f"mig_uuids are NVIDIA MIG devices, not {self.vendor} ones")
+        bad = [u for u in self.mig_uuids if not u.startswith("MIG-")]
+        if bad:
+            raise ValueError(f"MIG device UUIDs start with 'MIG-', got {', '.join(bad)}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,6 +80,16 @@ class MigControllerContract:
         }
         assert len({m.gpu_instance_id for m in listed}) == 3
 
+    def test_every_instance_is_a_mig_device_with_its_own_uuid(self, ctl: MigController) -> None:
+        a = ctl.create_mig_instance(0, P_1G, 0)
+        b = ctl.create_mig_instance(0, P_1G, 1)
+        assert a.uuid.startswith("MIG-") and b.uuid.startswith("MIG-")
+        assert a.uuid != b.uuid
+        assert {m.uuid for m in ctl.list_mig_instances(0)} == {a.uuid, b.uuid}
+        ctl.destroy_mig_instance(0, a.gpu_instance_id)
+        again = ctl.create_mig_instance(0, P_1G, 0)
+        assert again.uuid.startswith("MIG-") and again.uuid not in (a.uuid, b.uuid)
+
     def test_a_gpu_with_mig_off_refuses_to_create(self, ctl: MigController) -> None:
         with pytest.raises(MigNotEnabled):
             ctl.create_mig_instance(1, P_1G, 0)

@@ -10,7 +10,7 @@ something did NOT happen.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -62,6 +62,16 @@ class JobRunnerContract:
         reports: list[ExitReport] = []
         with pytest.raises(LaunchError):
             kit.runner.start(_spec(kit.missing), reports.append)
+        kit.quiesce()
+        assert reports == []
+
+    def test_a_mig_profile_without_a_mig_instance_is_refused_and_never_reported(
+        self, kit: RunnerKit
+    ) -> None:
+        reports: list[ExitReport] = []
+        spec = replace(_spec(kit.exits(0, "")), mig_profile="1g.10gb")
+        with pytest.raises(LaunchError, match=r"1g\.10gb"):
+            kit.runner.start(spec, reports.append)
         kit.quiesce()
         assert reports == []
 

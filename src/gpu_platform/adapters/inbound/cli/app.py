@@ -347,6 +347,12 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 "--gpu-model", help="Accepted GPU model, as `gpus` lists it (repeatable)."
             ),
         ] = None,
+        mig: Annotated[
+            str | None,
+            typer.Option(
+                "--mig", help="One MIG instance of this profile (e.g. 1g.10gb); implies --gpus 1."
+            ),
+        ] = None,
         nvlink: Annotated[
             Affinity, typer.Option(help="GPUs of a task all NVLink-connected.")
         ] = Affinity.preferred,
@@ -385,6 +391,8 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             if not sep or not key:
                 raise _fail(f"--env {item!r}: expected KEY=VALUE", 2)
             env_map[key] = value
+        if mig is not None and gpus == 0:
+            gpus = 1  # a MIG job holds one GPU; any other count is refused by the server
         body: dict[str, Any] = {
             "command": command,
             "gpus": gpus,
@@ -395,6 +403,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             "nvlink": nvlink.value,
             "numa": numa.value,
             "same_rack": same_rack.value,
+            "mig_profile": mig,
             "name": name,
             "env": env_map,
             "priority": priority,
@@ -484,7 +493,9 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             ("Command", " ".join(j["command"])),
             (
                 "GPUs requested",
-                str(j["gpus"]) + (f" x {j['tasks']} tasks" if j["tasks"] > 1 else ""),
+                str(j["gpus"])
+                + (f" x {j['tasks']} tasks" if j["tasks"] > 1 else "")
+                + (f" (one MIG {j['mig_profile']} instance)" if j.get("mig_profile") else ""),
             ),
             ("Memory cap", "-" if j["memory_bytes"] is None else f"{j['memory_bytes']} bytes"),
             ("Time limit", "-" if j["time_limit_s"] is None else f"{j['time_limit_s']:g}s"),

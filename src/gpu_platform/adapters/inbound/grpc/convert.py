@@ -29,6 +29,7 @@ def spec_from_pb(req: pb.SubmitJobRequest, default_tenant: str = "default") -> J
         nvlink=req.nvlink or "preferred",
         numa=req.numa or "preferred",
         same_rack=req.same_rack or "preferred",
+        mig_profile=req.mig_profile if req.HasField("mig_profile") else None,
     )
 
 
@@ -65,6 +66,8 @@ def job_to_pb(job: Job, why: PendingReason | None = None) -> pb.Job:
         msg.time_limit_s = job.spec.time_limit_s
     if job.spec.user is not None:
         msg.user = job.spec.user
+    if job.spec.mig_profile is not None:
+        msg.mig_profile = job.spec.mig_profile
     msg.borrowing = job.borrowing
     if why is not None:
         msg.pending.CopyFrom(pb.PendingReason(code=str(why.code), message=why.message))

@@ -72,6 +72,12 @@ class JobSubmit(BaseModel):
     depends_on: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
         default_factory=list, max_length=64, description="jobs that must COMPLETE first"
     )
+    mig_profile: str | None = Field(
+        None,
+        min_length=1,
+        max_length=32,
+        description="one MIG instance of this profile (e.g. 1g.10gb) on one GPU; needs gpus=1",
+    )
     name: str = Field("", max_length=128)
     tenant: str | None = Field(
         None,
@@ -125,6 +131,7 @@ class JobSubmit(BaseModel):
             nvlink=self.nvlink,
             numa=self.numa,
             same_rack=self.same_rack,
+            mig_profile=self.mig_profile,
         )
 
 
@@ -205,6 +212,7 @@ class JobOut(BaseModel):
     nvlink: str
     numa: str
     same_rack: str
+    mig_profile: str | None = None
     memory_bytes: int | None
     time_limit_s: float | None
     user: str | None
@@ -240,6 +248,7 @@ class JobOut(BaseModel):
             nvlink=job.spec.nvlink,
             numa=job.spec.numa,
             same_rack=job.spec.same_rack,
+            mig_profile=job.spec.mig_profile,
             memory_bytes=job.spec.memory_bytes,
             time_limit_s=job.spec.time_limit_s,
             user=job.spec.user,

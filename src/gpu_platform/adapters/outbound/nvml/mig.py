@@ -7,7 +7,10 @@ nvmlDeviceCreateGpuInstanceWithPlacement(h, profile_id, byref(placement));
 nvmlGpuInstanceGetComputeInstanceProfileInfo + nvmlGpuInstanceCreateComputeInstance (one
 full-size compute instance per GPU instance); nvmlDeviceGetGpuInstances /
 nvmlGpuInstanceGetComputeInstances (caller-allocated handle arrays) to enumerate;
-nvmlComputeInstanceDestroy then nvmlGpuInstanceDestroy to remove.
+nvmlComputeInstanceDestroy then nvmlGpuInstanceDestroy to remove. The MIG device's UUID
+("MIG-..."): nvmlDeviceGetMaxMigDeviceCount + nvmlDeviceGetMigDeviceHandleByIndex (NOT_FOUND for
+an empty index), matched by nvmlDeviceGetGpuInstanceId / nvmlDeviceGetComputeInstanceId, then
+nvmlDeviceGetUUID on the MIG handle.
 
 NVMLError mapping: NOT_SUPPORTED on a MIG call -> MigNotEnabled; INSUFFICIENT_RESOURCES /
 INVALID_ARGUMENT / IN_USE on create -> MigPlacementRejected; anything else -> GpuControlError
@@ -162,9 +165,9 @@ class NvmlMigController:
         except Exception:
             self._call("nvmlGpuInstanceDestroy", gi)
             raise
-        return self._describe(gpu_index, gi, [ci])
+        return self._describe(gpu_index, handle, gi, [ci])
 
-    def _describe(self, gpu_index: int, gi: Any, cis: list[Any]) -> MigInstanceInfo:
+    def _describe(self, gpu_index: int, handle: Any, gi: Any, cis: list[Any]) -> MigInstanceInfo:
         gi_info = self._call("nvmlGpuInstanceGetInfo", gi)
         ci_id = int(self._call("nvmlComputeInstanceGetInfo", cis[0]).id) if cis else -1
         return MigInstanceInfo(
@@ -174,7 +177,27 @@ class NvmlMigController:
             profile_id=int(gi_info.profileId),
             start=int(gi_info.placement.start),
             size=int(gi_info.placement.size),
+            uuid=self._mig_uuid(handle, int(gi_info.id), ci_id) if cis else "",
         )
+
+    def _mig_uuid(self, handle: Any, gi_id: int, ci_id: int) -> str:
+        """The UUID of the MIG device of (GPU instance, compute instance); "" if none."""
+        nv = self.nvml
+        for i in range(int(self._call("nvmlDeviceGetMaxMigDeviceCount", handle))):
+            try:
+                mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, i)
+            except nv.NVMLError as e:
+                if _code(e) == _NOT_FOUND:
+                    continue
+                raise GpuControlError(f"nvmlDeviceGetMigDeviceHandleByIndex: {e}") from e
+            ids = (
+                int(self._call("nvmlDeviceGetGpuInstanceId", mig)),
+                int(self._call("nvmlDeviceGetComputeInstanceId", mig)),
+            )
+            if ids == (gi_id, ci_id):
+                uuid = self._call("nvmlDeviceGetUUID", mig)
+                return uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+        return ""
 
     def _compute_instances(self, gi: Any) -> list[Any]:
         nv = self.nvml
@@ -225,5 +248,5 @@ class NvmlMigController:
             self._call("nvmlDeviceGetGpuInstances", handle, profile_id, array, ctypes.byref(count))
             for i in range(count.value):
                 gi = array[i]
-                out.append(self._describe(gpu_index, gi, self._compute_instances(gi)))
+                out.append(self._describe(gpu_index, handle, gi, self._compute_instances(gi)))
         return sorted(out, key=lambda m: (m.start, m.gpu_instance_id))

@@ -7,8 +7,10 @@
 - stdout and stderr go through a pipe to `<root>/<job_id>/attempt-<n>.log`, capped at
   `log_max_bytes` (the rest is discarded and the cut is marked in the log).
 - The environment is the runner's own plus the job's, plus the vendor's visible-device masks
-  (see `visibility_env`), single-task rank variables, and the GPU_PLATFORM_JOB_ID /
-  GPU_PLATFORM_ATTEMPT markers.
+  (see `visibility_env`; a MIG job gets its MIG device UUIDs), single-task rank variables,
+  and the GPU_PLATFORM_JOB_ID / GPU_PLATFORM_ATTEMPT markers.
+- Device confinement: the GPUs' device nodes (a MIG job: its parent GPU's /dev/nvidiaN), the
+  control nodes, and the nvidia-uvm / nvidia-caps majors (`cgroups.devices`).
 - When the attempt's main process exits, the rest of its process group is SIGKILLed and its
   cgroups are emptied and removed before the exit is reported: nothing outlives the report.
 - `reap` finds leftovers of an attempt started by an earlier incarnation through the
@@ -57,12 +59,16 @@ _MASKS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICE
 
 def visibility_env(spec: LaunchSpec, mode: Literal["index", "uuid"] = "index") -> dict[str, str]:
     """The visible-device masks for the attempt's vendor. A job without GPUs gets every mask
-    empty, so no runtime of any vendor sees a GPU."""
+    empty, so no runtime of any vendor sees a GPU. A MIG job sees only its MIG devices, named
+    by their "MIG-..." UUIDs (what CUDA >= 11 and the container toolkit take) in both NVIDIA
+    masks, whatever `mode` says: an index or the parent's UUID would expose the whole GPU."""
     env = dict.fromkeys(_MASKS, "")
     if not spec.gpu_indices:
         env["NVIDIA_VISIBLE_DEVICES"] = "void"
         return env
     ids = spec.gpu_uuids if mode == "uuid" else tuple(str(i) for i in spec.gpu_indices)
+    if spec.mig_uuids:  # LaunchSpec guarantees vendor == "nvidia"
+        ids = spec.mig_uuids
     mask = ",".join(ids)
     if spec.vendor == "nvidia":
         env.update(CUDA_VISIBLE_DEVICES=mask, NVIDIA_VISIBLE_DEVICES=mask)
@@ -270,6 +276,7 @@ class ProcessJobRunner:
                 done.set_result(None)
 
     def _launch(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None]) -> None:
+        _require_mig_instance(spec)
         env = self.environment(spec)
         program = spec.argv[0]
         if shutil.which(program, path=env.get("PATH")) is None:
@@ -339,6 +346,7 @@ class ProcessJobRunner:
             job_id=spec.job_id,
             epoch=spec.epoch,
             gpus=list(spec.gpu_indices),
+            mig=list(spec.mig_uuids),
             rank=spec.rank,
             pid=proc.pid,
             isolation=self.isolation.name,
@@ -386,6 +394,15 @@ class ProcessJobRunner:
             self.isolation.release(name)
         except IsolationError as exc:
             log.error("could not remove isolation", unit=name, error=str(exc))
+
+
+def _require_mig_instance(spec: LaunchSpec) -> None:
+    """A MIG job must come with its MIG device: never run it on the whole GPU instead."""
+    if spec.mig_profile is not None and not spec.mig_uuids:
+        raise LaunchError(
+            f"the job asks for MIG profile {spec.mig_profile} but no MIG instance was "
+            "assigned: this node has no MIG controller (setting mig_controller)"
+        )
 
 
 def _pump(stream: IO[bytes], path: Path, cap: int) -> None:

@@ -61,6 +61,7 @@ class SubmitJobRequest(_message.Message):
     NVLINK_FIELD_NUMBER: _builtins.int
     NUMA_FIELD_NUMBER: _builtins.int
     SAME_RACK_FIELD_NUMBER: _builtins.int
+    MIG_PROFILE_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     """whole GPUs on one node"""
     name: _builtins.str
@@ -84,6 +85,8 @@ class SubmitJobRequest(_message.Message):
     """same"""
     same_rack: _builtins.str
     """same"""
+    mig_profile: _builtins.str
+    """one MIG instance of this profile (e.g. 1g.10gb); gpus = 1"""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """argv; command[0] is the program"""
@@ -118,15 +121,18 @@ class SubmitJobRequest(_message.Message):
         nvlink: _builtins.str = ...,
         numa: _builtins.str = ...,
         same_rack: _builtins.str = ...,
+        mig_profile: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_preemptible", b"_preemptible", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "memory_bytes", b"memory_bytes", "preemptible", b"preemptible", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "preemptible", b"preemptible", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_preemptible", b"_preemptible", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpu_models", b"gpu_models", "gpus", b"gpus", "memory_bytes", b"memory_bytes", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "preemptible", b"preemptible", "priority", b"priority", "same_rack", b"same_rack", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpu_models", b"gpu_models", "gpus", b"gpus", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "preemptible", b"preemptible", "priority", b"priority", "same_rack", b"same_rack", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cwd: _TypeAlias = _typing.Literal["cwd"]  # noqa: Y015
     _WhichOneofArgType__cwd: _TypeAlias = _typing.Literal["_cwd", b"_cwd"]  # noqa: Y015
     _WhichOneofReturnType__memory_bytes: _TypeAlias = _typing.Literal["memory_bytes"]  # noqa: Y015
     _WhichOneofArgType__memory_bytes: _TypeAlias = _typing.Literal["_memory_bytes", b"_memory_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__mig_profile: _TypeAlias = _typing.Literal["mig_profile"]  # noqa: Y015
+    _WhichOneofArgType__mig_profile: _TypeAlias = _typing.Literal["_mig_profile", b"_mig_profile"]  # noqa: Y015
     _WhichOneofReturnType__preemptible: _TypeAlias = _typing.Literal["preemptible"]  # noqa: Y015
     _WhichOneofArgType__preemptible: _TypeAlias = _typing.Literal["_preemptible", b"_preemptible"]  # noqa: Y015
     _WhichOneofReturnType__time_limit_s: _TypeAlias = _typing.Literal["time_limit_s"]  # noqa: Y015
@@ -137,6 +143,8 @@ class SubmitJobRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__cwd) -> _WhichOneofReturnType__cwd | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_bytes) -> _WhichOneofReturnType__memory_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__mig_profile) -> _WhichOneofReturnType__mig_profile | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__preemptible) -> _WhichOneofReturnType__preemptible | None: ...
     @_typing.overload
@@ -276,6 +284,7 @@ class Job(_message.Message):
     NVLINK_FIELD_NUMBER: _builtins.int
     NUMA_FIELD_NUMBER: _builtins.int
     SAME_RACK_FIELD_NUMBER: _builtins.int
+    MIG_PROFILE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     state: _builtins.str
@@ -299,6 +308,7 @@ class Job(_message.Message):
     nvlink: _builtins.str
     numa: _builtins.str
     same_rack: _builtins.str
+    mig_profile: _builtins.str
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -343,10 +353,11 @@ class Job(_message.Message):
         nvlink: _builtins.str = ...,
         numa: _builtins.str = ...,
         same_rack: _builtins.str = ...,
+        mig_profile: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "exit_code", b"exit_code", "finished_at", b"finished_at", "memory_bytes", b"memory_bytes", "pending", b"pending", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "exit_code", b"exit_code", "finished_at", b"finished_at", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "pending", b"pending", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "depends_on", b"depends_on", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpu_models", b"gpu_models", "gpus", b"gpus", "history", b"history", "id", b"id", "memory_bytes", b"memory_bytes", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "same_rack", b"same_rack", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "depends_on", b"depends_on", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpu_models", b"gpu_models", "gpus", b"gpus", "history", b"history", "id", b"id", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "same_rack", b"same_rack", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__allocation: _TypeAlias = _typing.Literal["allocation"]  # noqa: Y015
     _WhichOneofArgType__allocation: _TypeAlias = _typing.Literal["_allocation", b"_allocation"]  # noqa: Y015
@@ -356,6 +367,8 @@ class Job(_message.Message):
     _WhichOneofArgType__finished_at: _TypeAlias = _typing.Literal["_finished_at", b"_finished_at"]  # noqa: Y015
     _WhichOneofReturnType__memory_bytes: _TypeAlias = _typing.Literal["memory_bytes"]  # noqa: Y015
     _WhichOneofArgType__memory_bytes: _TypeAlias = _typing.Literal["_memory_bytes", b"_memory_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__mig_profile: _TypeAlias = _typing.Literal["mig_profile"]  # noqa: Y015
+    _WhichOneofArgType__mig_profile: _TypeAlias = _typing.Literal["_mig_profile", b"_mig_profile"]  # noqa: Y015
     _WhichOneofReturnType__pending: _TypeAlias = _typing.Literal["pending"]  # noqa: Y015
     _WhichOneofArgType__pending: _TypeAlias = _typing.Literal["_pending", b"_pending"]  # noqa: Y015
     _WhichOneofReturnType__started_at: _TypeAlias = _typing.Literal["started_at"]  # noqa: Y015
@@ -372,6 +385,8 @@ class Job(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__finished_at) -> _WhichOneofReturnType__finished_at | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_bytes) -> _WhichOneofReturnType__memory_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__mig_profile) -> _WhichOneofReturnType__mig_profile | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__pending) -> _WhichOneofReturnType__pending | None: ...
     @_typing.overload

@@ -1,0 +1,230 @@
+"""`make chaos`: fault scenarios against real clusters, each checked for linearizability.
+
+Not part of `make test` (pytest collects only `test_*.py`). Needs root and iproute2: every
+`raft_kv` node runs in its own network namespace (`gpu_platform.testing.netns`).
+
+Scenarios are entries of `SCENARIOS`: a name and a function `(Options) -> dict` that builds
+what it needs, runs its faults, checks its history and returns its figures; the dict must hold
+`linearizable` (bool). Add a scenario by appending to the list. The summary (every scenario's
+figures) is printed and written to `--out` (default `bench/chaos.json`). Exit status 1 when a
+history is not linearizable (or the check gave up), 2 when the harness cannot run here.
+
+    python tests/chaos/run_chaos.py [--kills 20] [--partitions 10] [--seed 1] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpu_platform.testing import netns
+from gpu_platform.testing.linearizability import Verdict, check
+from gpu_platform.testing.linearizability_models import KvModel
+from gpu_platform.testing.linearizability_report import explain
+from gpu_platform.testing.netns_kv import KvClients, NetnsKvCluster, RoleWatcher, wait_until
+
+WAIT = 90.0
+
+
+@dataclass(frozen=True)
+class Options:
+    kills: int
+    partitions: int
+    seed: int
+    check_timeout_s: float
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    run: Callable[[Options], dict[str, Any]]
+
+
+def percentile(samples: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); None without samples."""
+    if not samples:
+        return None
+    ordered = sorted(samples)
+    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))]
+
+
+@contextmanager
+def kv_cluster(nodes: int) -> Iterator[NetnsKvCluster]:
+    with tempfile.TemporaryDirectory(prefix="chaos-") as tmp, netns.NetnsNetwork(nodes) as net:
+        cluster = NetnsKvCluster(net, Path(tmp))
+        try:
+            if cluster.wait_leader(timeout=WAIT) is None:
+                raise RuntimeError(f"no leader elected within {WAIT:.0f} s")
+            yield cluster
+        finally:
+            cluster.close()
+
+
+def wait_new_leader(c: NetnsKvCluster, old: int, among: list[int]) -> tuple[int, float]:
+    """(the first node of `among` other than `old` to report LEADER, seconds it took)."""
+    t0 = time.monotonic()
+    found: list[int] = []
+
+    def new_one() -> bool:
+        found[:] = sorted(c.leaders(among) - {old})
+        return bool(found)
+
+    if not wait_until(new_one, WAIT, interval=0.02):
+        raise RuntimeError(f"no new leader among {among} within {WAIT:.0f} s")
+    return found[0], time.monotonic() - t0
+
+
+def history_verdict(clients: KvClients, watcher: RoleWatcher, opts: Options) -> dict[str, Any]:
+    history = clients.history()
+    t0 = time.monotonic()
+    result = check(KvModel(), history, timeout_s=opts.check_timeout_s)
+    figures: dict[str, Any] = {
+        "ops": len(history),
+        "ops_completed": sum(op.ret is not None for op in history),
+        "ops_indeterminate": sum(op.ret is None for op in history),
+        "check_s": round(time.monotonic() - t0, 2),
+        "verdict": result.verdict.value,
+        "linearizable": result.verdict is Verdict.LINEARIZABLE,
+        "two_leaders_in_a_term": {str(t): sorted(n) for t, n in watcher.two_leaders().items()},
+        "terms_seen": len(watcher.leaders_by_term()),
+    }
+    if figures["two_leaders_in_a_term"]:
+        figures["linearizable"] = False  # election safety is part of the verdict
+    if result.verdict is Verdict.NOT_LINEARIZABLE:
+        print(explain(KvModel(), history, result), file=sys.stderr)
+    return figures
+
+
+def _under_load(
+    nodes: int, opts: Options, faults: Callable[[NetnsKvCluster, KvClients], dict[str, Any]]
+) -> dict[str, Any]:
+    with kv_cluster(nodes) as c:
+        clients = KvClients(c, n=3, keys=8, seed=opts.seed)
+        watcher = RoleWatcher(c, interval=0.1)
+        watcher.start()
+        clients.start()
+        t0 = time.monotonic()
+        try:
+            figures = faults(c, clients)
+        finally:
+            clients.stop()
+            watcher.stop()
+        figures["duration_s"] = round(time.monotonic() - t0, 1)
+        figures.update(history_verdict(clients, watcher, opts))
+    return figures
+
+
+def leader_kills(opts: Options) -> dict[str, Any]:
+    """Three nodes under client load; kill -9 the leader, time the next election, restart."""
+
+    def faults(c: NetnsKvCluster, clients: KvClients) -> dict[str, Any]:
+        times: list[float] = []
+        for _ in range(opts.kills):
+            old = c.wait_leader(timeout=WAIT)
+            if old is None:
+                raise RuntimeError("no single leader before a kill")
+            clients.wait_acked(5, WAIT)  # some writes under this leader first
+            c.kill9(old)
+            _, took = wait_new_leader(c, old, [i for i in c.ids if i != old])
+            times.append(took)
+            c.start(old)
+            if not wait_until(lambda: c.status(old) is not None, WAIT):  # noqa: B023
+                raise RuntimeError(f"node {old} did not come back")
+        return _leader_figures(times) | {"kills": len(times), "nodes": len(c.ids)}
+
+    return _under_load(3, opts, faults)
+
+
+def partitions(opts: Options) -> dict[str, Any]:
+    """Five nodes under client load; each round cuts the leader into a minority (alone, or
+    with one other node) or cuts a random minority, then heals."""
+    rng = random.Random(opts.seed)
+
+    def faults(c: NetnsKvCluster, clients: KvClients) -> dict[str, Any]:
+        times: list[float] = []
+        kinds: dict[str, int] = {}
+        for _ in range(opts.partitions):
+            lead = c.wait_leader(timeout=WAIT)
+            if lead is None:
+                raise RuntimeError("no single leader before a partition")
+            others = [i for i in c.ids if i != lead]
+            kind = rng.choice(["leader-alone", "leader-plus-one", "followers-minority"])
+            kinds[kind] = kinds.get(kind, 0) + 1
+            if kind == "followers-minority":
+                minority = set(rng.sample(others, 2))
+            else:
+                minority = {lead} | set(rng.sample(others, 1 if kind == "leader-plus-one" else 0))
+            majority = [i for i in c.ids if i not in minority]
+            c.net.partition([minority, set(majority)])
+            if lead in minority:
+                _, took = wait_new_leader(c, lead, majority)
+                times.append(took)
+            clients.wait_acked(10, WAIT)
+            c.net.heal()
+            clients.wait_acked(5, WAIT)
+        return _leader_figures(times) | {"partitions": opts.partitions, "kinds": kinds}
+
+    return _under_load(5, opts, faults)
+
+
+def _leader_figures(times: list[float]) -> dict[str, Any]:
+    def ms(q: float) -> float | None:
+        v = percentile(times, q)
+        return None if v is None else round(v * 1000, 1)
+
+    return {"time_to_new_leader_ms": {"p50": ms(50), "p99": ms(99), "max": ms(100)}}
+
+
+SCENARIOS: list[Scenario] = [
+    Scenario("raft_kv.leader_kills", leader_kills),
+    Scenario("raft_kv.partitions", partitions),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--kills", type=int, default=20, help="leader kills (at least 20 for make chaos)"
+    )
+    p.add_argument("--partitions", type=int, default=10)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--check-timeout", type=float, default=600.0, help="seconds per history check")
+    p.add_argument("--only", action="append", default=[], help="run only this scenario (repeat)")
+    p.add_argument("--out", type=Path, default=Path("bench/chaos.json"))
+    args = p.parse_args(argv)
+    if args.kills < 1 or args.partitions < 1:
+        p.error("--kills and --partitions must be at least 1")
+    unknown = set(args.only) - {s.name for s in SCENARIOS}
+    if unknown:
+        p.error(f"unknown scenario {sorted(unknown)}; known: {[s.name for s in SCENARIOS]}")
+    reason = netns.available()
+    if reason is not None:
+        print(f"make chaos cannot run here: {reason}", file=sys.stderr)
+        return 2
+    opts = Options(args.kills, args.partitions, args.seed, args.check_timeout)
+    summary: dict[str, Any] = {"seed": args.seed, "scenarios": {}}
+    for scenario in SCENARIOS:
+        if args.only and scenario.name not in args.only:
+            continue
+        print(f"== {scenario.name}", flush=True)
+        figures = scenario.run(opts)
+        summary["scenarios"][scenario.name] = figures
+        print(json.dumps(figures, indent=2), flush=True)
+    summary["linearizable"] = all(f["linearizable"] for f in summary["scenarios"].values())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"linearizable: {'yes' if summary['linearizable'] else 'NO'}; wrote {args.out}")
+    return 0 if summary["linearizable"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
