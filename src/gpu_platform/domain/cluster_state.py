@@ -17,6 +17,10 @@ after a backoff), else it ends FAILED with the fault as its reason. A multi-GPU 
 allocation, so it always restarts whole. New binds land only on AVAILABLE, cool GPUs of READY
 nodes.
 
+Membership (`domain.membership`): nodes arrive by RegisterNode (a replicated cluster starts
+`empty`), tenant quotas by SetQuota, API server addresses by AnnounceServer. `parts()` and
+`from_parts()` expose the whole state as plain values for snapshots (`domain.cluster_codec`).
+
 Invariants (`check_invariants`): every GPU is held by at most one job; the held-GPU index equals
 the allocations of jobs that hold GPUs (running, or releasing a stopped attempt); epochs are
 unique and below `next_epoch`; no live attempt (SCHEDULED or RUNNING, not being stopped) holds
@@ -60,21 +64,31 @@ from gpu_platform.domain.faults.policy import (
     FaultPolicy,
 )
 from gpu_platform.domain.faults.recovery import LIVE, SICK, FaultHandlers
+from gpu_platform.domain.membership import (
+    AnnounceServer,
+    MembershipHandlers,
+    RegisterNode,
+    SetQuota,
+)
 from gpu_platform.domain.model.gpu import Gpu, GpuState
 from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState, TaskSlot
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
 from gpu_platform.domain.placement.first_fit import NodeView
+from gpu_platform.domain.scheduling.model import Quota
 
 __all__ = [
     "AbortJob",
+    "AnnounceServer",
     "BindJob",
     "CancelJob",
     "CheckNodes",
+    "ClusterParts",
     "ClusterState",
     "Command",
     "CompleteGpuReset",
     "FinishJob",
     "NodeHeartbeat",
+    "RegisterNode",
     "ReportEcc",
     "ReportGpuLost",
     "ReportThermal",
@@ -82,6 +96,7 @@ __all__ = [
     "RequeueJob",
     "SetGpuAdmin",
     "SetNodeAdmin",
+    "SetQuota",
     "StartJob",
     "SubmitJob",
 ]
@@ -169,10 +184,33 @@ Command = (
     | SetNodeAdmin
     | NodeHeartbeat
     | CheckNodes
+    | RegisterNode
+    | SetQuota
+    | AnnounceServer
 )
 
 
-class ClusterState(FaultHandlers):
+@dataclass(frozen=True, slots=True)
+class ClusterParts:
+    """Everything of a ClusterState that affects future `apply` results, as plain values (what
+    a snapshot holds; see `domain.cluster_codec`). `nodes` and `jobs` are in the state's own
+    order (registration, submission), which decides the order of events."""
+
+    nodes: tuple[Node, ...]
+    jobs: tuple[Job, ...]
+    held: dict[str, str]
+    reasons: dict[str, str]
+    hot: dict[str, float]
+    ecc_seen: dict[str, int]
+    ecc_alerted: frozenset[str]
+    last_heartbeat: dict[str, float]
+    quotas: dict[str, Quota]
+    servers: dict[int, tuple[str, str]]
+    next_epoch: int
+    next_seq: int
+
+
+class ClusterState(FaultHandlers, MembershipHandlers):
     """Nodes, GPUs, jobs and allocations; mutated only through `apply`.
 
     `hardware` restores persisted GPU and node states (records naming unknown GPUs or nodes
@@ -195,6 +233,8 @@ class ClusterState(FaultHandlers):
         self._ecc_seen: dict[str, int] = {}  # gpu uuid -> uncorrected count already acted on
         self._ecc_alerted: set[str] = set()
         self._last_heartbeat: dict[str, float] = {}
+        self._quotas: dict[str, Quota] = {}
+        self._servers: dict[int, tuple[str, str]] = {}
         self._restore_hardware(hardware)
         self.next_epoch = 1
         self.next_seq = 1
@@ -212,11 +252,64 @@ class ClusterState(FaultHandlers):
                         )
                     self._held[uuid] = job.id
 
+    @classmethod
+    def empty(cls, policy: FaultPolicy = FaultPolicy()) -> ClusterState:
+        """A cluster with no nodes yet: they arrive by RegisterNode."""
+        return cls(Inventory((), source="replicated", simulated=False), policy=policy)
+
+    @classmethod
+    def from_parts(cls, parts: ClusterParts, policy: FaultPolicy) -> ClusterState:
+        """The state `parts` describes; raises ValueError when they contradict each other."""
+        state = cls(
+            Inventory(parts.nodes, source="replicated", simulated=False), parts.jobs, policy=policy
+        )
+        if state._held != parts.held:
+            raise ValueError("held-GPU index disagrees with the jobs' allocations")
+        if parts.next_epoch < state.next_epoch or parts.next_seq < state.next_seq:
+            raise ValueError("next_epoch/next_seq behind the jobs' epochs and sequence numbers")
+        state._reasons = dict(parts.reasons)
+        state._hot = dict(parts.hot)
+        state._ecc_seen = dict(parts.ecc_seen)
+        state._ecc_alerted = set(parts.ecc_alerted)
+        state._last_heartbeat = dict(parts.last_heartbeat)
+        state._quotas = dict(parts.quotas)
+        state._servers = dict(parts.servers)
+        state.next_epoch = parts.next_epoch
+        state.next_seq = parts.next_seq
+        return state
+
+    def parts(self) -> ClusterParts:
+        """A copy of the state as plain values (O(nodes + jobs))."""
+        return ClusterParts(
+            nodes=tuple(self._nodes.values()),
+            jobs=tuple(self._jobs.values()),
+            held=dict(self._held),
+            reasons=dict(self._reasons),
+            hot=dict(self._hot),
+            ecc_seen=dict(self._ecc_seen),
+            ecc_alerted=frozenset(self._ecc_alerted),
+            last_heartbeat=dict(self._last_heartbeat),
+            quotas=dict(self._quotas),
+            servers=dict(self._servers),
+            next_epoch=self.next_epoch,
+            next_seq=self.next_seq,
+        )
+
     # -- queries ---------------------------------------------------------------------------
 
     @property
     def nodes(self) -> tuple[Node, ...]:
         return tuple(self._nodes.values())
+
+    @property
+    def quotas(self) -> dict[str, Quota]:
+        """Tenant quotas (a copy), by tenant name."""
+        return dict(sorted(self._quotas.items()))
+
+    @property
+    def servers(self) -> dict[int, tuple[str, str]]:
+        """Announced API servers (a copy): server id -> (http_url, grpc_address)."""
+        return dict(sorted(self._servers.items()))
 
     def node(self, name: str) -> Node:
         try:
@@ -336,6 +429,12 @@ class ClusterState(FaultHandlers):
                 return self._heartbeat(command)
             case CheckNodes():
                 return self._check_nodes(command)
+            case RegisterNode():
+                return self._register(command)
+            case SetQuota():
+                return self._set_quota(command)
+            case AnnounceServer():
+                return self._announce(command)
         raise TypeError(f"unknown command {command!r}")  # pragma: no cover
 
     def _submit(self, cmd: SubmitJob) -> list[DomainEvent]:

@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from gpu_platform.domain.model.gpu import GpuState
 from gpu_platform.domain.model.job import Allocation, JobState
 from gpu_platform.domain.model.node import NodeState
+from gpu_platform.domain.scheduling.model import Quota
 
 __all__ = [
     "AttemptEnded",
+    "ClusterEvent",
     "DomainEvent",
     "EccAlertRaised",
     "GpuStateChanged",
@@ -23,7 +25,10 @@ __all__ = [
     "JobRequeued",
     "JobStarted",
     "JobSubmitted",
+    "NodeRegistered",
     "NodeStateChanged",
+    "QuotaChanged",
+    "ServerAnnounced",
     "StaleReportIgnored",
     "XidReported",
 ]
@@ -152,6 +157,32 @@ class GpuThermalChanged:
     temperature_c: float
 
 
+@dataclass(frozen=True, slots=True)
+class NodeRegistered:
+    """A node's agent registered it: new (`replaced` False) or with changed hardware."""
+
+    node: str
+    gpus: int
+    replaced: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaChanged:
+    """A tenant's quota was set (`quota` None: removed)."""
+
+    tenant: str
+    quota: Quota | None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerAnnounced:
+    """Server `server_id` (a Raft member) serves its APIs at `http_url` and `grpc_address`."""
+
+    server_id: int
+    http_url: str
+    grpc_address: str
+
+
 JobEvent = (
     JobSubmitted
     | JobBound
@@ -168,4 +199,6 @@ HardwareEvent = (
     GpuStateChanged | NodeStateChanged | XidReported | EccAlertRaised | GpuThermalChanged
 )
 
-DomainEvent = JobEvent | HardwareEvent
+ClusterEvent = NodeRegistered | QuotaChanged | ServerAnnounced
+
+DomainEvent = JobEvent | HardwareEvent | ClusterEvent

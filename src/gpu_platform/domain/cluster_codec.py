@@ -1,0 +1,214 @@
+"""Cluster commands and the whole cluster state <-> JSON-able dicts (the replicated log's and
+snapshots' format).
+
+Exact: `decode_command(encode_command(c)) == c` for every command in `cluster_state.Command`,
+and `encode_state(decode_state(encode_state(s), p)) == encode_state(s)`. Records carry
+`"v": 1`; a command record names its class in `"type"` and its fields by name. Unknown
+types, versions and fields raise ValueError naming them.
+
+The state record holds everything that affects future `apply` results (`ClusterParts`):
+nodes with their GPU states, jobs, the held-GPU index, reasons, thermal and ECC records,
+heartbeat times, quotas, announced servers and the epoch and sequence counters. Nodes and jobs
+are lists in the state's order; the rest are maps (JSON object keys are strings, so maps keyed
+by non-strings are lists of pairs). Encoding is linear in nodes + jobs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from gpu_platform.domain.cluster_state import (
+    AbortJob,
+    AnnounceServer,
+    BindJob,
+    CancelJob,
+    CheckNodes,
+    ClusterParts,
+    ClusterState,
+    Command,
+    CompleteGpuReset,
+    FinishJob,
+    NodeHeartbeat,
+    RegisterNode,
+    ReportEcc,
+    ReportGpuLost,
+    ReportThermal,
+    ReportXid,
+    RequeueJob,
+    SetGpuAdmin,
+    SetNodeAdmin,
+    SetQuota,
+    StartJob,
+    SubmitJob,
+)
+from gpu_platform.domain.faults.policy import FaultPolicy
+from gpu_platform.domain.model.job import JobSpec
+from gpu_platform.domain.model.node import Node
+from gpu_platform.domain.model_codec import (
+    SCHEMA_VERSION,
+    decode_node,
+    decode_quota,
+    decode_spec,
+    encode_node,
+    encode_quota,
+    encode_spec,
+    job_from_dict,
+    job_to_dict,
+)
+from gpu_platform.domain.scheduling.model import Quota
+
+__all__ = [
+    "COMMAND_TYPES",
+    "decode_command",
+    "decode_node",
+    "decode_state",
+    "encode_command",
+    "encode_node",
+    "encode_state",
+]
+
+#: Every command class by its wire name (the class name).
+COMMAND_TYPES: dict[str, type[Any]] = {
+    cls.__name__: cls
+    for cls in (
+        SubmitJob,
+        BindJob,
+        StartJob,
+        FinishJob,
+        CancelJob,
+        RequeueJob,
+        AbortJob,
+        ReportXid,
+        ReportEcc,
+        ReportThermal,
+        ReportGpuLost,
+        CompleteGpuReset,
+        SetGpuAdmin,
+        SetNodeAdmin,
+        NodeHeartbeat,
+        CheckNodes,
+        RegisterNode,
+        SetQuota,
+        AnnounceServer,
+    )
+}
+_FIELDS: dict[str, frozenset[str]] = {
+    name: frozenset(f.name for f in dataclasses.fields(cls)) for name, cls in COMMAND_TYPES.items()
+}
+
+
+def _encode_value(value: object) -> object:
+    """A command field: value objects by their codecs, tuples as lists, the rest as is."""
+    if isinstance(value, JobSpec):
+        return encode_spec(value)
+    if isinstance(value, Node):
+        return encode_node(value)
+    if isinstance(value, Quota):
+        return encode_quota(value)
+    if isinstance(value, tuple):
+        return [_encode_value(v) for v in value]
+    return value
+
+
+def _tuples(value: object) -> object:
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+def _decode_quota_field(value: object) -> Quota | None:
+    return None if value is None else decode_quota(_mapping(value, "quota"))
+
+
+#: Fields holding value objects; every other field is a scalar or nested tuples of scalars.
+_VALUE_FIELDS: dict[tuple[str, str], Callable[[Any], object]] = {
+    ("SubmitJob", "spec"): lambda v: decode_spec(_mapping(v, "spec")),
+    ("RegisterNode", "node"): lambda v: decode_node(_mapping(v, "node")),
+    ("SetQuota", "quota"): _decode_quota_field,
+}
+
+
+def _mapping(value: object, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} must be an object, got {type(value).__name__}")
+    return value
+
+
+def encode_command(command: Command) -> dict[str, Any]:
+    """`{"v": 1, "type": <class name>, <field>: <value>, ...}`."""
+    name = type(command).__name__
+    if name not in COMMAND_TYPES:
+        raise ValueError(f"unknown command type {name!r}")
+    record: dict[str, Any] = {"v": SCHEMA_VERSION, "type": name}
+    for field in dataclasses.fields(command):
+        record[field.name] = _encode_value(getattr(command, field.name))
+    return record
+
+
+def decode_command(data: dict[str, Any]) -> Command:
+    """Inverse of `encode_command`; raises ValueError naming an unknown type or field."""
+    data = _mapping(data, "command")
+    if data.get("v") != SCHEMA_VERSION:
+        raise ValueError(f"command record schema {data.get('v')!r} is not {SCHEMA_VERSION}")
+    name = data.get("type")
+    if not isinstance(name, str) or name not in COMMAND_TYPES:
+        raise ValueError(f"unknown command type {name!r}")
+    given = set(data) - {"v", "type"}
+    unknown = given - _FIELDS[name]
+    if unknown:
+        raise ValueError(f"{name}: unknown fields {', '.join(sorted(unknown))}")
+    kwargs: dict[str, object] = {}
+    for key in given:
+        decode = _VALUE_FIELDS.get((name, key), _tuples)
+        kwargs[key] = decode(data[key])
+    try:
+        command = COMMAND_TYPES[name](**kwargs)
+    except TypeError as exc:  # a required field is missing
+        raise ValueError(f"{name}: {exc}") from None
+    return typing.cast(Command, command)
+
+
+def encode_state(state: ClusterState) -> dict[str, Any]:
+    """The whole replicated state (see the module docstring); linear in nodes + jobs."""
+    p = state.parts()
+    return {
+        "v": SCHEMA_VERSION,
+        "nodes": [encode_node(n) for n in p.nodes],
+        "jobs": [job_to_dict(j) for j in p.jobs],
+        "held": p.held,
+        "reasons": p.reasons,
+        "hot": p.hot,
+        "ecc_seen": p.ecc_seen,
+        "ecc_alerted": sorted(p.ecc_alerted),
+        "last_heartbeat": p.last_heartbeat,
+        "quotas": {t: encode_quota(q) for t, q in p.quotas.items()},
+        "servers": [[i, http, grpc] for i, (http, grpc) in sorted(p.servers.items())],
+        "next_epoch": p.next_epoch,
+        "next_seq": p.next_seq,
+    }
+
+
+def decode_state(data: dict[str, Any], policy: FaultPolicy) -> ClusterState:
+    """Inverse of `encode_state` under fault policy `policy` (which is configuration, not
+    replicated state); raises ValueError on an inconsistent or foreign record."""
+    data = _mapping(data, "state")
+    if data.get("v") != SCHEMA_VERSION:
+        raise ValueError(f"state record schema {data.get('v')!r} is not {SCHEMA_VERSION}")
+    parts = ClusterParts(
+        nodes=tuple(decode_node(n) for n in data["nodes"]),
+        jobs=tuple(job_from_dict(j) for j in data["jobs"]),
+        held=dict(data["held"]),
+        reasons=dict(data["reasons"]),
+        hot=dict(data["hot"]),
+        ecc_seen=dict(data["ecc_seen"]),
+        ecc_alerted=frozenset(data["ecc_alerted"]),
+        last_heartbeat=dict(data["last_heartbeat"]),
+        quotas={t: decode_quota(q) for t, q in data["quotas"].items()},
+        servers={int(i): (http, grpc) for i, http, grpc in data["servers"]},
+        next_epoch=int(data["next_epoch"]),
+        next_seq=int(data["next_seq"]),
+    )
+    return ClusterState.from_parts(parts, policy)

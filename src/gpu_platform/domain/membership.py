@@ -1,0 +1,148 @@
+"""Membership commands of the cluster state machine: node registration, quotas, API servers.
+
+Theory of operation: with the cluster state replicated (issue 10) everything a future `apply`
+depends on must arrive through the log, so nodes, tenant quotas and where each server's APIs
+listen are commands too. Split from `cluster_state` only for size (a mixin of `ClusterState`).
+
+RegisterNode, by what the cluster already knows of the node's name:
+- unknown: the node is added as given (READY unless it says otherwise), heard from at `now`;
+- the same GPUs (uuid, index and model each): a heartbeat, exactly as `NodeHeartbeat` (a
+  SUSPECT node goes READY, a DOWN one stays DOWN); other descriptive fields (labels, topology,
+  NUMA, memory) are refreshed while GPU and node states are kept;
+- other GPUs: replaced, unless a job holds one of its current GPUs (`Conflict`). GPUs whose
+  uuid persists keep their fault state; the fault records of vanished GPUs are dropped.
+A GPU uuid already present on another node is a `Conflict` (uuids are cluster-unique).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from gpu_platform.domain.errors import Conflict, InvalidRequest
+from gpu_platform.domain.events import (
+    DomainEvent,
+    NodeRegistered,
+    QuotaChanged,
+    ServerAnnounced,
+)
+from gpu_platform.domain.faults.commands import NodeHeartbeat
+from gpu_platform.domain.model.gpu import GpuState
+from gpu_platform.domain.model.node import Node
+from gpu_platform.domain.scheduling.model import Quota
+
+if TYPE_CHECKING:
+    from gpu_platform.domain.model.job import Job
+
+__all__ = ["AnnounceServer", "MembershipHandlers", "RegisterNode", "SetQuota"]
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterNode:
+    """A node's agent reports its node (GPUs, topology) at `now` (seconds since the epoch)."""
+
+    node: Node
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class SetQuota:
+    """Set `tenant`'s quota; None removes it."""
+
+    tenant: str
+    quota: Quota | None
+
+
+@dataclass(frozen=True, slots=True)
+class AnnounceServer:
+    """The leader `server_id` serves REST at `http_url` and gRPC at `grpc_address` (host:port)."""
+
+    server_id: int
+    http_url: str
+    grpc_address: str
+    now: float
+
+
+_DERIVED = (GpuState.ALLOCATED, GpuState.IN_USE)
+
+
+def _identity(node: Node) -> tuple[tuple[str, int, str], ...]:
+    return tuple(sorted((g.uuid, g.index, g.model) for g in node.gpus))
+
+
+class MembershipHandlers:
+    """The membership half of ClusterState; see the module docstring."""
+
+    _nodes: dict[str, Node]
+    _jobs: dict[str, Job]
+    _held: dict[str, str]
+    _reasons: dict[str, str]
+    _hot: dict[str, float]
+    _ecc_seen: dict[str, int]
+    _ecc_alerted: set[str]
+    _last_heartbeat: dict[str, float]
+    _quotas: dict[str, Quota]
+    _servers: dict[int, tuple[str, str]]
+
+    if TYPE_CHECKING:
+
+        def _heartbeat(self, cmd: NodeHeartbeat) -> list[DomainEvent]: ...
+
+    def _register(self, cmd: RegisterNode) -> list[DomainEvent]:
+        new = cmd.node
+        for gpu in new.gpus:
+            if gpu.state in _DERIVED:
+                raise InvalidRequest(
+                    "node", f"gpu {new.name}:{gpu.index} reports {gpu.state}, a state only jobs set"
+                )
+        old = self._nodes.get(new.name)
+        for other in self._nodes.values():
+            if other.name == new.name:
+                continue
+            clash = {g.uuid for g in other.gpus} & {g.uuid for g in new.gpus}
+            if clash:
+                raise Conflict(
+                    f"node {new.name}: GPU {min(clash)} is already registered on {other.name}"
+                )
+        if old is None:
+            self._nodes[new.name] = new
+            self._last_heartbeat[new.name] = cmd.now
+            return [NodeRegistered(new.name, len(new.gpus), replaced=False)]
+        if _identity(old) == _identity(new):
+            states = {g.uuid: g.state for g in old.gpus}
+            gpus = tuple(replace(g, state=states[g.uuid]) for g in new.gpus)
+            self._nodes[new.name] = replace(new, gpus=gpus, state=old.state)
+            return self._heartbeat(NodeHeartbeat(new.name, cmd.now))
+        busy = sorted(self._held[g.uuid] for g in old.gpus if g.uuid in self._held)
+        if busy:
+            raise Conflict(
+                f"node {new.name} changed its GPUs while job {busy[0]} holds some of them; "
+                "it can re-register with other GPUs once they are released"
+            )
+        states = {g.uuid: g.state for g in old.gpus}
+        gpus = tuple(replace(g, state=states.get(g.uuid, g.state)) for g in new.gpus)
+        self._nodes[new.name] = replace(new, gpus=gpus, state=old.state)
+        kept = {g.uuid for g in new.gpus}
+        for gpu in old.gpus:
+            if gpu.uuid not in kept:
+                self._reasons.pop(gpu.uuid, None)
+                self._hot.pop(gpu.uuid, None)
+                self._ecc_seen.pop(gpu.uuid, None)
+                self._ecc_alerted.discard(gpu.uuid)
+        events: list[DomainEvent] = [NodeRegistered(new.name, len(new.gpus), replaced=True)]
+        return events + self._heartbeat(NodeHeartbeat(new.name, cmd.now))
+
+    def _set_quota(self, cmd: SetQuota) -> list[DomainEvent]:
+        if not cmd.tenant:
+            raise InvalidRequest("tenant", "must be non-empty")
+        if cmd.quota is None:
+            self._quotas.pop(cmd.tenant, None)
+        else:
+            self._quotas[cmd.tenant] = cmd.quota
+        return [QuotaChanged(cmd.tenant, cmd.quota)]
+
+    def _announce(self, cmd: AnnounceServer) -> list[DomainEvent]:
+        if not cmd.http_url:
+            raise InvalidRequest("http_url", "must be non-empty")
+        self._servers[cmd.server_id] = (cmd.http_url, cmd.grpc_address)
+        return [ServerAnnounced(cmd.server_id, cmd.http_url, cmd.grpc_address)]
