@@ -17,6 +17,10 @@ after a backoff), else it ends FAILED with the fault as its reason. A multi-GPU 
 allocation, so it always restarts whole. New binds land only on AVAILABLE, cool GPUs of READY
 nodes.
 
+Membership (`domain.membership`): nodes arrive by RegisterNode (a replicated cluster starts
+`empty`), tenant quotas by SetQuota, API server addresses by AnnounceServer. `parts()` and
+`from_parts()` expose the whole state as plain values for snapshots (`domain.cluster_codec`).
+
 Invariants (`check_invariants`): every GPU is held by at most one job; the held-GPU index equals
 the allocations of jobs that hold GPUs (running, or releasing a stopped attempt); epochs are
 unique and below `next_epoch`; no live attempt (SCHEDULED or RUNNING, not being stopped) holds

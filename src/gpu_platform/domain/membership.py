@@ -27,6 +27,7 @@ from gpu_platform.domain.events import (
     ServerAnnounced,
 )
 from gpu_platform.domain.faults.commands import NodeHeartbeat
+from gpu_platform.domain.model.gpu import GpuState
 from gpu_platform.domain.model.node import Node
 from gpu_platform.domain.scheduling.model import Quota
 
@@ -64,6 +65,9 @@ class AnnounceServer:
     agent_address: str = ""
 
 
+_DERIVED = (GpuState.ALLOCATED, GpuState.IN_USE)
+
+
 def _identity(node: Node) -> tuple[tuple[str, int, str], ...]:
     return tuple(sorted((g.uuid, g.index, g.model) for g in node.gpus))
 
@@ -88,6 +92,11 @@ class MembershipHandlers:
 
     def _register(self, cmd: RegisterNode) -> list[DomainEvent]:
         new = cmd.node
+        for gpu in new.gpus:
+            if gpu.state in _DERIVED:
+                raise InvalidRequest(
+                    "node", f"gpu {new.name}:{gpu.index} reports {gpu.state}, a state only jobs set"
+                )
         old = self._nodes.get(new.name)
         for other in self._nodes.values():
             if other.name == new.name:

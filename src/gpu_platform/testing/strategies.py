@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import strategies as st
 
-from gpu_platform.domain.model.gpu import Gpu, Vendor
+from gpu_platform.domain.model.gpu import Gpu, GpuState, Vendor
 from gpu_platform.domain.model.job import JobSpec
-from gpu_platform.domain.model.node import Inventory, Node, NumaNode
+from gpu_platform.domain.model.node import Inventory, Node, NodeState, NumaNode
+from gpu_platform.domain.model.topology import (
+    FabricKind,
+    GpuSite,
+    HostTopology,
+    Link,
+    LinkLevel,
+    MeasuredLevel,
+    Nic,
+    Package,
+    PciKind,
+    PciNode,
+)
 
-__all__ = ["inventories", "job_specs", "nodes"]
+__all__ = ["described_nodes", "host_topologies", "inventories", "job_specs", "nodes"]
+
+_OWN_STATES = [s for s in GpuState if s not in (GpuState.ALLOCATED, GpuState.IN_USE)]
+_TEXT = st.text(alphabet="abcdefghij-:/. ", max_size=8)
 
 GIB = 1 << 30
 
@@ -56,4 +73,61 @@ def job_specs(
         name=st.text(alphabet="abcdefghij-", max_size=8),
         tenant=st.sampled_from(["default", "team-a", "team-b"]),
         priority=st.integers(-10, 10),
+    )
+
+
+@st.composite
+def host_topologies(draw: st.DrawFn, node: str, gpus: int = 2) -> HostTopology:
+    """A topology for `node` using every HostTopology field: packages, NUMA distances, a PCIe
+    chain with `gpus` GPUs and a NIC, fabric links, measured levels, labels and notes."""
+    numa = tuple(NumaNode(i, (i, i + 2), draw(st.integers(0, 1 << 40))) for i in range(2))
+    bus = [f"0000:{i + 0x10:02x}:00.0" for i in range(gpus)]
+    pci = (
+        PciNode("hostbridge:0", PciKind.HOST_BRIDGE, None, 0),
+        PciNode("0000:01:00.0", PciKind.SWITCH_UP, "hostbridge:0", 0, 0x10B5, 0x8747, 0x0604),
+        *(PciNode(b, PciKind.GPU, "0000:01:00.0", 0, 0x10DE, 0x20B0, 0x0302, "gpu") for b in bus),
+        PciNode("0000:02:00.0", PciKind.NIC, "hostbridge:0", 1, name="mlx5_0"),
+    )
+    return HostTopology(
+        node=node,
+        source=draw(_TEXT),
+        packages=(Package(0, (0,), (0, 2), "cpu"), Package(1, (1,), (1, 3))),
+        numa_nodes=numa,
+        numa_distances=((10, 21), (21, 10)),
+        pci=pci,
+        gpus=tuple(
+            GpuSite(i, b, Vendor.NVIDIA, "m", f"GPU-{node}-{i}", 0, 1 << 30, (0, 2))
+            for i, b in enumerate(bus)
+        ),
+        nics=(Nic("mlx5_0", "0000:02:00.0", "rdma", 1, "InfiniBand", "ACTIVE", ("ib0",)),),
+        links=tuple(
+            Link(bus[0], b, draw(st.sampled_from(FabricKind)), draw(st.integers(1, 18)), 25_000)
+            for b in bus[1:]
+        ),
+        measured_levels=tuple(
+            MeasuredLevel(bus[0], b, draw(st.sampled_from(LinkLevel))) for b in bus[1:]
+        ),
+        labels=(("rack", draw(_TEXT)),),
+        notes=tuple(draw(st.lists(_TEXT, max_size=2))),
+    )
+
+
+@st.composite
+def described_nodes(draw: st.DrawFn, name: str, max_gpus: int = 4) -> Node:
+    """`nodes(name)` with everything a node can carry: GPU states and PCI ids, labels, a node
+    state and (sometimes) a topology. GPU states are health/admin states only."""
+    node = draw(nodes(name, max_gpus))
+    gpus = tuple(
+        replace(
+            g,
+            pci_bus_id=f"0000:{g.index + 0x10:02x}:00.0",
+            state=draw(st.sampled_from(_OWN_STATES)),
+            memory_bytes=draw(st.integers(0, 1 << 40)),
+        )
+        for g in node.gpus
+    )
+    topology = draw(st.none() | host_topologies(name, len(gpus)))
+    labels = tuple(draw(st.dictionaries(_TEXT, _TEXT, max_size=2)).items())
+    return replace(
+        node, gpus=gpus, labels=labels, state=draw(st.sampled_from(NodeState)), topology=topology
     )

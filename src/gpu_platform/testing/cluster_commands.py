@@ -1,0 +1,146 @@
+"""Hypothesis strategies for cluster-state commands (public: drive your own replicas with them).
+
+`command_strategies(...)` maps every `cluster_state.Command` class to a strategy; the names
+come from small pools (nodes `n0..`, jobs `j0..`, GPU indices 0..3, epochs 1..8) so that
+random sequences hit existing entities often and both accepted and refused commands occur.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from gpu_platform.domain.cluster_state import (
+    AbortJob,
+    AnnounceServer,
+    BindJob,
+    CancelJob,
+    CheckNodes,
+    Command,
+    CompleteGpuReset,
+    FinishJob,
+    NodeHeartbeat,
+    RegisterNode,
+    ReportEcc,
+    ReportGpuLost,
+    ReportThermal,
+    ReportXid,
+    RequeueJob,
+    SetGpuAdmin,
+    SetNodeAdmin,
+    SetQuota,
+    StartJob,
+    SubmitJob,
+)
+from gpu_platform.domain.model.job import JobSpec
+from gpu_platform.domain.scheduling.model import Quota
+from gpu_platform.testing.strategies import described_nodes
+
+__all__ = ["cluster_commands", "command_strategies", "quotas"]
+
+_TIMES = st.integers(0, 2_000).map(float) | st.floats(0, 1e9, allow_nan=False)
+_REASONS = st.text(alphabet="abc xyz", max_size=6)
+_OPT = st.none() | st.integers(0, 64)
+
+
+def quotas() -> st.SearchStrategy[Quota]:
+    return st.builds(
+        Quota,
+        gpus=st.integers(0, 64),
+        gpu_memory_bytes=_OPT,
+        cpu_milli=_OPT,
+        borrowing_limit=_OPT,
+        lending_limit=_OPT,
+        cohort=st.none() | st.sampled_from(["c1", "c2"]),
+    )
+
+
+def _specs(jobs: tuple[str, ...]) -> st.SearchStrategy[JobSpec]:
+    return st.builds(
+        JobSpec,
+        command=st.just(("train", "--x")),
+        gpus=st.integers(0, 3),
+        tenant=st.sampled_from(["default", "team-a"]),
+        priority=st.integers(-3, 3),
+        env=st.just((("A", "1"),)),
+        max_attempts=st.integers(1, 3),
+        retry_backoff_s=st.sampled_from([0.0, 2.0]),
+        tasks=st.integers(1, 2),
+        depends_on=st.lists(st.sampled_from(jobs), max_size=1).map(tuple),
+        gpu_models=st.sampled_from([(), ("A100-SXM4-80GB",)]),
+    )
+
+
+def command_strategies(
+    node_names: tuple[str, ...] = ("n0", "n1", "n2"),
+    job_ids: tuple[str, ...] = ("j0", "j1", "j2", "j3"),
+) -> dict[type[Any], st.SearchStrategy[Any]]:
+    """One strategy per command class (every member of the `Command` union)."""
+    node = st.sampled_from(node_names)
+    job = st.sampled_from(job_ids)
+    index = st.integers(0, 3)
+    epoch = st.integers(1, 8)
+    indices = st.lists(index, min_size=0, max_size=3, unique=True).map(tuple)
+    admin = st.sampled_from(["drain", "offline", "online"])
+    return {
+        SubmitJob: st.builds(SubmitJob, job, _specs(job_ids), _TIMES),
+        BindJob: st.builds(
+            BindJob,
+            job,
+            node,
+            indices,
+            _TIMES,
+            peers=st.lists(st.tuples(node, indices), max_size=1).map(tuple),
+            borrowing=st.booleans(),
+        ),
+        StartJob: st.builds(StartJob, job, epoch, _TIMES),
+        FinishJob: st.builds(
+            FinishJob, job, epoch, st.none() | st.integers(0, 2), _TIMES, _REASONS
+        ),
+        CancelJob: st.builds(CancelJob, job, _TIMES, _REASONS),
+        RequeueJob: st.builds(RequeueJob, job, epoch, _TIMES, _REASONS),
+        AbortJob: st.builds(AbortJob, job, epoch, _TIMES, _REASONS),
+        ReportXid: st.builds(ReportXid, node, index, st.sampled_from([13, 31, 48, 79, 95]), _TIMES),
+        ReportEcc: st.builds(
+            ReportEcc,
+            node,
+            index,
+            st.integers(0, 20),
+            st.integers(0, 3),
+            st.booleans(),
+            st.booleans(),
+            _TIMES,
+        ),
+        ReportThermal: st.builds(
+            ReportThermal,
+            node,
+            index,
+            st.sampled_from([40.0, 85.5, 95.0]),
+            st.integers(0, 64),
+            _TIMES,
+        ),
+        ReportGpuLost: st.builds(ReportGpuLost, node, index, _TIMES, _REASONS),
+        CompleteGpuReset: st.builds(CompleteGpuReset, node, index, st.booleans(), _TIMES, _REASONS),
+        SetGpuAdmin: st.builds(SetGpuAdmin, node, index, admin, _REASONS, _TIMES, st.booleans()),
+        SetNodeAdmin: st.builds(SetNodeAdmin, node, admin, _REASONS, _TIMES, st.booleans()),
+        NodeHeartbeat: st.builds(NodeHeartbeat, node, _TIMES),
+        CheckNodes: st.builds(CheckNodes, _TIMES),
+        RegisterNode: node.flatmap(lambda n: st.builds(RegisterNode, described_nodes(n), _TIMES)),
+        SetQuota: st.builds(SetQuota, st.sampled_from(["team-a", "team-b"]), st.none() | quotas()),
+        AnnounceServer: st.builds(
+            AnnounceServer,
+            st.integers(1, 3),
+            st.sampled_from(["http://10.0.0.1:8080", "http://[::1]:9000"]),
+            st.sampled_from(["10.0.0.1:50051", ""]),
+            _TIMES,
+        ),
+    }
+
+
+def cluster_commands(
+    node_names: tuple[str, ...] = ("n0", "n1", "n2"),
+    job_ids: tuple[str, ...] = ("j0", "j1", "j2", "j3"),
+) -> st.SearchStrategy[Command]:
+    """Any command over the given name pools."""
+    return st.one_of(*command_strategies(node_names, job_ids).values())
