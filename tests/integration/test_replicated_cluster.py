@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
-from gpu_platform.testing.cluster_procs import ReplicatedCluster, wait_until
+from gpu_platform.testing.cluster_procs import JobStoreClients, ReplicatedCluster, wait_until
+from gpu_platform.testing.linearizability import Verdict, check
+from gpu_platform.testing.linearizability_models import JobOp, JobStoreModel
 
 WAIT = 90.0
 pytestmark = pytest.mark.timeout(600)
@@ -255,3 +258,28 @@ def test_membership_status_on_every_server(cluster: ReplicatedCluster) -> None:
         assert info is not None and info["mode"] == "replicated"
         assert info["leader_id"] == lead
         assert sorted(s["id"] for s in info["servers"] if s["voter"]) == [1, 2, 3]
+
+
+def test_job_store_history_is_linearizable_across_leader_kills(
+    cluster: ReplicatedCluster,
+) -> None:
+    """Clients submit, cancel and read jobs (all kept QUEUED behind a running job) while the
+    leader is killed twice; the recorded history is checked against the job-store model."""
+    c = cluster
+    blocker = c.submit(["sleep", "600"], gpus=1)
+    assert wait_until(lambda: _state(c, blocker["id"]) == "RUNNING", WAIT)
+    clients = JobStoreClients(c, blocker["id"], clients=3).start()
+    try:
+        for _ in range(2):
+            time.sleep(3)
+            old = c.wait_leader()
+            c.kill_server(old, signal.SIGKILL)
+            c.wait_leader([i for i in c.alive()], timeout=WAIT)
+            time.sleep(3)
+            c.start_server(old)
+        time.sleep(3)
+    finally:
+        history = clients.stop()
+    assert sum(1 for op in history if op.input.op is JobOp.SUBMIT) >= 10
+    result = check(JobStoreModel(), history, timeout_s=120)
+    assert result.verdict is Verdict.LINEARIZABLE, result

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +20,11 @@ from typing import Any
 
 import httpx
 
-__all__ = ["ReplicatedCluster", "free_port", "wait_until"]
+from gpu_platform.domain.model.job import JobState
+from gpu_platform.testing.linearizability import Operation
+from gpu_platform.testing.linearizability_models import JobInput, JobOp, JobOutput
+
+__all__ = ["JobStoreClients", "ReplicatedCluster", "free_port", "wait_until"]
 
 _BIN = Path(sys.executable).with_name("gpu-platform")
 ENTRY = [str(_BIN)] if _BIN.exists() else [sys.executable, "-m", "gpu_platform.main"]
@@ -220,3 +226,82 @@ class ReplicatedCluster:
         r.raise_for_status()
         body = r.json()
         return list(body["jobs"] if isinstance(body, dict) else body)
+
+
+class JobStoreClients:
+    """Client threads that submit (kept QUEUED: each job depends on `blocker`, a job that runs
+    on), cancel and read jobs through any live server, recording a history for the
+    linearizability checker. A mutation whose answer says nothing of its outcome (timeout,
+    5xx) is pending; a failed read or a submit with an unknown id records nothing."""
+
+    def __init__(self, cluster: ReplicatedCluster, blocker: str, clients: int = 3) -> None:
+        self._c = cluster
+        self._blocker = blocker
+        self._n = clients
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.history: list[Operation[JobInput, JobOutput]] = []
+        self.acked: list[str] = []
+
+    def start(self) -> JobStoreClients:
+        self._threads = [threading.Thread(target=self._loop, args=(i,)) for i in range(self._n)]
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self) -> list[Operation[JobInput, JobOutput]]:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=30)
+        with self._lock:
+            return list(self.history)
+
+    def _record(self, op: Operation[JobInput, JobOutput]) -> None:
+        with self._lock:
+            self.history.append(op)
+
+    def _loop(self, me: int) -> None:
+        http = httpx.Client(timeout=5.0, follow_redirects=True)
+        rng = random.Random(me)
+        n = 0
+        while not self._stop.is_set():
+            n += 1
+            urls = [self._c.url(i) for i in self._c.alive()]
+            url = urls[n % len(urls)]
+            with self._lock:
+                target = rng.choice(self.acked) if self.acked else None
+            kind = "submit"
+            if target is not None and rng.random() >= 0.3:
+                kind = rng.choice(["get", "cancel"])
+            call = time.monotonic()
+            try:
+                if kind == "submit":
+                    body = {"command": ["true"], "gpus": 1, "depends_on": [self._blocker]}
+                    r = http.post(url + "/v1/jobs", json=body)
+                    if r.status_code == 201:
+                        job_id = r.json()["id"]
+                        op = JobInput(JobOp.SUBMIT, job_id)
+                        self._record(Operation(op, JobOutput(True), call, time.monotonic(), me))
+                        with self._lock:
+                            self.acked.append(job_id)
+                    continue
+                assert target is not None
+                if kind == "get":
+                    r = http.get(url + f"/v1/jobs/{target}")
+                    if r.status_code == 200:
+                        out = JobOutput(True, JobState(r.json()["state"]))
+                        op = JobInput(JobOp.GET, target)
+                        self._record(Operation(op, out, call, time.monotonic(), me))
+                    continue
+                r = http.post(url + f"/v1/jobs/{target}/cancel", json={})
+                op = JobInput(JobOp.CANCEL, target)
+                if r.status_code in (200, 409):
+                    out = JobOutput(r.status_code == 200)
+                    self._record(Operation(op, out, call, time.monotonic(), me))
+                else:
+                    self._record(Operation(op, None, call, None, me))
+            except httpx.HTTPError:
+                if kind == "cancel" and target is not None:
+                    self._record(Operation(JobInput(JobOp.CANCEL, target), None, call, None, me))
+        http.close()

@@ -172,9 +172,7 @@ def test_announced_servers_are_remembered_and_re_announcements_replace_them() ->
     events = state.apply(AnnounceServer(1, "http://10.0.0.1:8080", "10.0.0.1:50051", 1.0))
     assert events == [ServerAnnounced(1, "http://10.0.0.1:8080", "10.0.0.1:50051")]
     state.apply(AnnounceServer(2, "http://10.0.0.2:8080", "10.0.0.2:50051", 2.0))
-    state.apply(
-        AnnounceServer(1, "http://10.0.0.9:8080", "10.0.0.9:50051", 3.0, "10.0.0.9:50053")
-    )
+    state.apply(AnnounceServer(1, "http://10.0.0.9:8080", "10.0.0.9:50051", 3.0, "10.0.0.9:50053"))
     assert state.servers == {
         1: ("http://10.0.0.9:8080", "10.0.0.9:50051", "10.0.0.9:50053"),
         2: ("http://10.0.0.2:8080", "10.0.0.2:50051", ""),

@@ -15,9 +15,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from gpu_platform.domain.model.audit_chain import GENESIS, ChainBreak, chain_entry, verify
 
 __all__ = ["AuditChainBroken", "JsonlAuditLog", "read_head", "verify_file"]
+
+log = structlog.get_logger(__name__)
 
 
 class AuditChainBroken(Exception):
@@ -50,6 +54,7 @@ class JsonlAuditLog:
         self._lock = threading.Lock()
         self._seq, self._prev = 0, GENESIS
         if self.path.exists():
+            self._recover()
             result = verify_file(self.path)
             if isinstance(result, ChainBreak):
                 raise AuditChainBroken(
@@ -60,6 +65,36 @@ class JsonlAuditLog:
                     *_, last = f
                 self._seq, self._prev = result, json.loads(last)["hash"]
         self._file = self.path.open("a", encoding="utf-8")
+
+    def _recover(self) -> None:
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            keep = data.rfind(b"\n") + 1
+            with self.path.open("r+b") as f:
+                f.truncate(keep)
+                os.fsync(f.fileno())
+            log.warning(
+                "audit log: cut a torn last line (a crash during an append)",
+                path=str(self.path),
+                bytes=len(data) - keep,
+            )
+            data = data[:keep]
+        head = read_head(self.path)
+        if head is None or head[0] < 0:
+            return
+        lines = data.decode("utf-8").splitlines(keepends=True)
+        if len(lines) != head[0] + 1 or verify(lines[:-1], head) != head[0]:
+            return
+        count = verify(lines, None)
+        if count == head[0] + 1:
+            self._seq, self._prev = count, json.loads(lines[-1])["hash"]
+            self._write_head()
+            log.warning(
+                "audit log: rolled the head forward over the last entry (a crash "
+                "after it was written)",
+                path=str(self.path),
+                seq=count,
+            )
 
     def append(self, fields: Mapping[str, Any]) -> None:
         with self._lock:
