@@ -22,6 +22,17 @@ restarts from the beginning); the GPU is held out of the view until it is repair
 at a high rate would otherwise restart forever: it is not checkpointed). The process is armed
 only while a job runs or arrivals remain, so a run always ends; it ends when every job has
 finished or was abandoned. Failed GPUs count as not allocated.
+
+Node failures (`Failures(node_rate_per_hour=...)`): every healthy node fails at that rate, drawn
+the same way from its own stream (`random.Random(f"nodes/{seed}")`, so adding node failures
+does not move the GPU failures); all its GPUs leave the view at once, every job with a task on
+it stops and is queued again whole (or abandoned, counting the same restarts), and the node
+is back `node_repair_s` later. A GPU that was already down stays out until both are repaired.
+
+Preemption exempt time (`SchedulerPolicy.min_runtime_s`, production's
+`scheduler_preempt_exempt_seconds`): `decide` never picks a victim that started less than that
+ago. Cycles run at events only (no periodic cycle), so a preemptor whose victims were still
+exempt tries again at the next event.
 `simulate` (no failures) is unchanged; `simulate_detailed` also returns each attempt and a
 utilization sample per event time.
 """
@@ -70,7 +81,7 @@ __all__ = [
     "uniform_cluster",
 ]
 
-_FINISH, _ARRIVE, _REPAIR, _FAIL = 0, 1, 2, 3
+_FINISH, _ARRIVE, _REPAIR, _FAIL, _NODE_REPAIR, _NODE_FAIL = 0, 1, 2, 3, 4, 5
 _MILLI = 1000
 
 
@@ -95,6 +106,11 @@ def uniform_cluster(nodes: int, gpus: int = 8, nodes_per_rack: int = 16) -> list
             )
         )
     return out
+
+
+def _hold(node: str, gpu: Gpu) -> TaskPlacement:
+    """A placement that keeps a down GPU out of the view."""
+    return TaskPlacement(node, (GpuShare(gpu, _MILLI),), (), (), Score(0, 0, 0, 0.0, 0, False))
 
 
 def _pct(part: float, whole: float) -> float:
@@ -128,20 +144,30 @@ class ArrivalsResult:
 
 @dataclass(frozen=True, slots=True)
 class Failures:
-    """GPU failure injection: `rate_per_gpu_hour` failures per healthy GPU-hour (> 0), each
-    GPU back `repair_s` seconds after it failed; draws from `random.Random(seed)`; a job is
-    abandoned at its `max_restarts` + 1st failure."""
+    """Failure injection: `rate_per_gpu_hour` failures per healthy GPU-hour, each GPU back
+    `repair_s` seconds after it failed; `node_rate_per_hour` failures per healthy node-hour,
+    each node (all its GPUs) back `node_repair_s` seconds later. Rates >= 0, at least one
+    > 0. Draws from `random.Random(seed)` (nodes: a stream of their own); a job is abandoned
+    at its `max_restarts` + 1st failure of either kind."""
 
     rate_per_gpu_hour: float
     repair_s: float = 3600.0
     seed: int = 0
     max_restarts: int = 10
+    node_rate_per_hour: float = 0.0
+    node_repair_s: float = 3600.0
 
     def __post_init__(self) -> None:
-        if not self.rate_per_gpu_hour > 0:
-            raise ValueError(f"rate_per_gpu_hour must be > 0, got {self.rate_per_gpu_hour}")
+        if not self.rate_per_gpu_hour >= 0:
+            raise ValueError(f"rate_per_gpu_hour must be >= 0, got {self.rate_per_gpu_hour}")
+        if not self.node_rate_per_hour >= 0:
+            raise ValueError(f"node_rate_per_hour must be >= 0, got {self.node_rate_per_hour}")
+        if not (self.rate_per_gpu_hour > 0 or self.node_rate_per_hour > 0):
+            raise ValueError("rate_per_gpu_hour or node_rate_per_hour must be > 0, both are 0")
         if not self.repair_s > 0:
             raise ValueError(f"repair_s must be > 0, got {self.repair_s}")
+        if not self.node_repair_s > 0:
+            raise ValueError(f"node_repair_s must be > 0, got {self.node_repair_s}")
         if self.max_restarts < 0:
             raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
 
@@ -152,7 +178,8 @@ class Outcome:
     FINISHED = "finished"
     PREEMPTED = "preempted"
     FAILED = "failed"  # a GPU under it failed; the job was queued again
-    ABANDONED = "abandoned"  # a GPU under it failed once more than `max_restarts` allows
+    NODE_FAILED = "node_failed"  # a node under it failed; the job was queued again
+    ABANDONED = "abandoned"  # a GPU or node under it failed once more than `max_restarts` allows
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +199,8 @@ class Attempt:
 class Sample:
     """The cluster after the scheduling cycle at `t_s`: GPUs allocated to jobs, GPUs down,
     jobs waiting and running, and `fragmented_gpus`: free GPU capacity (in GPUs) the typical
-    task mix could not use where it lies (FGD's measure, summed over nodes)."""
+    task mix could not use where it lies (FGD's measure, summed over nodes); `down_gpus`
+    includes the GPUs of the `down_nodes` nodes that are down."""
 
     t_s: float
     allocated_gpus: int
@@ -180,14 +208,16 @@ class Sample:
     pending: int
     running: int
     fragmented_gpus: float = 0.0
+    down_nodes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class ArrivalsDetail:
     """`result` (as `simulate` returns it) plus every attempt in end order, one `Sample` per
     event time, and the failure figures: GPU failures, GPU-hours of work lost (the failed
-    attempts' GPUs x their run time), GPU-hours down (failure to repair or run end) and jobs
-    abandoned after too many restarts."""
+    attempts' GPUs x their run time), GPU-hours down (failure to repair or run end, GPU and
+    node failures), jobs abandoned after too many restarts, node failures and the jobs a node
+    failure stopped and queued again (each time counts)."""
 
     result: ArrivalsResult
     attempts: tuple[Attempt, ...]
@@ -197,6 +227,8 @@ class ArrivalsDetail:
     lost_gpu_hours: float = 0.0
     down_gpu_hours: float = 0.0
     abandoned: int = 0
+    node_failures: int = 0
+    jobs_requeued_by_node_failure: int = 0
 
 
 Scheduler = Callable[
@@ -232,7 +264,8 @@ def simulate_detailed(
     scheduler: Scheduler = decide,
     failures: Failures | None = None,
 ) -> ArrivalsDetail:
-    """`simulate`, with optional GPU `failures`, returning the attempts and samples too."""
+    """`simulate`, with optional GPU and node `failures`, returning the attempts and samples
+    too."""
     run = _Run(nodes, jobs, policy, quotas or {}, scheduler, failures)
     result = run.run()
     return ArrivalsDetail(
@@ -244,6 +277,8 @@ def simulate_detailed(
         round(run.lost_gpu_s / 3600, 3),
         round(run.down_gpu_s / 3600, 3),
         len(run.abandoned),
+        run.node_failure_count,
+        run.node_requeues,
     )
 
 
@@ -289,6 +324,13 @@ class _Run:
         self.restarts: dict[str, int] = {}
         self.abandoned: set[str] = set()
         self.lost_gpu_s = self.down_gpu_s = 0.0
+        # node failures: node -> its GPUs; down node -> (since, hold) per GPU it holds out
+        self.node_rng = random.Random(f"nodes/{failures.seed if failures else 0}")
+        self.gpus_of = {n.name: n.gpus for n in nodes}
+        self.node_names = list(self.gpus_of)
+        self.node_down: dict[str, list[tuple[float, TaskPlacement]]] = {}
+        self.node_armed = False
+        self.node_failure_count = self.node_requeues = 0
 
     def _queue(self, job_id: str, seq: int) -> None:
         j = self.by_id[job_id]
@@ -371,32 +413,42 @@ class _Run:
     def _arm(self, now: float) -> None:
         """Draw the next cluster-wide failure time, while there is work that could fail."""
         f = self.failures
-        if f is None or self.armed or not (self.running or self.arrivals_left):
+        if f is None or not (self.running or self.arrivals_left):
             return
-        rate = f.rate_per_gpu_hour * len(self.gpus) / 3600.0
-        heapq.heappush(self.heap, (now + self.rng.expovariate(rate), _FAIL, 0, ""))
-        self.armed = True
+        if f.rate_per_gpu_hour > 0 and not self.armed:
+            rate = f.rate_per_gpu_hour * len(self.gpus) / 3600.0
+            heapq.heappush(self.heap, (now + self.rng.expovariate(rate), _FAIL, 0, ""))
+            self.armed = True
+        if f.node_rate_per_hour > 0 and not self.node_armed:
+            rate = f.node_rate_per_hour * len(self.node_names) / 3600.0
+            heapq.heappush(self.heap, (now + self.node_rng.expovariate(rate), _NODE_FAIL, 0, ""))
+            self.node_armed = True
+
+    def _hit(self, job_id: str, now: float, f: Failures, outcome: str) -> bool:
+        """Stop a job a failure hit: queued again (True) or abandoned past `max_restarts`."""
+        r = self.running[job_id]
+        self.lost_gpu_s += r.gpu_milli / _MILLI * (now - r.started_at)
+        restarts = self.restarts[job_id] = self.restarts.get(job_id, 0) + 1
+        if restarts > f.max_restarts:
+            self._stop(job_id, now, Outcome.ABANDONED)
+            self.abandoned.add(job_id)
+            return False
+        self._stop(job_id, now, outcome)
+        self._queue(job_id, self.seq)
+        self.seq += 1
+        return True
 
     def _fail(self, now: float, f: Failures) -> None:
         self.armed = False
         node, gpu = self.gpus[self.rng.randrange(len(self.gpus))]
         key = (node, gpu.index)
-        if key in self.down:
+        if key in self.down or node in self.node_down:
             return  # thinning: only healthy GPUs fail
         self.failure_count += 1
         job_id = self.holder.get(key)
         if job_id is not None:
-            r = self.running[job_id]
-            self.lost_gpu_s += r.gpu_milli / _MILLI * (now - r.started_at)
-            restarts = self.restarts[job_id] = self.restarts.get(job_id, 0) + 1
-            if restarts > f.max_restarts:
-                self._stop(job_id, now, Outcome.ABANDONED)
-                self.abandoned.add(job_id)
-            else:
-                self._stop(job_id, now, Outcome.FAILED)
-                self._queue(job_id, self.seq)
-                self.seq += 1
-        hold = TaskPlacement(node, (GpuShare(gpu, _MILLI),), (), (), Score(0, 0, 0, 0.0, 0, False))
+            self._hit(job_id, now, f, Outcome.FAILED)
+        hold = _hold(node, gpu)
         self.view.bind(hold)
         self.down[key] = (now, hold)
         heapq.heappush(self.heap, (now + f.repair_s, _REPAIR, 0, f"{node}/{gpu.index}"))
@@ -404,8 +456,38 @@ class _Run:
     def _repair(self, now: float, tag: str) -> None:
         node, _, index = tag.rpartition("/")
         since, hold = self.down.pop((node, int(index)))
-        self.view.release(hold)
         self.down_gpu_s += now - since
+        if node in self.node_down:  # stays out, now for its node, until the node is back
+            self.node_down[node].append((now, hold))
+        else:
+            self.view.release(hold)
+
+    def _fail_node(self, now: float, f: Failures) -> None:
+        self.node_armed = False
+        node = self.node_names[self.node_rng.randrange(len(self.node_names))]
+        if node in self.node_down:
+            return  # thinning: only healthy nodes fail
+        self.node_failure_count += 1
+        gpus = self.gpus_of[node]
+        hit = [self.holder[(node, g.index)] for g in gpus if (node, g.index) in self.holder]
+        for job_id in dict.fromkeys(hit):  # a job once, even with several GPUs here
+            self.node_requeues += self._hit(job_id, now, f, Outcome.NODE_FAILED)
+        holds = []
+        for g in gpus:
+            if (node, g.index) not in self.down:  # a down GPU joins when it is repaired
+                hold = _hold(node, g)
+                self.view.bind(hold)
+                holds.append((now, hold))
+        self.node_down[node] = holds
+        heapq.heappush(self.heap, (now + f.node_repair_s, _NODE_REPAIR, 0, node))
+
+    def _repair_node(self, now: float, node: str) -> None:
+        for since, hold in self.node_down.pop(node):
+            self.view.release(hold)
+            self.down_gpu_s += now - since
+
+    def _down_gpus(self) -> int:
+        return len(self.down) + sum(len(h) for h in self.node_down.values())
 
     def run(self) -> ArrivalsResult:
         heap = self.heap
@@ -430,6 +512,10 @@ class _Run:
                     self._fail(now, self.failures)
                 elif kind == _REPAIR:
                     self._repair(now, job_id)
+                elif kind == _NODE_FAIL and self.failures is not None:
+                    self._fail_node(now, self.failures)
+                elif kind == _NODE_REPAIR:
+                    self._repair_node(now, job_id)
                 elif job_id in self.running and self.attempt[job_id] == tag:
                     # else: the end of an attempt that was preempted or failed
                     self._stop(job_id, now, Outcome.FINISHED)
@@ -439,10 +525,11 @@ class _Run:
                 Sample(
                     now,
                     self.allocated // _MILLI,
-                    len(self.down),
+                    self._down_gpus(),
                     len(self.pending),
                     len(self.running),
                     self._fragmented(),
+                    len(self.node_down),
                 )
             )
             if self.failures is not None:
@@ -451,6 +538,8 @@ class _Run:
                 self._arm(now)
         for since, _hold in self.down.values():
             self.down_gpu_s += last - since
+        for holds in self.node_down.values():
+            self.down_gpu_s += sum(last - since for since, _hold in holds)
         delays = [t - self.by_id[j].submit_s for j, t in self.first_start.items()]
         jcts = [t - self.by_id[j].submit_s for j, t in self.finish.items()]
         return ArrivalsResult(
