@@ -33,13 +33,13 @@ def early_preemptions(runs: list[ArrivalsRun], exempt_s: float) -> int:
     )
 
 
-def test_preempt_on_one_node_thrashes_without_the_exempt_time_and_not_with_the_default() -> None:
+def test_preempt_on_two_nodes_evicts_young_jobs_without_the_exempt_time_not_with_it() -> None:
     def jobs_for(seed: int) -> list[SimJob]:
-        return generate(60, 8, random.Random(seed))
+        return generate(100, 16, random.Random(seed))
 
-    thrash = run_arrivals(uniform_cluster(1), jobs_for, ["preempt"], [4], preempt_exempt_s=0)
-    calm = run_arrivals(uniform_cluster(1), jobs_for, ["preempt"], [4])  # default: 300 s
-    assert early_preemptions(thrash, 300.0) > 10
+    thrash = run_arrivals(uniform_cluster(2), jobs_for, ["preempt"], [1], preempt_exempt_s=0)
+    calm = run_arrivals(uniform_cluster(2), jobs_for, ["preempt"], [1])  # default: 300 s
+    assert early_preemptions(thrash, 300.0) > 0
     assert early_preemptions(calm, 300.0) == 0
     assert calm[0].detail.result.preemptions < thrash[0].detail.result.preemptions
     assert calm[0].detail.result.finished == thrash[0].detail.result.finished

@@ -59,3 +59,23 @@ def test_no_job_is_ever_preempted_before_it_has_run_the_exempt_time(
     detail = simulate_detailed(uniform_cluster(nodes), jobs, policy)
     assert early_preemptions(detail, exempt) == 0
     check_run(detail, jobs)
+
+
+def test_a_victim_past_the_aging_bound_is_not_preempted_for_a_younger_job() -> None:
+    # Re-queued with its submission time, `old` would sort first (tier 0) and take its GPUs
+    # back at once; choosing it as a victim again at every event was a livelock.
+    policy = dataclasses.replace(PREEMPT, aging_bound_s=7200.0, min_runtime_s=300.0)
+    old = SimJob("old", "a", 0.0, 1, 8, 20_000.0, 0, None)
+    fresh = SimJob("fresh", "a", 2000.0, 1, 8, 20_000.0, 0, None)
+    young = SimJob("young", "b", 8000.0, 1, 8, 100.0, 2, None)
+    ticks = [SimJob(f"tick{i}", "d", 8000.0 + 100 * i, 1, 1, 1.0, 0, None) for i in range(5)]
+    jobs = [old, young, *ticks]
+    detail = simulate_detailed(uniform_cluster(1), jobs, policy)
+    assert not [a for a in detail.attempts if a.outcome == Outcome.PREEMPTED]
+    check_run(detail, jobs)
+    # a victim submitted less than the bound ago is still preempted
+    jobs = [fresh, young, *ticks]
+    detail = simulate_detailed(uniform_cluster(1), jobs, policy)
+    preempted = [a for a in detail.attempts if a.outcome == Outcome.PREEMPTED]
+    assert [(a.job_id, a.end_s) for a in preempted] == [("fresh", 8000.0)]
+    check_run(detail, jobs)

@@ -245,6 +245,7 @@ class _Run:
             j.priority,
             borrowing=borrowing,
             expected_end=None if limit is None else now + limit,
+            submitted_at=j.submit_s,
         )
         self.allocated += r.gpu_milli
         heapq.heappush(self.heap, (now + j.duration_s, _FINISH, attempt, job_id))
