@@ -14,10 +14,17 @@ loop, with `refusal(raft, change)`, so the caller gets a reason instead:
   membership change at a time;
 * any other string — the change is invalid in the current configuration (adding a voter that
   already votes, removing a non-member, removing the last voter, ...).
+
+Addresses also travel in snapshots: a node that catches up by snapshot, or restarts from one,
+never sees the conf entries folded into it. So the driver stores its snapshots as
+`wrap_snapshot(addresses, data)` — a magic line, the members' addresses as one JSON line, then
+the state machine's bytes — and `unwrap_snapshot` gives both back (bytes without the magic,
+such as the bootstrap snapshot's b"", are all state machine data).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from gpu_platform.domain.consensus import (
@@ -37,9 +44,28 @@ __all__ = [
     "encode_addresses",
     "refusal",
     "remove_voter_change",
+    "unwrap_snapshot",
+    "wrap_snapshot",
 ]
 
 PENDING = "a membership change is already in progress; retry once it is applied"
+SNAPSHOT_MAGIC = b"gpu-platform raft snapshot v1\n"
+
+
+def wrap_snapshot(addresses: Mapping[int, str], data: bytes) -> bytes:
+    """The stored form of a snapshot: `addresses` of the members, then the machine's `data`."""
+    book = json.dumps({str(i): a for i, a in sorted(addresses.items())}, separators=(",", ":"))
+    return SNAPSHOT_MAGIC + book.encode() + b"\n" + data
+
+
+def unwrap_snapshot(raw: bytes) -> tuple[dict[int, str], bytes]:
+    """(addresses, state machine data) of a stored snapshot; raises ValueError if damaged."""
+    if not raw.startswith(SNAPSHOT_MAGIC):
+        return {}, raw
+    book, sep, data = raw[len(SNAPSHOT_MAGIC) :].partition(b"\n")
+    if not sep:
+        raise ValueError("raft snapshot: the address line is not terminated")
+    return {int(i): str(a) for i, a in json.loads(book).items()}, data
 
 
 def encode_addresses(addresses: Mapping[int, str]) -> bytes:

@@ -69,6 +69,8 @@ from gpu_platform.application.raft_membership import (
     decode_addresses,
     refusal,
     remove_voter_change,
+    unwrap_snapshot,
+    wrap_snapshot,
 )
 from gpu_platform.domain.consensus import (
     NONE,
@@ -232,7 +234,7 @@ class RaftNode:
         self._was_leader = False
         self._bootstrap_if_empty()
         snap = storage.snapshot()
-        state_machine.restore(snap.data)
+        self._restore(snap)
         self._applied = snap.metadata.index
         self._conf_state = snap.metadata.conf_state
         rng = random.Random(config.seed if config.seed is not None else time.time_ns())
@@ -520,7 +522,7 @@ class RaftNode:
             self.storage.save(rd.hard_state, rd.entries_to_persist, rd.snapshot, sync=sync)
         if rd.snapshot is not None:
             md = rd.snapshot.metadata
-            self.state_machine.restore(rd.snapshot.data)
+            self._restore(rd.snapshot)
             self._applied = md.index
             self._conf_state = md.conf_state
             self._fail_proposals_up_to(md.index)
@@ -596,8 +598,23 @@ class RaftNode:
         named = {*snap.conf_state.voters, *snap.conf_state.learners}
         members = {*cs.voters, *cs.learners, *cs.voters_outgoing, *cs.learners_next}
         if not members <= named and index > snap.index:
-            s.create_snapshot(index, cs, self.state_machine.snapshot())
+            s.create_snapshot(index, cs, self._snapshot_data(cs))
         return cs
+
+    def _snapshot_data(self, cs: ConfState) -> bytes:
+        """The state machine's snapshot with the members' addresses (see `wrap_snapshot`)."""
+        members = {*cs.voters, *cs.learners, *cs.voters_outgoing, *cs.learners_next}
+        book = {i: a for i, a in self.transport.addresses.items() if i in members}
+        return wrap_snapshot(book, self.state_machine.snapshot())
+
+    def _restore(self, snap: Snapshot) -> None:
+        """Load a snapshot: the state machine's data, and addresses of members we lack."""
+        addresses, data = unwrap_snapshot(snap.data)
+        self.state_machine.restore(data)
+        known = self.transport.addresses
+        for node_id, address in addresses.items():
+            if node_id != self.config.id and node_id not in known:
+                self.transport.add_peer(node_id, address)
 
     def _observe_leader(self, soft: SoftState) -> None:
         if soft.lead != self._lead:
@@ -633,7 +650,7 @@ class RaftNode:
         snap_index = s.snapshot().metadata.index
         if self._applied - snap_index < every or self._applied > s.last_index():
             return
-        s.create_snapshot(self._applied, self._conf_state, self.state_machine.snapshot())
+        s.create_snapshot(self._applied, self._conf_state, self._snapshot_data(self._conf_state))
         compact_to = self._applied - self.config.compact_keep
         if compact_to >= s.first_index():
             s.compact(compact_to)

@@ -15,6 +15,8 @@ from gpu_platform.application.raft_membership import (
     decode_addresses,
     encode_addresses,
     refusal,
+    unwrap_snapshot,
+    wrap_snapshot,
 )
 from gpu_platform.application.raft_node import (
     InvalidMembershipChange,
@@ -251,3 +253,31 @@ def test_a_change_the_driver_lets_through_always_applies_in_the_core(
     else:
         if why is not None:  # stricter than the core only by the driver's own rules
             assert why == PENDING or "already a voter" in why or "not a member" in why, why
+
+
+def test_a_restarted_node_learns_members_addresses_from_its_snapshot(cluster: Cluster) -> None:
+    lead = cluster.wait_leader()
+    st_ = cluster.nodes[lead].status
+    wait_for(lambda: st_().applied >= st_().commit > 1)
+    # 7 never runs: 1, 2, 3 are still a quorum of four. The change is folded into a snapshot.
+    cluster.nodes[lead].add_voter(7, "10.0.0.7:7007").result(timeout=WAIT)
+    victim = next(i for i in cluster.ids if i != lead)
+    wait_for(lambda: cluster.nodes[victim].status().voters == (1, 2, 3, 7))
+    assert cluster.storages[victim].snapshot().metadata.conf_state.voters == (1, 2, 3, 7)
+    cluster.nodes[victim].stop()
+    node = cluster.start(victim)  # a fresh transport that knows only the hub's nodes
+    assert node.transport.addresses[7] == "10.0.0.7:7007"
+    assert node.status().voters == (1, 2, 3, 7)
+
+
+@given(
+    st.dictionaries(
+        st.integers(1, 2**32), st.from_regex(r"[a-z0-9.]{1,20}:[0-9]{1,5}", fullmatch=True)
+    ),
+    st.binary(),
+)
+def test_a_snapshot_keeps_the_address_book_and_the_machines_bytes(
+    book: dict[int, str], data: bytes
+) -> None:
+    assert unwrap_snapshot(wrap_snapshot(book, data)) == (book, data)
+    assert unwrap_snapshot(b"") == ({}, b"")
