@@ -75,6 +75,32 @@ def test_a_generated_workload_with_failures_writes_summary_jobs_and_utilization(
     assert (again / "jobs.csv").read_text() == (out / "jobs.csv").read_text()
 
 
+def test_node_failures_are_counted_in_summary_jobs_and_utilization(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, text = simulate(
+        "--cluster", "4x8", "--trace", "generate:n=40", "--policy", "fifo,preempt",
+        "--seeds", "1,2", "--node-fail-rate", "0.1", "--node-repair-s", "900",
+        "--preempt-exempt-s", "600", "--out", str(out),
+    )  # fmt: skip
+    assert code == 0, text
+    assert text.splitlines()[0].split()[-3:] == ["node", "fail", "requeued"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["node_fail_rate"] == 0.1 and summary["node_repair_s"] == 900
+    assert summary["preempt_exempt_s"] == 600
+    seeds = [s for p in summary["policies"].values() for s in p["seeds"]]
+    assert sum(s["node_failures"] for s in seeds) > 0
+    assert all(s["finished"] + s["abandoned"] == s["jobs"] == 40 for s in seeds)
+    jobs = read_csv(out / "jobs.csv")
+    by_run: dict[tuple[str, str], int] = {}
+    for j in jobs:
+        key = (j["policy"], j["seed"])
+        by_run[key] = by_run.get(key, 0) + int(j["node_failures"])
+    assert sorted(by_run.values()) == sorted(s["jobs_requeued_by_node_failure"] for s in seeds)
+    util = read_csv(out / "utilization.csv")
+    assert any(int(u["down_nodes"]) for u in util)
+    assert all(int(u["down_gpus"]) >= 8 * int(u["down_nodes"]) for u in util)
+
+
 def test_plots_are_written_when_matplotlib_is_present(tmp_path: Path) -> None:
     require(importlib.util.find_spec("matplotlib") is not None, f"no matplotlib: {INSTALL_HINT}")
     out = tmp_path / "out"
@@ -133,6 +159,18 @@ def test_a_slice_of_the_real_pod_list_runs_on_the_real_node_list(tmp_path: Path)
         (("--cluster", "4x8", "--trace", "generate", "--fail-rate", "-1"), "--fail-rate must be"),
         (("--cluster", "4x8", "--trace", "generate", "--repair-s", "0"), "--repair-s must be"),
         (("--cluster", "4x8", "--trace", "generate", "--workers", "2"), "belong to the fgd"),
+        (
+            ("--cluster", "4x8", "--trace", "generate", "--node-fail-rate", "-0.5"),
+            "--node-fail-rate must be >= 0",
+        ),
+        (
+            ("--cluster", "4x8", "--trace", "generate", "--node-repair-s", "0"),
+            "--node-repair-s must be > 0",
+        ),
+        (
+            ("--cluster", "4x8", "--trace", "generate", "--preempt-exempt-s", "-1"),
+            "--preempt-exempt-s must be >= 0",
+        ),
     ],
 )
 def test_bad_input_exits_non_zero_with_one_line(

@@ -583,6 +583,7 @@ class ControlPlane:
             progress=min(1.0, (now - started) / limit) if limit else 0.0,
             expected_end=started + limit if limit else None,
             terminating=job.releasing,
+            submitted_at=job.submitted_at,
         )
 
     def _cancel_broken_dependencies(self, now: float) -> None:

@@ -28,14 +28,27 @@ so commands should be idempotent or carry an id. On restart the node loads its h
 log and snapshot from storage, restores the state machine from the snapshot, and re-applies
 the committed entries after it.
 
+Membership (see `raft_membership`): `propose_conf_change` (or `add_voter` / `remove_voter`)
+is taken by the leader only, one change at a time (`MembershipChangeInProgress` otherwise), and
+its future resolves with the new `ConfState` once the entry is applied here. Every node,
+applying a conf change, tells its transport the new peer's address (carried in the entry's
+context) or forgets a removed one, and, when the stored snapshot does not name every member,
+stores a snapshot at that index: a server that joins with an empty log (`join=True`, nothing
+bootstrapped) is brought up to date from a snapshot whose configuration includes it. On
+restart the configuration comes from storage (the snapshot's, then the conf entries after it
+as they are re-applied), never from `RaftNodeConfig.voters`.
+
 An optional `RaftMetrics` hears each leader change this node learns of and, for proposals it
 took as leader, the time from proposal to apply (the commit latency a client sees).
 
 Errors::
 
     RaftNodeError
-    ├── NotLeader      this node cannot take the request; leader_id/leader_address say where
-    └── NodeStopped    the node is stopped (or stopped before answering)
+    ├── NotLeader                   this node cannot take the request; leader_id/leader_address
+    │                               say where
+    ├── NodeStopped                 the node is stopped (or stopped before answering)
+    ├── MembershipChangeInProgress  another membership change is not applied yet; retry later
+    └── InvalidMembershipChange     the change is not valid in the current configuration
 """
 
 from __future__ import annotations
@@ -50,9 +63,20 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from gpu_platform.application.raft_membership import (
+    PENDING,
+    add_voter_change,
+    decode_addresses,
+    refusal,
+    remove_voter_change,
+    unwrap_snapshot,
+    wrap_snapshot,
+)
 from gpu_platform.domain.consensus import (
     NONE,
     ConfChange,
+    ConfChangeError,
+    ConfChangeType,
     Config,
     ConfState,
     EntryType,
@@ -71,6 +95,8 @@ from gpu_platform.ports.outbound.metrics import NoRaftMetrics, RaftMetrics
 from gpu_platform.ports.outbound.raft import RaftStorage, RaftTransport
 
 __all__ = [
+    "InvalidMembershipChange",
+    "MembershipChangeInProgress",
     "NodeStopped",
     "NotLeader",
     "RaftNode",
@@ -102,6 +128,21 @@ class NodeStopped(RaftNodeError):
 
     def __init__(self) -> None:
         super().__init__("raft node is stopped")
+
+
+class MembershipChangeInProgress(RaftNodeError):
+    """The leader has a membership change that is not applied yet (one at a time)."""
+
+    def __init__(self) -> None:
+        super().__init__(PENDING)
+
+
+class InvalidMembershipChange(RaftNodeError):
+    """The change cannot be made in the current configuration (`reason` says why)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"invalid membership change: {reason}")
 
 
 @runtime_checkable
@@ -137,6 +178,9 @@ class RaftNodeConfig:
     max_inflight_msgs: int = 256
     max_inbox_batch: int = 4096  # inbox items handled before the next Ready
     seed: int | None = None
+    # A server joining a running cluster: bootstrap nothing (`voters` is ignored) and wait to
+    # be added (`add_voter` on the leader) and brought up to date by it.
+    join: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +196,9 @@ class RaftNodeStatus:
     applied: int
     last_index: int
     snapshot_index: int
-    voters: tuple[int, ...]
+    voters: tuple[int, ...]  # the applied configuration (incoming voters when joint)
     running: bool
+    learners: tuple[int, ...] = ()
 
 
 _Item = tuple[str, object, object]
@@ -178,7 +223,8 @@ class RaftNode:
         self.transport = transport
         self.state_machine = state_machine
         self._inbox: queue.SimpleQueue[_Item] = queue.SimpleQueue()
-        self._proposals: dict[int, tuple[int, Future[object]]] = {}
+        self._proposals: dict[int, tuple[int, Future[Any]]] = {}
+        self._conf_proposals: set[int] = set()  # indexes in _proposals that are conf changes
         self._reads: dict[bytes, Future[int]] = {}
         self._ready_reads: list[tuple[int, Future[int]]] = []
         self._read_seq = 0
@@ -188,7 +234,7 @@ class RaftNode:
         self._was_leader = False
         self._bootstrap_if_empty()
         snap = storage.snapshot()
-        state_machine.restore(snap.data)
+        self._restore(snap)
         self._applied = snap.metadata.index
         self._conf_state = snap.metadata.conf_state
         rng = random.Random(config.seed if config.seed is not None else time.time_ns())
@@ -211,8 +257,12 @@ class RaftNode:
         )
 
     def _bootstrap_if_empty(self) -> None:
-        """A brand-new node of a brand-new cluster: the configuration as a snapshot at 1."""
+        """A brand-new node of a brand-new cluster: the configuration as a snapshot at 1.
+
+        A joining node bootstraps nothing: its configuration arrives from the leader."""
         s = self.storage
+        if self.config.join:
+            return
         hs, _ = s.initial_state()
         if hs.is_empty() and s.snapshot().is_empty() and s.last_index() == 0:
             cs = ConfState(voters=tuple(sorted(self.config.voters)))
@@ -271,6 +321,36 @@ class RaftNode:
             self._inbox.put(("read", None, fut))
         return fut
 
+    def propose_conf_change(self, change: ConfChange) -> Future[ConfState]:
+        """Replicate a membership change; the future gets the new `ConfState` once applied here.
+
+        Only the leader takes it. Fails with `NotLeader`, `MembershipChangeInProgress` (another
+        change is not applied yet), `InvalidMembershipChange` or `NodeStopped`. New members'
+        addresses go in `change.context` as b"ID=HOST:PORT[,...]".
+        """
+        fut: Future[ConfState] = Future()
+        if not self._running:
+            fut.set_exception(NodeStopped())
+        else:
+            self._inbox.put(("conf", change, fut))
+        return fut
+
+    def add_voter(self, node_id: int, address: str) -> Future[ConfState]:
+        """Add voter `node_id`, reachable at `address` (HOST:PORT); see `propose_conf_change`."""
+        try:
+            change = add_voter_change(node_id, address)
+        except ValueError as exc:
+            return _failed(InvalidMembershipChange(str(exc)))
+        return self.propose_conf_change(change)
+
+    def remove_voter(self, node_id: int) -> Future[ConfState]:
+        """Remove `node_id` (a leader removing itself steps down once the change is applied)."""
+        try:
+            change = remove_voter_change(node_id)
+        except ValueError as exc:
+            return _failed(InvalidMembershipChange(str(exc)))
+        return self.propose_conf_change(change)
+
     def status(self) -> RaftNodeStatus:
         """The state the loop last published (never blocks)."""
         return self._status
@@ -328,6 +408,7 @@ class RaftNode:
         for _, fut in self._proposals.values():
             _fail(fut, err)
         self._proposals.clear()
+        self._conf_proposals.clear()
         self._proposed_at.clear()
         for rfut in [*self._reads.values(), *(f for _, f in self._ready_reads)]:
             _fail(rfut, err)
@@ -338,7 +419,7 @@ class RaftNode:
                 kind, _, waiter = self._inbox.get_nowait()
             except queue.Empty:
                 break
-            if kind in ("propose", "read") and isinstance(waiter, Future):
+            if kind in ("propose", "read", "conf") and isinstance(waiter, Future):
                 _fail(waiter, err)
         self._status = self._snapshot_status()
 
@@ -355,6 +436,9 @@ class RaftNode:
         elif kind == "read":
             assert isinstance(extra, Future)
             self._read(extra)
+        elif kind == "conf":
+            assert isinstance(arg, ConfChange) and isinstance(extra, Future)
+            self._propose_conf(arg, extra)
         elif kind == "unreachable":
             assert isinstance(arg, int)
             rn.report_unreachable(arg)
@@ -389,6 +473,26 @@ class RaftNode:
         self._proposals[r.raft_log.last_index()] = (r.term, fut)
         self._proposed_at[r.raft_log.last_index()] = time.monotonic()
 
+    def _propose_conf(self, change: ConfChange, fut: Future[ConfState]) -> None:
+        r = self.rawnode.raft
+        if r.state is not Role.LEADER or r.lead_transferee != NONE:
+            _fail(fut, self._not_leader())
+            return
+        why = refusal(r, change)
+        if why is not None:
+            pending = why == PENDING
+            _fail(fut, MembershipChangeInProgress() if pending else InvalidMembershipChange(why))
+            return
+        try:
+            self.rawnode.propose_conf_change(change)
+        except ProposalDroppedError:
+            _fail(fut, self._not_leader())
+            return
+        index = r.raft_log.last_index()
+        self._proposals[index] = (r.term, fut)
+        self._conf_proposals.add(index)
+        self._proposed_at[index] = time.monotonic()
+
     def _read(self, fut: Future[int]) -> None:
         if self.rawnode.raft.state is not Role.LEADER:
             _fail(fut, self._not_leader())
@@ -418,7 +522,7 @@ class RaftNode:
             self.storage.save(rd.hard_state, rd.entries_to_persist, rd.snapshot, sync=sync)
         if rd.snapshot is not None:
             md = rd.snapshot.metadata
-            self.state_machine.restore(rd.snapshot.data)
+            self._restore(rd.snapshot)
             self._applied = md.index
             self._conf_state = md.conf_state
             self._fail_proposals_up_to(md.index)
@@ -427,8 +531,16 @@ class RaftNode:
         for e in rd.committed_entries:
             result: object = None
             error: BaseException | None = None
+            was_conf = e.index in self._conf_proposals
+            self._conf_proposals.discard(e.index)
             if e.type is EntryType.CONF_CHANGE:
-                self._conf_state = self.rawnode.apply_conf_change(ConfChange.decode(e.data))
+                try:
+                    result = self._apply_conf_change(e.index, ConfChange.decode(e.data))
+                except ConfChangeError as exc:  # every node refuses it alike: deterministic
+                    log.error("node %d: conf change %d refused: %s", self.config.id, e.index, exc)
+                    error = InvalidMembershipChange(str(exc))
+            elif was_conf:  # the core replaced our change by an empty entry
+                error = MembershipChangeInProgress()
             elif e.data:
                 try:
                     result = self.state_machine.apply(e.index, e.data)
@@ -461,6 +573,49 @@ class RaftNode:
                     still.append((index, rfut))
             self._ready_reads = still
 
+    def _apply_conf_change(self, index: int, change: ConfChange) -> ConfState:
+        """Apply a committed conf change: the core, the transport's address book, a snapshot."""
+        cs = self.rawnode.apply_conf_change(change)
+        self._conf_state = cs
+        try:
+            addresses = decode_addresses(change.context)
+        except ValueError as exc:
+            log.error("node %d: conf change at %d: %s", self.config.id, index, exc)
+            addresses = {}
+        for c in change.changes:
+            if c.node_id == self.config.id:
+                continue
+            if c.type is ConfChangeType.REMOVE_NODE:
+                self.transport.remove_peer(c.node_id)
+            elif c.node_id in addresses:
+                self.transport.add_peer(c.node_id, addresses[c.node_id])
+            elif c.node_id not in self.transport.addresses:
+                log.warning("node %d: no address for new member %d", self.config.id, c.node_id)
+        # A server joining with an empty log is caught up by snapshot, and the core refuses a
+        # snapshot whose configuration does not name its receiver: keep the stored one current.
+        s = self.storage
+        snap = s.snapshot().metadata
+        named = {*snap.conf_state.voters, *snap.conf_state.learners}
+        members = {*cs.voters, *cs.learners, *cs.voters_outgoing, *cs.learners_next}
+        if not members <= named and index > snap.index:
+            s.create_snapshot(index, cs, self._snapshot_data(cs))
+        return cs
+
+    def _snapshot_data(self, cs: ConfState) -> bytes:
+        """The state machine's snapshot with the members' addresses (see `wrap_snapshot`)."""
+        members = {*cs.voters, *cs.learners, *cs.voters_outgoing, *cs.learners_next}
+        book = {i: a for i, a in self.transport.addresses.items() if i in members}
+        return wrap_snapshot(book, self.state_machine.snapshot())
+
+    def _restore(self, snap: Snapshot) -> None:
+        """Load a snapshot: the state machine's data, and addresses of members we lack."""
+        addresses, data = unwrap_snapshot(snap.data)
+        self.state_machine.restore(data)
+        known = self.transport.addresses
+        for node_id, address in addresses.items():
+            if node_id != self.config.id and node_id not in known:
+                self.transport.add_peer(node_id, address)
+
     def _observe_leader(self, soft: SoftState) -> None:
         if soft.lead != self._lead:
             self._lead = soft.lead
@@ -474,6 +629,7 @@ class RaftNode:
             for _, fut in self._proposals.values():
                 _fail(fut, err)
             self._proposals.clear()
+            self._conf_proposals.clear()
             self._proposed_at.clear()
             for rfut in self._reads.values():
                 _fail(rfut, err)
@@ -484,6 +640,7 @@ class RaftNode:
         for i in [i for i in self._proposals if i <= index]:
             _fail(self._proposals.pop(i)[1], self._not_leader())
             self._proposed_at.pop(i, None)
+            self._conf_proposals.discard(i)
 
     def _maybe_snapshot(self) -> None:
         every = self.config.snapshot_entries
@@ -493,7 +650,7 @@ class RaftNode:
         snap_index = s.snapshot().metadata.index
         if self._applied - snap_index < every or self._applied > s.last_index():
             return
-        s.create_snapshot(self._applied, self._conf_state, self.state_machine.snapshot())
+        s.create_snapshot(self._applied, self._conf_state, self._snapshot_data(self._conf_state))
         compact_to = self._applied - self.config.compact_keep
         if compact_to >= s.first_index():
             s.compact(compact_to)
@@ -513,10 +670,17 @@ class RaftNode:
             snapshot_index=self.storage.snapshot().metadata.index,
             voters=self._conf_state.voters,
             running=self._running,
+            learners=self._conf_state.learners,
         )
 
     def wait_stopped(self, timeout: float | None = None) -> bool:
         return self._stopped.wait(timeout)
+
+
+def _failed(err: BaseException) -> Future[Any]:
+    fut: Future[Any] = Future()
+    fut.set_exception(err)
+    return fut
 
 
 def _fail(fut: Future[Any], err: BaseException) -> None:

@@ -1,7 +1,8 @@
 """`gpu-platform simulate --protocol arrivals`: read or build the cluster and the jobs, run
-policies x seeds with the production scheduler on simulated time (with optional GPU failure
-injection), write DIR/summary.json, DIR/jobs.csv, DIR/utilization.csv and, with `plots`, the
-PNGs; return the table for the terminal. A progress bar advances per (policy, seed) run."""
+policies x seeds with the production scheduler on simulated time (with optional GPU and node
+failure injection and production's preemption exempt time), write DIR/summary.json,
+DIR/jobs.csv, DIR/utilization.csv and, with `plots`, the PNGs; return the table for the
+terminal. A progress bar advances per (policy, seed) run."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from gpu_platform.adapters.outbound.traces import read_nodes, read_pod_jobs
 from gpu_platform.application.simulation.arrivals import (
     ARRIVAL_POLICIES,
     JOB_COLUMNS,
+    check_failure_flags,
     cluster_from_sizes,
     generated_jobs,
     job_rows,
@@ -71,10 +73,13 @@ def arrivals_command(options: SimulateOptions) -> str:
         raise ValueError("no seeds given")
     if options.expected is not None or options.workers > 1:
         raise ValueError("--expected and --workers belong to the fgd protocol")
-    if options.fail_rate < 0:
-        raise ValueError(f"--fail-rate must be >= 0, got {options.fail_rate}")
-    if options.repair_s <= 0:
-        raise ValueError(f"--repair-s must be > 0, got {options.repair_s}")
+    check_failure_flags(
+        options.fail_rate,
+        options.repair_s,
+        options.node_fail_rate,
+        options.node_repair_s,
+        options.preempt_exempt_s,
+    )
     nodes = _cluster(str(options.cluster))
     gpus = sum(len(n.gpus) for n in nodes)
     jobs_for = _jobs(str(options.trace), gpus)
@@ -89,6 +94,9 @@ def arrivals_command(options: SimulateOptions) -> str:
             options.seeds,
             fail_rate=options.fail_rate,
             repair_s=options.repair_s,
+            node_fail_rate=options.node_fail_rate,
+            node_repair_s=options.node_repair_s,
+            preempt_exempt_s=options.preempt_exempt_s,
             done=advance,
         )
     out = options.out
@@ -100,6 +108,9 @@ def arrivals_command(options: SimulateOptions) -> str:
         gpus=gpus,
         fail_rate=options.fail_rate,
         repair_s=options.repair_s,
+        node_fail_rate=options.node_fail_rate,
+        node_repair_s=options.node_repair_s,
+        preempt_exempt_s=options.preempt_exempt_s,
     )
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     with (out / "jobs.csv").open("w", newline="") as fh:
@@ -111,7 +122,7 @@ def arrivals_command(options: SimulateOptions) -> str:
         w = csv.writer(fh)
         w.writerow(
             ["policy", "seed", "t_s", "allocated_gpus", "down_gpus", "pending", "running",
-             "fragmented_gpus"]
+             "fragmented_gpus", "down_nodes"]
         )  # fmt: skip
         for run in runs:
             for s in run.detail.samples:
@@ -125,20 +136,24 @@ def arrivals_command(options: SimulateOptions) -> str:
                         s.pending,
                         s.running,
                         s.fragmented_gpus,
+                        s.down_nodes,
                     ]
                 )
     plots: list[Path] = write_arrivals_plots(out, runs) if options.plots else []
-    return _table(summary, options.fail_rate > 0) + "".join(
+    failures = options.fail_rate > 0 or options.node_fail_rate > 0
+    return _table(summary, failures, options.node_fail_rate > 0) + "".join(
         f"wrote {p}\n"
         for p in [out / "summary.json", out / "jobs.csv", out / "utilization.csv", *plots]
     )
 
 
-def _table(summary: dict[str, object], failures: bool) -> str:
+def _table(summary: dict[str, object], failures: bool, nodes: bool) -> str:
     head = f"{'policy':<10} {'alloc %':>8} {'delay p50 s':>12} {'delay p99 s':>12} "
     head += f"{'JCT p50 s':>10} {'JCT p99 s':>10} {'preempt':>8}"
     if failures:
         head += f" {'failures':>8} {'lost GPU-h':>10}"
+    if nodes:
+        head += f" {'node fail':>9} {'requeued':>8}"
     lines = [head]
     policies = summary["policies"]
     assert isinstance(policies, dict)
@@ -150,5 +165,7 @@ def _table(summary: dict[str, object], failures: bool) -> str:
         )
         if failures:
             line += f" {s['failures']:>8.1f} {s['lost_gpu_hours']:>10.1f}"
+        if nodes:
+            line += f" {s['node_failures']:>9.1f} {s['jobs_requeued_by_node_failure']:>8.1f}"
         lines.append(line)
     return "\n".join(lines) + "\n"

@@ -5,6 +5,8 @@ means it survives as long as the object does (a test "restarts" a node by handin
 object to a new `RaftNode`). `InMemoryRaftHub` connects `InMemoryRaftTransport`s in one
 process: `send` enqueues, a delivery thread calls the receiver's handler; links can be cut
 (`isolate`/`heal`), and messages over a cut link are dropped and reported as unreachable.
+A transport's address book is every transport of its hub (`memory:ID`) until `add_peer` /
+`remove_peer` edit it, as conf changes do; messages to a removed peer are dropped.
 """
 
 from __future__ import annotations
@@ -108,10 +110,25 @@ class InMemoryRaftTransport:
         self._on_unreachable: UnreachableHandler | None = None
         self._on_snapshot: SnapshotReport | None = None
         self.sent = 0
+        self.dropped = 0
+        self._added: dict[int, str] = {}
+        self._removed: set[int] = set()
 
     @property
     def addresses(self) -> Mapping[int, str]:
-        return {i: f"memory:{i}" for i in self._hub._transports}
+        book = {i: f"memory:{i}" for i in self._hub._transports if i not in self._removed}
+        book.update(self._added)
+        return book
+
+    def add_peer(self, node_id: int, address: str) -> None:
+        self._removed.discard(node_id)
+        self._added = {**self._added, node_id: address}
+
+    def remove_peer(self, node_id: int) -> None:
+        if node_id == self.id:
+            return
+        self._removed = {*self._removed, node_id}
+        self._added = {i: a for i, a in self._added.items() if i != node_id}
 
     def start(
         self,
@@ -124,7 +141,11 @@ class InMemoryRaftTransport:
         self._on_snapshot = on_snapshot
 
     def send(self, messages: Sequence[Message]) -> None:
+        removed = self._removed
         for m in messages:
+            if m.to in removed:
+                self.dropped += 1
+                continue
             self.sent += 1
             self._hub._post(m, self)
 

@@ -8,6 +8,12 @@ One process is one Raft node: `SqliteRaftStorage` in `--data`, `GrpcRaftTranspor
 * `GET /get?key=k` -> a linearizable read (ReadIndex on the leader): 200 `{"value": v|null}`.
 * `GET /dump` -> this node's applied state (not linearizable): `{"applied": i, "kv": {...}}`.
 * `GET /status` -> `RaftNodeStatus` as JSON.
+* `POST /members` `{"id": n, "address": "host:port"}` -> 200 `{"voters": [...]}` once the
+  change is applied here (leader only); `DELETE /members/{id}` likewise removes a member;
+  409 while another change is pending, 422 naming the field when invalid.
+* `POST /transfer` `{"to": n}` -> 202: asks the leader to hand over (watch `/status`).
+
+`--join` starts a server for a running cluster: nothing bootstrapped, it waits to be added.
 
     python -m gpu_platform.testing.raft_kv --id 1 --data /tmp/n1 --http 8001 \
         --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003
@@ -22,6 +28,7 @@ import json
 import signal
 import socket
 import threading
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,11 +39,14 @@ from urllib.parse import parse_qs, urlparse
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport, parse_peers
 from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
 from gpu_platform.application.raft_node import (
+    InvalidMembershipChange,
+    MembershipChangeInProgress,
     NotLeader,
     RaftNode,
     RaftNodeConfig,
     RaftNodeError,
 )
+from gpu_platform.domain.consensus import ConfState
 
 __all__ = ["KvStateMachine", "main"]
 
@@ -97,11 +107,70 @@ def _handler(node: RaftNode, sm: KvStateMachine, timeout: float) -> type[BaseHTT
         def _error(self, exc: BaseException) -> None:
             if isinstance(exc, NotLeader):
                 self._reply(421, {"leader_id": exc.leader_id, "error": str(exc)})
+            elif isinstance(exc, MembershipChangeInProgress):
+                self._reply(409, {"error": str(exc)})
+            elif isinstance(exc, InvalidMembershipChange):
+                self._reply(422, {"error": str(exc)})
             else:
                 self._reply(503, {"error": str(exc) or type(exc).__name__})
 
+        def _json_ints(self, *fields: str) -> dict[str, Any] | None:
+            """The request body as a JSON object whose `fields` are ints, or None (replied)."""
+            raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            try:
+                doc = json.loads(raw)
+            except ValueError:
+                self._reply(400, {"error": "body: not JSON"})
+                return None
+            if not isinstance(doc, dict):
+                self._reply(400, {"error": "body: not a JSON object"})
+                return None
+            for f in fields:
+                if not isinstance(doc.get(f), int) or isinstance(doc.get(f), bool):
+                    self._reply(422, {"error": f"{f}: an integer is required"})
+                    return None
+            return doc
+
+        def _membership(self, fut: Future[ConfState]) -> None:
+            try:
+                cs = fut.result(timeout=timeout)
+            except (RaftNodeError, FutureTimeout) as exc:
+                self._error(exc)
+                return
+            self._reply(200, {"voters": list(cs.voters), "learners": list(cs.learners)})
+
+        def do_DELETE(self) -> None:
+            path = urlparse(self.path).path
+            head, _, ident = path.rpartition("/")
+            if head != "/members":
+                self._reply(404, {"error": "not found"})
+                return
+            if not ident.isdigit():
+                self._reply(422, {"error": "id: an integer is required"})
+                return
+            self._membership(node.remove_voter(int(ident)))
+
         def do_POST(self) -> None:
-            if urlparse(self.path).path != "/put":
+            path = urlparse(self.path).path
+            if path == "/members":
+                doc = self._json_ints("id")
+                if doc is not None:
+                    address = doc.get("address")
+                    if not isinstance(address, str):
+                        self._reply(422, {"error": "address: a string HOST:PORT is required"})
+                        return
+                    self._membership(node.add_voter(doc["id"], address))
+                return
+            if path == "/transfer":
+                doc = self._json_ints("to")
+                if doc is not None:
+                    if doc["to"] not in node.status().voters:
+                        self._reply(422, {"error": f"to: node {doc['to']} is not a voter"})
+                        return
+                    node.transfer_leadership(doc["to"])
+                    self._reply(202, {"to": doc["to"]})
+                return
+            if path != "/put":
                 self._reply(404, {"error": "not found"})
                 return
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
@@ -146,6 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--snapshot-entries", type=int, default=10_000)
     p.add_argument("--compact-keep", type=int, default=1_000)
     p.add_argument("--timeout", type=float, default=10.0, help="seconds a request may wait")
+    p.add_argument("--join", action="store_true", help="join a running cluster (bootstrap nothing)")
     args = p.parse_args(argv)
 
     peers = parse_peers(args.peers)
@@ -158,6 +228,7 @@ def main(argv: list[str] | None = None) -> None:
         election_tick=args.election_tick,
         snapshot_entries=args.snapshot_entries,
         compact_keep=args.compact_keep,
+        join=args.join,
     )
     node = RaftNode(config, storage, GrpcRaftTransport(args.id, peers), sm)
     node.start()

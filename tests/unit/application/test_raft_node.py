@@ -90,7 +90,9 @@ class Cluster:
         for i in self.ids:
             self.start(i)
 
-    def start(self, i: int) -> RaftNode:
+    def start(self, i: int, join: bool = False) -> RaftNode:
+        """Start node `i` over its storage (a new, empty one for an id never seen)."""
+        self.storages.setdefault(i, CheckedStorage())
         t = CheckedTransport(self.hub, i)
         self.hub._transports[i] = t
         t.storage, t.violations = self.storages[i], self.violations
@@ -98,7 +100,7 @@ class Cluster:
         sm.storage, sm.violations = self.storages[i], self.violations
         defaults: dict[str, object] = {"tick_interval": 0.01, "election_tick": 10, "seed": i}
         defaults.update(self.overrides)
-        cfg = RaftNodeConfig(id=i, voters=self.ids, **defaults)  # type: ignore[arg-type]
+        cfg = RaftNodeConfig(id=i, voters=self.ids, join=join, **defaults)  # type: ignore[arg-type]
         node = RaftNode(cfg, self.storages[i], t, sm)
         self.machines[i], self.nodes[i] = sm, node
         node.start()

@@ -32,6 +32,7 @@ __all__ = [
     "JOB_COLUMNS",
     "ArrivalsRun",
     "GeneratorSpec",
+    "check_failure_flags",
     "cluster_from_sizes",
     "generated_jobs",
     "job_rows",
@@ -166,28 +167,61 @@ def run_arrivals(
     *,
     fail_rate: float = 0.0,
     repair_s: float = 3600.0,
+    node_fail_rate: float = 0.0,
+    node_repair_s: float = 3600.0,
+    preempt_exempt_s: float = 300.0,
     done: Callable[[str], None] = lambda _label: None,
 ) -> list[ArrivalsRun]:
     """Every (policy, seed) in that order; `jobs_for(seed)` gives the jobs (the same for
-    every policy of a seed); `done(label)` after each run. ValueError for an unknown policy."""
+    every policy of a seed); `done(label)` after each run. GPU failures per GPU-hour and node
+    failures per node-hour (0 = none) with their repair times; `preempt_exempt_s` is every
+    policy's `min_runtime_s` (production's `scheduler_preempt_exempt_seconds`). ValueError for
+    an unknown policy or a bad number, naming its flag."""
     unknown = [p for p in policies if p not in ARRIVAL_POLICIES]
     if unknown:
         known = ", ".join(ARRIVAL_POLICIES)
         raise ValueError(f"unknown policy {', '.join(unknown)} (known: {known})")
-    if fail_rate < 0:
-        raise ValueError(f"--fail-rate must be >= 0, got {fail_rate}")
-    if repair_s <= 0:
-        raise ValueError(f"--repair-s must be > 0, got {repair_s}")
+    check_failure_flags(fail_rate, repair_s, node_fail_rate, node_repair_s, preempt_exempt_s)
     runs = []
     for seed in seeds:
         jobs = tuple(jobs_for(seed))
         for policy in policies:
-            failures = Failures(fail_rate, repair_s, seed) if fail_rate > 0 else None
-            detail = simulate_detailed(nodes, jobs, ARRIVAL_POLICIES[policy], failures=failures)
+            failures = None
+            if fail_rate > 0 or node_fail_rate > 0:
+                failures = Failures(
+                    fail_rate,
+                    repair_s,
+                    seed,
+                    node_rate_per_hour=node_fail_rate,
+                    node_repair_s=node_repair_s,
+                )
+            rules = dataclasses.replace(ARRIVAL_POLICIES[policy], min_runtime_s=preempt_exempt_s)
+            detail = simulate_detailed(nodes, jobs, rules, failures=failures)
             runs.append(ArrivalsRun(policy, seed, jobs, detail))
             done(f"{policy} seed {seed}")
     order = {p: i for i, p in enumerate(policies)}
     return sorted(runs, key=lambda r: (order[r.policy], seeds.index(r.seed)))
+
+
+def check_failure_flags(
+    fail_rate: float,
+    repair_s: float,
+    node_fail_rate: float,
+    node_repair_s: float,
+    preempt_exempt_s: float,
+) -> None:
+    """ValueError naming the first bad flag: rates and the exempt time >= 0, repairs > 0."""
+    for flag, value, positive in (
+        ("--fail-rate", fail_rate, False),
+        ("--repair-s", repair_s, True),
+        ("--node-fail-rate", node_fail_rate, False),
+        ("--node-repair-s", node_repair_s, True),
+        ("--preempt-exempt-s", preempt_exempt_s, False),
+    ):
+        if positive and not value > 0:
+            raise ValueError(f"{flag} must be > 0, got {value}")
+        if not positive and not value >= 0:
+            raise ValueError(f"{flag} must be >= 0, got {value}")
 
 
 def generated_jobs(spec: GeneratorSpec, cluster_gpus: int) -> Callable[[int], list[SimJob]]:
@@ -209,13 +243,15 @@ JOB_COLUMNS = (
     "preemptions",
     "failures",
     "outcome",
+    "node_failures",
 )
 
 
 def job_rows(run: ArrivalsRun) -> list[dict[str, Any]]:
     """One row per job (`JOB_COLUMNS`): start = first start, end = completion (empty when
     the job never ran or never finished), preemptions and failures it suffered, and how it
-    ended (`finished`, `abandoned` after too many failures, or empty: never ended)."""
+    ended (`finished`, `abandoned` after too many failures, or empty: never ended);
+    `failures` counts GPU and node failures, `node_failures` the node failures alone."""
     first: dict[str, float] = {}
     end: dict[str, float] = {}
     outcome: dict[str, str] = {}
@@ -244,8 +280,10 @@ def job_rows(run: ArrivalsRun) -> list[dict[str, Any]]:
                 "queue_delay_s": "" if start is None else round(start - j.submit_s, 3),
                 "preemptions": count.get((j.id, Outcome.PREEMPTED), 0),
                 "failures": count.get((j.id, Outcome.FAILED), 0)
+                + count.get((j.id, Outcome.NODE_FAILED), 0)
                 + count.get((j.id, Outcome.ABANDONED), 0),
                 "outcome": outcome.get(j.id, ""),
+                "node_failures": count.get((j.id, Outcome.NODE_FAILED), 0),
             }
         )
     return rows
@@ -283,6 +321,8 @@ def _figures(run: ArrivalsRun) -> dict[str, Any]:
         "lost_gpu_hours": d.lost_gpu_hours,
         "down_gpu_hours": d.down_gpu_hours,
         "abandoned": d.abandoned,
+        "node_failures": d.node_failures,
+        "jobs_requeued_by_node_failure": d.jobs_requeued_by_node_failure,
         "end_s": round(r.end_s, 3),
     }
 

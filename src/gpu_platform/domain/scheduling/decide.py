@@ -290,13 +290,26 @@ class _Cycle:
         finally:
             hold.take()
 
+    def _would_overtake(self, victim: RunningJob, job: PendingJob) -> bool:
+        """Re-queued, `victim` would be examined before `job`: it has waited past the aging
+        bound (tier 0, oldest first) and `job` has not, or is not older."""
+        bound = self.policy.aging_bound_s
+        since = victim.submitted_at
+        if bound is None or since is None or self.now - since < bound:
+            return False
+        return self.now - job.submitted_at < bound or since <= job.submitted_at
+
     def _maybe_preempt(self, job: PendingJob, reason: PendingReason) -> PendingReason:
         if not self.policy.preemption or self.preemptors >= self.policy.max_preemptors:
             return reason
         exempt_after = self.now - self.policy.min_runtime_s
         found = find_victims(
             job,
-            [r for r in self.running if r.started_at <= exempt_after],
+            [
+                r
+                for r in self.running
+                if r.started_at <= exempt_after and not self._would_overtake(r, job)
+            ],
             self.ledger,
             self.book,
             self.victims,

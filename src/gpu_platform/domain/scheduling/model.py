@@ -102,7 +102,10 @@ class RunningJob:
     """A job that holds `tasks` (every task of its gang). `cpu_milli` / `memory_bytes` are per
     task, as bound in the view. `borrowing`: admitted over its tenant's nominal quota.
     `progress` in 0..1. `expected_end`: started_at + time limit (None = unknown).
-    `terminating`: already told to stop; its resources are about to come back."""
+    `terminating`: already told to stop; its resources are about to come back.
+    `submitted_at`: the job's submission time (None = unknown); re-queued after preemption a
+    job keeps it, so `decide` never picks a victim that has waited past `aging_bound_s` and
+    would be examined before its preemptor (it would only take its GPUs back: a livelock)."""
 
     id: str
     tenant: str
@@ -117,6 +120,7 @@ class RunningJob:
     progress: float = 0.0
     expected_end: float | None = None
     terminating: bool = False
+    submitted_at: float | None = None
 
     @property
     def gpu_milli(self) -> int:

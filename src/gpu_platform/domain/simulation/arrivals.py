@@ -22,6 +22,17 @@ restarts from the beginning); the GPU is held out of the view until it is repair
 at a high rate would otherwise restart forever: it is not checkpointed). The process is armed
 only while a job runs or arrivals remain, so a run always ends; it ends when every job has
 finished or was abandoned. Failed GPUs count as not allocated.
+
+Node failures (`Failures(node_rate_per_hour=...)`): every healthy node fails at that rate, drawn
+the same way from its own stream (`random.Random(f"nodes/{seed}")`, so adding node failures
+does not move the GPU failures); all its GPUs leave the view at once, every job with a task on
+it stops and is queued again whole (or abandoned, counting the same restarts), and the node
+is back `node_repair_s` later. A GPU that was already down stays out until both are repaired.
+
+Preemption exempt time (`SchedulerPolicy.min_runtime_s`, production's
+`scheduler_preempt_exempt_seconds`): `decide` never picks a victim that started less than that
+ago. Cycles run at events only (no periodic cycle), so a preemptor whose victims were still
+exempt tries again at the next event.
 `simulate` (no failures) is unchanged; `simulate_detailed` also returns each attempt and a
 utilization sample per event time.
 """
@@ -32,10 +43,9 @@ import dataclasses
 import heapq
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
-from gpu_platform.domain.model.gpu import Gpu, Vendor
-from gpu_platform.domain.model.node import Node, NumaNode
+from gpu_platform.domain.model.gpu import Gpu
+from gpu_platform.domain.model.node import Node
 from gpu_platform.domain.placement import (
     ClusterView,
     GangPlacement,
@@ -54,6 +64,16 @@ from gpu_platform.domain.scheduling import (
     SchedulerPolicy,
     decide,
 )
+from gpu_platform.domain.simulation.arrivals_model import (
+    ArrivalsDetail,
+    ArrivalsResult,
+    Attempt,
+    Failures,
+    Outcome,
+    Sample,
+    percentile,
+    uniform_cluster,
+)
 from gpu_platform.domain.simulation.workload import SimJob
 
 __all__ = [
@@ -70,133 +90,17 @@ __all__ = [
     "uniform_cluster",
 ]
 
-_FINISH, _ARRIVE, _REPAIR, _FAIL = 0, 1, 2, 3
+_FINISH, _ARRIVE, _REPAIR, _FAIL, _NODE_REPAIR, _NODE_FAIL = 0, 1, 2, 3, 4, 5
 _MILLI = 1000
 
 
-def uniform_cluster(nodes: int, gpus: int = 8, nodes_per_rack: int = 16) -> list[Node]:
-    """`nodes` identical hosts of `gpus` 80 GiB GPUs on two NUMA nodes, racks and leaves of
-    `nodes_per_rack` nodes (labels `rack`, `leaf`)."""
-    out = []
-    for i in range(nodes):
-        name = f"sim{i:04d}"
-        half = max(1, gpus // 2)
-        devices = tuple(
-            Gpu(f"GPU-{name}-{g}", g, name, Vendor.NVIDIA, "H100", 80 << 30, numa_node=g // half)
-            for g in range(gpus)
-        )
-        group = f"g{i // nodes_per_rack}"
-        out.append(
-            Node(
-                name,
-                devices,
-                numa_nodes=(NumaNode(0), NumaNode(1)),
-                labels=(("leaf", group), ("rack", group)),
-            )
-        )
-    return out
+def _hold(node: str, gpu: Gpu) -> TaskPlacement:
+    """A placement that keeps a down GPU out of the view."""
+    return TaskPlacement(node, (GpuShare(gpu, _MILLI),), (), (), Score(0, 0, 0, 0.0, 0, False))
 
 
 def _pct(part: float, whole: float) -> float:
     return round(100.0 * part / whole, 2) if whole else 0.0
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100); 0.0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))]
-
-
-@dataclass(frozen=True, slots=True)
-class ArrivalsResult:
-    """Outcome of one run. Times in seconds."""
-
-    jobs: int
-    finished: int
-    alloc_pct: float
-    arrivals_alloc_pct: float
-    queue_delay_p50_s: float
-    queue_delay_p99_s: float
-    jct_p50_s: float
-    jct_p99_s: float
-    cycles: int
-    preemptions: int
-    end_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class Failures:
-    """GPU failure injection: `rate_per_gpu_hour` failures per healthy GPU-hour (> 0), each
-    GPU back `repair_s` seconds after it failed; draws from `random.Random(seed)`; a job is
-    abandoned at its `max_restarts` + 1st failure."""
-
-    rate_per_gpu_hour: float
-    repair_s: float = 3600.0
-    seed: int = 0
-    max_restarts: int = 10
-
-    def __post_init__(self) -> None:
-        if not self.rate_per_gpu_hour > 0:
-            raise ValueError(f"rate_per_gpu_hour must be > 0, got {self.rate_per_gpu_hour}")
-        if not self.repair_s > 0:
-            raise ValueError(f"repair_s must be > 0, got {self.repair_s}")
-        if self.max_restarts < 0:
-            raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
-
-
-class Outcome:
-    """How an attempt ended (plain strings, written as they are to CSV)."""
-
-    FINISHED = "finished"
-    PREEMPTED = "preempted"
-    FAILED = "failed"  # a GPU under it failed; the job was queued again
-    ABANDONED = "abandoned"  # a GPU under it failed once more than `max_restarts` allows
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    """One run of a job: `gpus` GPUs from `start_s` to `end_s` (seconds), ended by `outcome`
-    (an `Outcome` value)."""
-
-    job_id: str
-    tenant: str
-    gpus: int
-    start_s: float
-    end_s: float
-    outcome: str
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """The cluster after the scheduling cycle at `t_s`: GPUs allocated to jobs, GPUs down,
-    jobs waiting and running, and `fragmented_gpus`: free GPU capacity (in GPUs) the typical
-    task mix could not use where it lies (FGD's measure, summed over nodes)."""
-
-    t_s: float
-    allocated_gpus: int
-    down_gpus: int
-    pending: int
-    running: int
-    fragmented_gpus: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class ArrivalsDetail:
-    """`result` (as `simulate` returns it) plus every attempt in end order, one `Sample` per
-    event time, and the failure figures: GPU failures, GPU-hours of work lost (the failed
-    attempts' GPUs x their run time), GPU-hours down (failure to repair or run end) and jobs
-    abandoned after too many restarts."""
-
-    result: ArrivalsResult
-    attempts: tuple[Attempt, ...]
-    samples: tuple[Sample, ...]
-    gpus: int
-    failures: int = 0
-    lost_gpu_hours: float = 0.0
-    down_gpu_hours: float = 0.0
-    abandoned: int = 0
 
 
 Scheduler = Callable[
@@ -232,7 +136,8 @@ def simulate_detailed(
     scheduler: Scheduler = decide,
     failures: Failures | None = None,
 ) -> ArrivalsDetail:
-    """`simulate`, with optional GPU `failures`, returning the attempts and samples too."""
+    """`simulate`, with optional GPU and node `failures`, returning the attempts and samples
+    too."""
     run = _Run(nodes, jobs, policy, quotas or {}, scheduler, failures)
     result = run.run()
     return ArrivalsDetail(
@@ -244,6 +149,8 @@ def simulate_detailed(
         round(run.lost_gpu_s / 3600, 3),
         round(run.down_gpu_s / 3600, 3),
         len(run.abandoned),
+        run.node_failure_count,
+        run.node_requeues,
     )
 
 
@@ -289,6 +196,13 @@ class _Run:
         self.restarts: dict[str, int] = {}
         self.abandoned: set[str] = set()
         self.lost_gpu_s = self.down_gpu_s = 0.0
+        # node failures: node -> its GPUs; down node -> (since, hold) per GPU it holds out
+        self.node_rng = random.Random(f"nodes/{failures.seed if failures else 0}")
+        self.gpus_of = {n.name: n.gpus for n in nodes}
+        self.node_names = list(self.gpus_of)
+        self.node_down: dict[str, list[tuple[float, TaskPlacement]]] = {}
+        self.node_armed = False
+        self.node_failure_count = self.node_requeues = 0
 
     def _queue(self, job_id: str, seq: int) -> None:
         j = self.by_id[job_id]
@@ -331,6 +245,7 @@ class _Run:
             j.priority,
             borrowing=borrowing,
             expected_end=None if limit is None else now + limit,
+            submitted_at=j.submit_s,
         )
         self.allocated += r.gpu_milli
         heapq.heappush(self.heap, (now + j.duration_s, _FINISH, attempt, job_id))
@@ -371,32 +286,42 @@ class _Run:
     def _arm(self, now: float) -> None:
         """Draw the next cluster-wide failure time, while there is work that could fail."""
         f = self.failures
-        if f is None or self.armed or not (self.running or self.arrivals_left):
+        if f is None or not (self.running or self.arrivals_left):
             return
-        rate = f.rate_per_gpu_hour * len(self.gpus) / 3600.0
-        heapq.heappush(self.heap, (now + self.rng.expovariate(rate), _FAIL, 0, ""))
-        self.armed = True
+        if f.rate_per_gpu_hour > 0 and not self.armed:
+            rate = f.rate_per_gpu_hour * len(self.gpus) / 3600.0
+            heapq.heappush(self.heap, (now + self.rng.expovariate(rate), _FAIL, 0, ""))
+            self.armed = True
+        if f.node_rate_per_hour > 0 and not self.node_armed:
+            rate = f.node_rate_per_hour * len(self.node_names) / 3600.0
+            heapq.heappush(self.heap, (now + self.node_rng.expovariate(rate), _NODE_FAIL, 0, ""))
+            self.node_armed = True
+
+    def _hit(self, job_id: str, now: float, f: Failures, outcome: str) -> bool:
+        """Stop a job a failure hit: queued again (True) or abandoned past `max_restarts`."""
+        r = self.running[job_id]
+        self.lost_gpu_s += r.gpu_milli / _MILLI * (now - r.started_at)
+        restarts = self.restarts[job_id] = self.restarts.get(job_id, 0) + 1
+        if restarts > f.max_restarts:
+            self._stop(job_id, now, Outcome.ABANDONED)
+            self.abandoned.add(job_id)
+            return False
+        self._stop(job_id, now, outcome)
+        self._queue(job_id, self.seq)
+        self.seq += 1
+        return True
 
     def _fail(self, now: float, f: Failures) -> None:
         self.armed = False
         node, gpu = self.gpus[self.rng.randrange(len(self.gpus))]
         key = (node, gpu.index)
-        if key in self.down:
+        if key in self.down or node in self.node_down:
             return  # thinning: only healthy GPUs fail
         self.failure_count += 1
         job_id = self.holder.get(key)
         if job_id is not None:
-            r = self.running[job_id]
-            self.lost_gpu_s += r.gpu_milli / _MILLI * (now - r.started_at)
-            restarts = self.restarts[job_id] = self.restarts.get(job_id, 0) + 1
-            if restarts > f.max_restarts:
-                self._stop(job_id, now, Outcome.ABANDONED)
-                self.abandoned.add(job_id)
-            else:
-                self._stop(job_id, now, Outcome.FAILED)
-                self._queue(job_id, self.seq)
-                self.seq += 1
-        hold = TaskPlacement(node, (GpuShare(gpu, _MILLI),), (), (), Score(0, 0, 0, 0.0, 0, False))
+            self._hit(job_id, now, f, Outcome.FAILED)
+        hold = _hold(node, gpu)
         self.view.bind(hold)
         self.down[key] = (now, hold)
         heapq.heappush(self.heap, (now + f.repair_s, _REPAIR, 0, f"{node}/{gpu.index}"))
@@ -404,8 +329,38 @@ class _Run:
     def _repair(self, now: float, tag: str) -> None:
         node, _, index = tag.rpartition("/")
         since, hold = self.down.pop((node, int(index)))
-        self.view.release(hold)
         self.down_gpu_s += now - since
+        if node in self.node_down:  # stays out, now for its node, until the node is back
+            self.node_down[node].append((now, hold))
+        else:
+            self.view.release(hold)
+
+    def _fail_node(self, now: float, f: Failures) -> None:
+        self.node_armed = False
+        node = self.node_names[self.node_rng.randrange(len(self.node_names))]
+        if node in self.node_down:
+            return  # thinning: only healthy nodes fail
+        self.node_failure_count += 1
+        gpus = self.gpus_of[node]
+        hit = [self.holder[(node, g.index)] for g in gpus if (node, g.index) in self.holder]
+        for job_id in dict.fromkeys(hit):  # a job once, even with several GPUs here
+            self.node_requeues += self._hit(job_id, now, f, Outcome.NODE_FAILED)
+        holds = []
+        for g in gpus:
+            if (node, g.index) not in self.down:  # a down GPU joins when it is repaired
+                hold = _hold(node, g)
+                self.view.bind(hold)
+                holds.append((now, hold))
+        self.node_down[node] = holds
+        heapq.heappush(self.heap, (now + f.node_repair_s, _NODE_REPAIR, 0, node))
+
+    def _repair_node(self, now: float, node: str) -> None:
+        for since, hold in self.node_down.pop(node):
+            self.view.release(hold)
+            self.down_gpu_s += now - since
+
+    def _down_gpus(self) -> int:
+        return len(self.down) + sum(len(h) for h in self.node_down.values())
 
     def run(self) -> ArrivalsResult:
         heap = self.heap
@@ -430,6 +385,10 @@ class _Run:
                     self._fail(now, self.failures)
                 elif kind == _REPAIR:
                     self._repair(now, job_id)
+                elif kind == _NODE_FAIL and self.failures is not None:
+                    self._fail_node(now, self.failures)
+                elif kind == _NODE_REPAIR:
+                    self._repair_node(now, job_id)
                 elif job_id in self.running and self.attempt[job_id] == tag:
                     # else: the end of an attempt that was preempted or failed
                     self._stop(job_id, now, Outcome.FINISHED)
@@ -439,10 +398,11 @@ class _Run:
                 Sample(
                     now,
                     self.allocated // _MILLI,
-                    len(self.down),
+                    self._down_gpus(),
                     len(self.pending),
                     len(self.running),
                     self._fragmented(),
+                    len(self.node_down),
                 )
             )
             if self.failures is not None:
@@ -451,6 +411,8 @@ class _Run:
                 self._arm(now)
         for since, _hold in self.down.values():
             self.down_gpu_s += last - since
+        for holds in self.node_down.values():
+            self.down_gpu_s += sum(last - since for since, _hold in holds)
         delays = [t - self.by_id[j].submit_s for j, t in self.first_start.items()]
         jcts = [t - self.by_id[j].submit_s for j, t in self.finish.items()]
         return ArrivalsResult(

@@ -89,6 +89,11 @@ class RaftTransport(Protocol):
     one peer arrive in the order sent, or not at all. `addresses` is the address book
     (id -> "host:port"), used to tell clients where the leader is. `start` begins serving and
     calls `on_message` for every message received; `stop` is idempotent. `send` is thread-safe.
+
+    Membership: `add_peer(id, address)` adds (or re-addresses) a peer and `remove_peer(id)`
+    forgets one, closing its connection and dropping what is queued for it; both are called
+    from the Raft loop as conf changes are applied, before or after `start`, are idempotent,
+    and show in `addresses` at once. Messages to a peer not in the book are dropped.
     """
 
     @property
@@ -102,5 +107,9 @@ class RaftTransport(Protocol):
     ) -> None: ...
 
     def send(self, messages: Sequence[Message]) -> None: ...
+
+    def add_peer(self, node_id: int, address: str) -> None: ...
+
+    def remove_peer(self, node_id: int) -> None: ...
 
     def stop(self) -> None: ...

@@ -76,7 +76,8 @@ class SimulateOptions:
     """`gpu-platform simulate`: protocol, openb node list, pod list, policies, seeds, output
     directory, demand inflation (1.3 = 130 %), worker processes, published means CSV (or the
     expected-results folder), PNG plots, no progress bar; arrivals protocol: GPU failures per
-    GPU-hour and repair time in seconds."""
+    GPU-hour and repair time in seconds, node failures per node-hour and node repair time in
+    seconds, preemption exempt time in seconds (production's default 300)."""
 
     protocol: str
     cluster: Path
@@ -91,6 +92,9 @@ class SimulateOptions:
     quiet: bool = False
     fail_rate: float = 0.0
     repair_s: float = 3600.0
+    node_fail_rate: float = 0.0
+    node_repair_s: float = 3600.0
+    preempt_exempt_s: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -649,6 +653,20 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         repair_s: Annotated[
             float, typer.Option(help="Arrivals: seconds until a failed GPU is back.")
         ] = 3600.0,
+        node_fail_rate: Annotated[
+            float,
+            typer.Option(help="Arrivals: node failures per node-hour (all its GPUs; seeded)."),
+        ] = 0.0,
+        node_repair_s: Annotated[
+            float, typer.Option(help="Arrivals: seconds until a failed node is back.")
+        ] = 3600.0,
+        preempt_exempt_s: Annotated[
+            float,
+            typer.Option(
+                help="Arrivals: a job is never a preemption victim before it has run this "
+                "long (production's scheduler_preempt_exempt_seconds)."
+            ),
+        ] = 300.0,
     ) -> None:
         """Trace-driven simulation: the FGD placement protocol (USENIX ATC '23) or arrivals and
         departures through the scheduler; means over seeds, written to OUT/summary.json."""
@@ -669,6 +687,9 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 quiet=quiet,
                 fail_rate=fail_rate,
                 repair_s=repair_s,
+                node_fail_rate=node_fail_rate,
+                node_repair_s=node_repair_s,
+                preempt_exempt_s=preempt_exempt_s,
             )
             text = hooks.simulate(options)
         except Exception as exc:  # the hook's errors are one-line reasons by contract

@@ -12,6 +12,10 @@ batch is dropped, the peer is reported unreachable (the leader then probes inste
 streaming), snapshots in the batch are reported lost, and the task backs off exponentially
 (`backoff_initial` doubling up to `backoff_max`) before the next attempt; gRPC's channel also
 reconnects on its own. Successfully delivered snapshots are reported with ok=True.
+
+Membership: `add_peer` / `remove_peer` (called on the Raft loop as conf changes apply) update
+the address book at once (copy-on-write, so `addresses` never sees a half-made change) and
+open or close the peer's channel and sender task on the event loop.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import asyncio
 import collections
 import contextlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -130,6 +134,7 @@ class GrpcRaftTransport:
         self._thread: threading.Thread | None = None
         self._server: grpc.aio.Server | None = None
         self._peers: dict[int, _Peer] = {}
+        self._closing: set[asyncio.Task[None]] = set()  # channel closes in flight
         self.bound_port = 0
 
     @property
@@ -183,16 +188,61 @@ class GrpcRaftTransport:
         await server.start()
         self._server = server
         for pid, addr in self._addresses.items():
-            if pid != self.id:
-                peer = _Peer(pid, addr)
-                if self.tls is None:
-                    peer.channel = grpc.aio.insecure_channel(addr, options=_CHANNEL_OPTIONS)
-                else:
-                    peer.channel = grpc.aio.secure_channel(
-                        addr, self.tls.grpc_channel_credentials(), options=_CHANNEL_OPTIONS
-                    )
-                peer.task = asyncio.get_running_loop().create_task(self._sender(peer))
-                self._peers[pid] = peer
+            self._connect(pid, addr)
+
+    def _connect(self, pid: int, addr: str) -> None:
+        """On the event loop: a channel and a sender task for `pid` (replacing an old one)."""
+        if pid == self.id:
+            return
+        old = self._peers.get(pid)
+        if old is not None:
+            if old.address == addr:
+                return
+            self._disconnect(pid)
+        peer = _Peer(pid, addr)
+        if self.tls is None:
+            peer.channel = grpc.aio.insecure_channel(addr, options=_CHANNEL_OPTIONS)
+        else:
+            peer.channel = grpc.aio.secure_channel(
+                addr, self.tls.grpc_channel_credentials(), options=_CHANNEL_OPTIONS
+            )
+        peer.task = asyncio.get_running_loop().create_task(self._sender(peer))
+        self._peers[pid] = peer
+
+    def _disconnect(self, pid: int) -> None:
+        """On the event loop: stop sending to `pid` and close its channel."""
+        peer = self._peers.pop(pid, None)
+        if peer is None:
+            return
+        self.stats.dropped_failed += len(peer.outbox)
+        peer.outbox.clear()
+        if peer.task is not None:
+            peer.task.cancel()
+        if peer.channel is not None:
+            self._closing.add(asyncio.get_running_loop().create_task(peer.channel.close()))
+            self._closing = {t for t in self._closing if not t.done()}
+
+    # ------------------------------------------------------------------ membership
+    def add_peer(self, node_id: int, address: str) -> None:
+        """Add (or re-address) peer `node_id` at `address`; idempotent."""
+        if node_id == self.id or self._addresses.get(node_id) == address:
+            return
+        self._addresses = {**self._addresses, node_id: address}
+        self._on_loop(self._connect, node_id, address)
+
+    def remove_peer(self, node_id: int) -> None:
+        """Forget peer `node_id`: drop its queue and close its channel; idempotent."""
+        if node_id == self.id or node_id not in self._addresses:
+            return
+        self._addresses = {i: a for i, a in self._addresses.items() if i != node_id}
+        self._on_loop(self._disconnect, node_id)
+
+    def _on_loop(self, fn: Callable[..., None], *args: object) -> None:
+        loop = self._loop
+        if loop is None:
+            return  # not started (or stopped): `_astart` connects from the address book
+        with contextlib.suppress(RuntimeError):  # the loop closed under us: stopping
+            loop.call_soon_threadsafe(fn, *args)
 
     def stop(self) -> None:
         """Stop serving and sending (idempotent); queued messages are dropped."""
@@ -218,6 +268,9 @@ class GrpcRaftTransport:
                     await peer.task
             if peer.channel is not None:
                 await peer.channel.close()
+        for closing in list(self._closing):
+            with contextlib.suppress(Exception):
+                await closing
         if self._server is not None:
             await self._server.stop(grace=None)
 
