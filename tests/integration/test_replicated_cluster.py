@@ -283,3 +283,35 @@ def test_job_store_history_is_linearizable_across_leader_kills(
     assert sum(1 for op in history if op.input.op is JobOp.SUBMIT) >= 10
     result = check(JobStoreModel(), history, timeout_s=120)
     assert result.verdict is Verdict.LINEARIZABLE, result
+
+
+def test_servers_join_lead_and_leave_through_the_cli(tmp_path: Path) -> None:
+    c = ReplicatedCluster(tmp_path, servers=3, agents=1).start()
+    try:
+        lead = c.wait_ready(timeout=WAIT)
+        c.add_server_ports(4)
+        c.start_server(4, join=True)
+        done = c.cli("cluster", "add-server", "4", f"127.0.0.1:{c.raft[4]}",
+                     "--server", c.url(lead), "-o", "json")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert wait_until(
+            lambda: sorted(s["id"] for s in c.cluster(4)["servers"] if s["voter"]) == [1, 2, 3, 4],  # type: ignore[index]
+            WAIT,
+        )
+        moved = c.cli("cluster", "transfer-leader", "4", "--server", c.url(lead))
+        assert moved.returncode == 0, moved.stderr
+        assert wait_until(lambda: c.leader() == 4, WAIT)
+        job = c.submit(["true"], gpus=1)
+        assert wait_until(lambda: _state(c, job["id"]) == "COMPLETED", WAIT)
+        gone = c.cli("cluster", "remove-server", "1", "--server", c.url(2))  # via a follower
+        assert gone.returncode == 0, gone.stderr
+        assert wait_until(
+            lambda: sorted(s["id"] for s in c.cluster(4)["servers"] if s["voter"]) == [2, 3, 4],  # type: ignore[index]
+            WAIT,
+        )
+        status = c.cli("cluster", "status", "--server", c.url(3))
+        assert status.returncode == 0 and "leader 4" in status.stdout, status.stdout
+        bad = c.cli("cluster", "add-server", "5", "not-an-address", "--server", c.url(4))
+        assert bad.returncode != 0 and "address" in bad.stderr
+    finally:
+        c.close()

@@ -203,6 +203,11 @@ class Settings(BaseSettings):
         description="Raft voters as id=host:port[,id=host:port...] (each server's Raft "
         "address; this server listens on its own). Needs server_id.",
     )
+    join: bool = Field(
+        False,
+        description="Replicated: this server joins a running cluster (it bootstraps no "
+        "configuration; add it with `gpu-platform cluster add-server`).",
+    )
     agent_port: int = Field(
         50053, ge=0, le=65535, description="Port of the agents' stream API on `host` (replicated)."
     )

@@ -101,6 +101,7 @@ def running_replication(
         tick_interval=settings.raft_tick_seconds,
         election_tick=settings.raft_election_ticks,
         snapshot_entries=settings.raft_snapshot_entries,
+        join=settings.join,
     )
     node = RaftNode(
         config,

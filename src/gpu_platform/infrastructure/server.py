@@ -87,6 +87,7 @@ def serve(options: _ServeOptions) -> None:
             grpc_port=getattr(options, "grpc_port", None),
             agent_port=getattr(options, "agent_port", None),
             local_agent=getattr(options, "local_agent", None),
+            join=getattr(options, "join", None),
         )
     except ConfigError as exc:
         raise SystemExit(f"error: {exc}") from None

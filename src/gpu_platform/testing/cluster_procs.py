@@ -94,7 +94,14 @@ class ReplicatedCluster:
                 argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
 
-    def start_server(self, i: int) -> None:
+    def add_server_ports(self, i: int) -> None:
+        """Ports for a new server `i` (it joins with `start_server(i, join=True)`)."""
+        for ports in (self.raft, self.http, self.grpc, self.agent_ports):
+            ports[i] = free_port()
+        self.ids.append(i)
+        self.peers += f",{i}=127.0.0.1:{self.raft[i]}"
+
+    def start_server(self, i: int, *, join: bool = False) -> None:
         data = self.root / f"server-{i}"
         data.mkdir(parents=True, exist_ok=True)
         argv = [
@@ -102,6 +109,8 @@ class ReplicatedCluster:
             "--port", str(self.http[i]), "--grpc-port", str(self.grpc[i]),
             "--agent-port", str(self.agent_ports[i]), "--data-dir", str(data),
         ]  # fmt: skip
+        if join:
+            argv.append("--join")
         self.servers[i] = self._spawn(argv, self.root / f"server-{i}.log")
 
     def start_agent(self, node: str) -> None:
@@ -121,6 +130,12 @@ class ReplicatedCluster:
         for node in self.nodes:
             self.start_agent(node)
         return self
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run `gpu-platform ARGS...` (the CLI) and return what it did."""
+        return subprocess.run(
+            [*ENTRY, *args], env=self.env, capture_output=True, text=True, timeout=120
+        )
 
     def kill_server(self, i: int, sig: int = signal.SIGKILL) -> None:
         proc = self.servers[i]

@@ -54,6 +54,7 @@ class ServeOptions:
     grpc_port: int | None = None
     agent_port: int | None = None
     local_agent: bool | None = None
+    join: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -282,12 +283,25 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             bool | None,
             typer.Option("--local-agent/--no-local-agent", help="Also run an agent for this host."),
         ] = None,
+        join: Annotated[
+            bool | None,
+            typer.Option("--join", help="Join a running cluster (then `cluster add-server`)."),
+        ] = None,
     ) -> None:
         """Run the control plane: embedded (one process runs jobs too), or with --id/--peers
         one server of a Raft-replicated cluster whose jobs run on agents."""
         hooks.serve(
             ServeOptions(
-                host, port, data_dir, config, server_id, peers, grpc_port, agent_port, local_agent
+                host,
+                port,
+                data_dir,
+                config,
+                server_id,
+                peers,
+                grpc_port,
+                agent_port,
+                local_agent,
+                join,
             )
         )
 
