@@ -6,6 +6,7 @@ Every wait is generous (a shared 2-core machine) and nothing asserts on time.
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import time
@@ -59,12 +60,14 @@ def test_jobs_run_on_agents_and_followers_send_clients_to_the_leader(
 ) -> None:
     c = cluster
     lead = c.wait_leader()
-    job = c.submit(["sh", "-c", "echo visible=$CUDA_VISIBLE_DEVICES"], gpus=2)
+    job = c.submit(["sh", "-c", "echo visible=$CUDA_VISIBLE_DEVICES tp=$TRACEPARENT"], gpus=2)
     assert wait_until(lambda: _state(c, job["id"]) == "COMPLETED", WAIT)
     done = c.job(job["id"])
     assert done["allocation"]["node"] in c.nodes
     logs = c.client.get(c.url(lead) + f"/v1/jobs/{job['id']}/logs")
     assert logs.status_code == 200 and "visible=" in logs.text
+    # the job's trace context reached the agent and the task (W3C traceparent)
+    assert re.search(r"tp=00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}", logs.text), logs.text
 
     follower = next(i for i in c.alive() if i != lead)
     raw = httpx.get(c.url(follower) + "/v1/jobs", follow_redirects=False, timeout=10)

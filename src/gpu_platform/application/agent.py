@@ -121,7 +121,10 @@ class Agent:
             with self._lock:
                 self._running.pop(key, None)
             return str(exc) or "launch failed"
-        log.info("task started", job_id=spec.job_id, epoch=spec.epoch, rank=spec.rank)
+        trace_id = spec.traceparent.split("-")[1] if spec.traceparent.count("-") == 3 else ""
+        log.info(
+            "task started", job_id=spec.job_id, epoch=spec.epoch, rank=spec.rank, trace_id=trace_id
+        )
         return ""
 
     def stop_attempt(self, job_id: str, epoch: int, grace_s: float) -> None:

@@ -144,6 +144,7 @@ from gpu_platform.ports.outbound.job_runner import (
 from gpu_platform.ports.outbound.job_store import JobStore
 from gpu_platform.ports.outbound.metrics import NoSchedulerMetrics, SchedulerMetrics
 from gpu_platform.ports.outbound.quota_store import QuotaStore
+from gpu_platform.ports.outbound.trace_context import JobTraceContext, NoTraceContext
 
 __all__ = ["ControlPlane", "ShutdownPolicy"]
 
@@ -202,9 +203,11 @@ class ControlPlane:
         quota_store: QuotaStore | None = None,
         replication: Replication | None = None,
         server_addresses: tuple[str, str, str] = ("", "", ""),
+        trace_context: JobTraceContext | None = None,
     ) -> None:
         self._inventory = inventory
         self._replication = replication
+        self._traces = trace_context or NoTraceContext()
         self._addresses = server_addresses  # (http url, grpc address, agent address)
         self._leading = False
         self._leader_since = 0.0
@@ -756,6 +759,7 @@ class ControlPlane:
                     gang=gang,
                     node=slot.node,
                     tenant=job.spec.tenant,
+                    traceparent=self._traces.traceparent(job.id) or "",
                     mig_profile=job.spec.mig_profile,
                 )
             )

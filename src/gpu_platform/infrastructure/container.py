@@ -399,6 +399,7 @@ def _running_control_plane(
         quota_store=quota_store if replication is None else None,
         replication=replication,
         server_addresses=addresses,
+        trace_context=tracer,
     )
     metrics.scheduler.watch_jobs(plane.get, clock.now)  # before start: recovery moves jobs
     plane.start()

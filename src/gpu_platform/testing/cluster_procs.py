@@ -134,7 +134,7 @@ class ReplicatedCluster:
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run `gpu-platform ARGS...` (the CLI) and return what it did."""
         return subprocess.run(
-            [*ENTRY, *args], env=self.env, capture_output=True, text=True, timeout=120
+            [*ENTRY, *args], check=False, env=self.env, capture_output=True, text=True, timeout=120
         )
 
     def kill_server(self, i: int, sig: int = signal.SIGKILL) -> None:
