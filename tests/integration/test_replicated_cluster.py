@@ -318,3 +318,23 @@ def test_servers_join_lead_and_leave_through_the_cli(tmp_path: Path) -> None:
         assert bad.returncode != 0 and "address" in bad.stderr
     finally:
         c.close()
+
+
+def test_a_one_server_cluster_runs_jobs_on_its_in_process_agent(tmp_path: Path) -> None:
+    """`serve --id 1 --peers 1=... --local-agent`: one voter, its own agent over loopback gRPC
+    (the same code path as many servers and agents); state survives a restart."""
+    c = ReplicatedCluster(tmp_path, servers=1, agents=0, env={"GPU_PLATFORM_LOCAL_AGENT": "true"})
+    c.start()
+    try:
+        lead = c.wait_leader(timeout=WAIT)
+        assert wait_until(lambda: len(c.agents_connected(lead)) == 1, WAIT)
+        job = c.submit(["sh", "-c", "echo hello from $GPU_PLATFORM_JOB_ID"], gpus=1)
+        assert wait_until(lambda: _state(c, job["id"]) == "COMPLETED", WAIT)
+        logs = c.client.get(c.url(lead) + f"/v1/jobs/{job['id']}/logs").text
+        assert f"hello from {job['id']}" in logs
+        c.kill_server(lead, signal.SIGTERM)
+        c.start_server(lead)
+        c.wait_leader(timeout=WAIT)
+        assert _state(c, job["id"]) == "COMPLETED"
+    finally:
+        c.close()
