@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from gpu_platform.testing.cluster_procs import ReplicatedCluster
 from gpu_platform.testing.system import require_tool
 from tests.integration.conftest import Server, free_port, wait_for
 
@@ -75,3 +76,46 @@ def test_prometheus_scrapes_gpu_job_usage_and_scheduler_series(
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_prometheus_scrapes_replicated_servers_and_an_agent(tmp_path: Path) -> None:
+    """Three replicated servers (Raft series) and one agent (dcgm-exporter series labelled
+    with the job on each GPU, and the agent's own series) under one Prometheus."""
+    prometheus = require_tool("prometheus", "prometheus")
+    c = ReplicatedCluster(tmp_path / "cluster", servers=3, agents=1).start()
+    proc = None
+    try:
+        c.wait_ready(timeout=90)
+        job = c.submit(["sleep", "600"], gpus=1)
+        assert wait_for(lambda: c.job(job["id"])["state"] == "RUNNING", 60)
+        port = free_port()
+        servers = ", ".join(f"'127.0.0.1:{p}'" for p in c.http.values())
+        agent = f"'127.0.0.1:{c.agent_metrics['node-1']}'"
+        config = tmp_path / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n"
+            "scrape_configs:\n"
+            f"  - job_name: servers\n    static_configs:\n      - targets: [{servers}]\n"
+            f"  - job_name: agents\n    static_configs:\n      - targets: [{agent}]\n"
+        )
+        proc = subprocess.Popen(
+            [prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / "prometheus.log").open("wb"),
+        )  # fmt: skip
+        assert wait_for(lambda: len(query(port, "gpu_platform_raft_term")) == 3, 60), (
+            tmp_path / "prometheus.log"
+        ).read_text()[-2000:]
+        leaders = query(port, "sum(gpu_platform_raft_is_leader)")
+        assert [r["value"][1] for r in leaders] == ["1"]
+        assert wait_for(lambda: len(query(port, 'DCGM_FI_DEV_GPU_TEMP{job="agents"}')) == 8, 60)
+        held = query(port, f'DCGM_FI_DEV_GPU_UTIL{{hpc_job="{job["id"]}"}}')
+        assert [r["metric"]["Hostname"] for r in held] == ["node-1"]
+        connected = query(port, "gpu_platform_agent_connected")
+        assert [r["value"][1] for r in connected] == ["1"]
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=30)
+        c.close()

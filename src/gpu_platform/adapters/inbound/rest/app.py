@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -52,6 +52,9 @@ __all__ = ["FOLLOW_POLL_S", "create_app"]
 
 
 FOLLOW_POLL_S = 0.2
+
+
+T = TypeVar("T")
 
 
 class ReadConsistency:
@@ -232,9 +235,18 @@ def create_app(
                 tenant = who.tenant
             return UsageOut.of(await run_in_threadpool(accounting.usage, tenant, since, until))
 
+    def local(fn: Callable[[], T]) -> Callable[[], T]:
+        """Answer from this server's own state: a scrape or a probe is about this server."""
+
+        def run() -> T:
+            with stale_reads():
+                return fn()
+
+        return run
+
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
-        s = await run_in_threadpool(service.status)
+        s = await run_in_threadpool(local(service.status))
         return {"status": "ok", "inventory": s.inventory_source, "simulated": s.simulated}
 
     app.include_router(access_router(auth))
@@ -246,7 +258,7 @@ def create_app(
 
         @app.get("/metrics", include_in_schema=False)
         async def prometheus() -> Response:
-            body, content_type = await run_in_threadpool(render)
+            body, content_type = await run_in_threadpool(local(render))
             return Response(body, media_type=content_type)
 
     return app
