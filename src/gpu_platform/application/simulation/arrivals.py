@@ -15,8 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_platform.domain.model.gpu import Gpu, Vendor
-from gpu_platform.domain.model.node import Node, NumaNode
+from gpu_platform.domain.model.node import Node
 from gpu_platform.domain.scheduling import QueueOrder, SchedulerPolicy
 from gpu_platform.domain.simulation.arrivals import (
     ArrivalsDetail,
@@ -24,6 +23,7 @@ from gpu_platform.domain.simulation.arrivals import (
     Outcome,
     simulate_detailed,
 )
+from gpu_platform.domain.simulation.arrivals_model import sim_node
 from gpu_platform.domain.simulation.workload import SimJob, WorkloadParams, generate
 
 __all__ = [
@@ -130,23 +130,10 @@ def parse_generator_spec(text: str) -> GeneratorSpec | None:
 def cluster_from_sizes(sizes: Sequence[tuple[str, int]], nodes_per_rack: int = 16) -> list[Node]:
     """Nodes named and sized as given ((name, GPUs)); nodes without GPUs are left out. Same
     shape as `uniform_cluster` otherwise (80 GiB GPUs, two NUMA nodes, racks of 16)."""
-    out = []
-    for i, (name, gpus) in enumerate(s for s in sizes if s[1] > 0):
-        half = max(1, gpus // 2)
-        devices = tuple(
-            Gpu(f"GPU-{name}-{g}", g, name, Vendor.NVIDIA, "sim", 80 << 30, numa_node=g // half)
-            for g in range(gpus)
-        )
-        group = f"g{i // nodes_per_rack}"
-        out.append(
-            Node(
-                name,
-                devices,
-                numa_nodes=(NumaNode(0), NumaNode(1)),
-                labels=(("leaf", group), ("rack", group)),
-            )
-        )
-    return out
+    present = (s for s in sizes if s[1] > 0)
+    return [
+        sim_node(name, i, gpus, "sim", nodes_per_rack) for i, (name, gpus) in enumerate(present)
+    ]
 
 
 @dataclass(frozen=True, slots=True)

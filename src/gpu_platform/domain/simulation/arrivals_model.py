@@ -18,6 +18,7 @@ __all__ = [
     "Outcome",
     "Sample",
     "percentile",
+    "sim_node",
     "uniform_cluster",
 ]
 
@@ -25,24 +26,24 @@ __all__ = [
 def uniform_cluster(nodes: int, gpus: int = 8, nodes_per_rack: int = 16) -> list[Node]:
     """`nodes` identical hosts of `gpus` 80 GiB GPUs on two NUMA nodes, racks and leaves of
     `nodes_per_rack` nodes (labels `rack`, `leaf`)."""
-    out = []
-    for i in range(nodes):
-        name = f"sim{i:04d}"
-        half = max(1, gpus // 2)
-        devices = tuple(
-            Gpu(f"GPU-{name}-{g}", g, name, Vendor.NVIDIA, "H100", 80 << 30, numa_node=g // half)
-            for g in range(gpus)
-        )
-        group = f"g{i // nodes_per_rack}"
-        out.append(
-            Node(
-                name,
-                devices,
-                numa_nodes=(NumaNode(0), NumaNode(1)),
-                labels=(("leaf", group), ("rack", group)),
-            )
-        )
-    return out
+    return [sim_node(f"sim{i:04d}", i, gpus, "H100", nodes_per_rack) for i in range(nodes)]
+
+
+def sim_node(name: str, position: int, gpus: int, model: str, nodes_per_rack: int) -> Node:
+    """One simulated host: `gpus` 80 GiB GPUs of `model` split over two NUMA nodes, in the rack
+    (and leaf) of its `position` among `nodes_per_rack`-node racks."""
+    half = max(1, gpus // 2)
+    devices = tuple(
+        Gpu(f"GPU-{name}-{g}", g, name, Vendor.NVIDIA, model, 80 << 30, numa_node=g // half)
+        for g in range(gpus)
+    )
+    group = f"g{position // nodes_per_rack}"
+    return Node(
+        name,
+        devices,
+        numa_nodes=(NumaNode(0), NumaNode(1)),
+        labels=(("leaf", group), ("rack", group)),
+    )
 
 
 def percentile(values: Sequence[float], q: float) -> float:
