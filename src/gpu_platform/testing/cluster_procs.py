@@ -292,7 +292,7 @@ class JobStoreClients:
                 kind = "submit"
                 if target is not None and rng.random() >= 0.3:
                     kind = "get" if rng.random() < 0.7 else "cancel"
-                if kind == "cancel":
+                if kind == "cancel" and target is not None:
                     if target in self._cancelled:
                         kind = "get"  # at most one cancel per job keeps the check small
                     else:
