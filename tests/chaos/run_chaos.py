@@ -251,7 +251,7 @@ def control_plane_node_loss(opts: Options) -> dict[str, Any]:
     """A whole-node job on an agent; SIGSTOP that agent: time until the job runs on another
     node (node_down_after 4 s, heartbeats 0.5 s in this harness). Repeated on fresh nodes."""
     rounds = max(1, min(5, opts.kills // 4))
-    with control_plane(agents=rounds + 1) as c:
+    with control_plane(agents=2 * rounds) as c:  # each round: one node stopped, one taken
         times: list[float] = []
         for _ in range(rounds):
             job = c.submit(["sleep", "3600"], gpus=8)
