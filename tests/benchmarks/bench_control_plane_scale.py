@@ -9,7 +9,8 @@ SQLite WAL with fsync) and simulated agents — each node its own real gRPC stre
 * `recovery.node_loss` (mode=replicated): a whole-node job runs on an agent; the agent is
   SIGSTOPped; time until the job runs again on another node (node_down_after = 4 s here).
 
-Full: 128 nodes x 8 GPUs (1,024 GPUs), 10,000 jobs. --quick: 32 nodes, 1,000 jobs.
+Full: 128 nodes x 8 GPUs (1,024 GPUs), 10,000 jobs. --quick: 32 nodes, 1,000 jobs (the test
+suite's smoke run, GPU_PLATFORM_BENCH_SMOKE=1: 4 nodes, 40 jobs).
 """
 
 from __future__ import annotations
@@ -173,8 +174,11 @@ def _node_loss(root: Path, kills: int) -> dict[str, Any]:
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
+    # GPU_PLATFORM_BENCH_SMOKE=1: the test suite's smoke run only checks that this works
+    smoke = os.environ.get("GPU_PLATFORM_BENCH_SMOKE") == "1"
+    nodes, jobs = (4, 40) if smoke else (32, 1000) if quick else (128, 10_000)
     with tempfile.TemporaryDirectory(prefix="bench-cp-") as tmp:
-        rows = [_scale(Path(tmp) / "scale", 32 if quick else 128, 1000 if quick else 10_000)]
+        rows = [_scale(Path(tmp) / "scale", nodes, jobs)]
         rows.append(_node_loss(Path(tmp) / "loss", 1 if quick else 5))
     return rows
 

@@ -4,20 +4,25 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.timeout(420)  # every benchmark, small: a few minutes on a loaded 2-core machine
 def test_every_benchmark_runs_and_writes_results_json(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     subprocess.run(
         [sys.executable, str(ROOT / "tests/benchmarks/run_all.py"), "--quick", "--out", str(out)],
         check=True,
         capture_output=True,
-        timeout=300,
+        timeout=400,
+        env={**os.environ, "GPU_PLATFORM_BENCH_SMOKE": "1"},
     )
     data = json.loads(out.read_text())
     assert set(data) == {"machine", "results"} and data["results"]
