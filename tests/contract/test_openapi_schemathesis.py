@@ -56,6 +56,7 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         container.shutdown_resources()
 
 
+@pytest.mark.timeout(480)  # ~40 operations x 25 cases through the whole app
 def test_the_api_never_fails_with_5xx_and_matches_its_schema(api_schema: object) -> None:
     # Driven by hand (not schemathesis' pytest plugin) so it works with any pytest version.
     checked = []
@@ -65,7 +66,7 @@ def test_the_api_never_fails_with_5xx_and_matches_its_schema(api_schema: object)
 
         @given(case=operation.as_strategy())
         @settings(
-            max_examples=40,
+            max_examples=25,
             deadline=None,
             suppress_health_check=list(HealthCheck),
             database=None,
