@@ -33,7 +33,12 @@ from gpu_platform.testing.fakes import (
 def _request_latency(auth: str, n: int) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(
-            data_dir=Path(tmp), grpc_port=-1, auth=auth, rate_limit_per_second=0, log_level="error"
+            server_id=0,  # the embedded core: these test the APIs over in-process fakes
+            data_dir=Path(tmp),
+            grpc_port=-1,
+            auth=auth,
+            rate_limit_per_second=0,
+            log_level="error",
         )
         container = Container(settings=settings)
         inventory = Inventory((default_node(),), source="sim", simulated=True)

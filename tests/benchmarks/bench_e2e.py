@@ -50,6 +50,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             GPU_PLATFORM_LOG_LEVEL="warning",
             GPU_PLATFORM_LOG_FORMAT="json",
             GPU_PLATFORM_GRPC_PORT=str(grpc_port),
+            GPU_PLATFORM_RAFT_PORT="0",
+            GPU_PLATFORM_AGENT_PORT="0",
             GPU_PLATFORM_ISOLATION="none",
         )
         server = subprocess.Popen(

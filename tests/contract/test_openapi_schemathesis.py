@@ -33,6 +33,7 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     tmp: Path = tmp_path_factory.mktemp("schemathesis")
     container = Container(
         settings=Settings(
+            server_id=0,  # the embedded core: these test the APIs over in-process fakes
             data_dir=tmp,
             grpc_port=-1,
             schedule_interval_seconds=0.05,

@@ -45,6 +45,8 @@ class Server:
             GPU_PLATFORM_LOG_FORMAT="json",
             GPU_PLATFORM_STOP_GRACE_SECONDS="3",
             GPU_PLATFORM_GRPC_PORT=str(self.grpc_port),
+            GPU_PLATFORM_RAFT_PORT="0",  # a one-voter cluster: any free Raft port
+            GPU_PLATFORM_AGENT_PORT="0",  # and its in-process agent's stream port
         )
         self.env.update(extra_env or {})
         self.proc: subprocess.Popen[bytes] | None = None

@@ -78,6 +78,7 @@ class World:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tmp: Path = tmp_path_factory.mktemp("authz")
     settings = Settings(
+        server_id=0,  # the embedded core: these test the APIs over in-process fakes
         data_dir=tmp,
         grpc_port=0,
         auth="on",

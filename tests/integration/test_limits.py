@@ -49,6 +49,7 @@ class Api:
 def _api(tmp_path: Path, **settings: Any) -> Iterator[Api]:
     container = Container(
         settings=Settings(
+            server_id=0,  # the embedded core: these test the APIs over in-process fakes
             data_dir=tmp_path,
             grpc_port=0,
             auth="on",

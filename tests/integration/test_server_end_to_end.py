@@ -68,7 +68,8 @@ def test_a_running_job_dies_with_a_crashed_server_and_runs_again_after_restart(
 
     again = server_factory(server.data_dir)
     job = again.wait_job(job_id, lambda j: j["state"] == "RUNNING" and j["attempt"] == 2)
-    assert "control plane restarted" in [h["reason"] for h in job["history"]][-3]
+    # the restarted server's own agent runs nothing: the attempt was lost with it
+    assert "no longer runs it" in [h["reason"] for h in job["history"]][-3]
     log2 = server.data_dir / "jobs" / job_id / "attempt-2.log"
     assert wait_for(lambda: log2.exists() and log2.read_text().strip() != "")
     second_pid = int(log2.read_text())
@@ -204,3 +205,61 @@ def test_serve_answers_grpc_beside_rest(server_factory: Callable[..., Server]) -
         assert jobs.GetJob(pb.GetJobRequest(id=job.id), timeout=10).state == done["state"]
         status = pb_grpc.ClusterServiceStub(channel).GetStatus(pb.GetStatusRequest(), timeout=10)
         assert status.simulated and status.gpus_total == 8
+
+
+def test_plain_serve_is_a_one_voter_raft_cluster_with_its_own_agent(
+    server_factory: Callable[..., Server],
+) -> None:
+    server = server_factory()
+    cluster = server.get("/v1/cluster")
+    assert cluster["mode"] == "replicated" and cluster["role"] == "leader"
+    assert [(s["id"], s["voter"]) for s in cluster["servers"]] == [(1, True)]
+    assert list(cluster["agents"]) == ["node-0"]  # the in-process agent, over loopback gRPC
+    assert (server.data_dir / "raft.db").exists()
+
+
+def test_sigterm_with_the_fail_policy_ends_running_jobs_failed(
+    server_factory: Callable[..., Server],
+) -> None:
+    server = server_factory(GPU_PLATFORM_SHUTDOWN_POLICY="fail")
+    job_id = submitted_id(
+        server.cli("submit", "-q", "--gpus", "1", "--", sys.executable, "-c", SLEEPER)
+    )
+    server.wait_job(job_id, lambda j: j["state"] == "RUNNING")
+    assert server.stop(signal.SIGTERM) == 0
+
+    again = server_factory(server.data_dir)
+    job = again.wait_job(job_id, lambda j: j["state"] == "FAILED")
+    assert job["attempt"] == 1
+    assert any(h["reason"] == "control plane shut down" for h in job["history"])
+    assert again.get("/v1/status")["gpus_free"] == 8
+
+
+# A job whose grandchild leaves its session: it outlives a crash of its agent's process.
+ESCAPER = (
+    "import os, sys, time\n"
+    "if os.fork() == 0:\n"
+    "    os.setsid()\n"
+    "    open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+    "    time.sleep(600)\n"
+    "time.sleep(600)\n"
+)
+
+
+def test_processes_left_by_a_crashed_server_are_reaped_when_it_comes_back(
+    server_factory: Callable[..., Server], tmp_path: Path
+) -> None:
+    server = server_factory(GPU_PLATFORM_ISOLATION="none")  # no cgroup to sweep them
+    marker = tmp_path / "escaped.pid"
+    job_id = submitted_id(
+        server.cli("submit", "-q", "--gpus", "1", "--", sys.executable, "-c", ESCAPER, str(marker))
+    )
+    server.wait_job(job_id, lambda j: j["state"] == "RUNNING")
+    assert wait_for(lambda: marker.exists() and marker.read_text() != "")
+    escaped = int(marker.read_text())
+    server.stop(signal.SIGKILL)
+    assert pid_alive(escaped)  # nothing killed it: it left the job's process group
+
+    again = server_factory(server.data_dir, GPU_PLATFORM_ISOLATION="none")
+    assert wait_for(lambda: not pid_alive(escaped)), "the leftover process was not reaped"
+    again.wait_job(job_id, lambda j: j["attempt"] == 2 and j["state"] == "RUNNING")

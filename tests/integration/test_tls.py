@@ -98,6 +98,8 @@ def test_rest_is_served_over_https_and_the_cli_trusts_the_configured_ca(
         os.environ,
         GPU_PLATFORM_LOG_FORMAT="json",
         GPU_PLATFORM_GRPC_PORT="-1",
+        GPU_PLATFORM_RAFT_PORT="0",
+        GPU_PLATFORM_AGENT_PORT="0",
         GPU_PLATFORM_TLS_CERT_FILE=str(pki.server.cert),
         GPU_PLATFORM_TLS_KEY_FILE=str(pki.server.key),
     )
@@ -141,6 +143,7 @@ def test_rest_is_served_over_https_and_the_cli_trusts_the_configured_ca(
 @pytest.fixture
 def grpc_tls(pki: Pki, tmp_path: Path, inventory: Inventory) -> Iterator[str]:
     settings = Settings(
+        server_id=0,  # the embedded core: these test the APIs over in-process fakes
         data_dir=tmp_path,
         grpc_port=0,
         tls_cert_file=pki.server.cert,

@@ -128,7 +128,10 @@ class Agent:
         return ""
 
     def stop_attempt(self, job_id: str, epoch: int, grace_s: float) -> None:
-        self._runner.stop(job_id, epoch, grace_s)
+        """Stop an attempt; one this agent does not run may have left processes behind (an
+        earlier agent on this node was killed): reap those."""
+        if not self._runner.stop(job_id, epoch, grace_s):
+            self._runner.reap(job_id, epoch)
 
     def read_log(self, job_id: str, attempt: int, rank: int, offset: int, max_bytes: int) -> bytes:
         if offset < 0:

@@ -168,7 +168,9 @@ class AgentHub:
         it runs, let the control plane reconcile, and deliver the exits the agent kept while
         it had no leader ((seq, report) pairs). A session for the same node replaces the old
         one (the agent reconnected)."""
-        listener = self._need_listener()
+        listener = self._listener
+        if listener is None:  # the control plane is still starting
+            raise NotAccepting("")
         leader = listener.accepting()
         if leader is not None:
             raise NotAccepting(leader)
@@ -324,6 +326,14 @@ class AgentHub:
                 target=lambda: [report(r) for r in reports], name="lost-tasks", daemon=True
             ).start()
         return bool(ranks)
+
+    def stop_on(self, node: str, job_id: str, epoch: int) -> None:
+        """Tell `node`'s agent to stop an attempt this hub does not track (one the agent said
+        it does not run): its agent then kills leftovers of an earlier incarnation."""
+        with self._lock:
+            live = self._sessions.get(node)
+        if live is not None:
+            live.session.send_stop(job_id, epoch, 0.0)
 
     def stop_all(self, grace_s: float) -> None:
         """Jobs outlive the leader: nothing to stop here."""

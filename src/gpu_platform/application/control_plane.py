@@ -204,8 +204,10 @@ class ControlPlane:
         replication: Replication | None = None,
         server_addresses: tuple[str, str, str] = ("", "", ""),
         trace_context: JobTraceContext | None = None,
+        local_node: str | None = None,
     ) -> None:
         self._inventory = inventory
+        self._local_node = local_node  # replicated: the node of this process's own agent
         self._replication = replication
         self._traces = trace_context or NoTraceContext()
         self._addresses = server_addresses  # (http url, grpc address, agent address)
@@ -231,6 +233,7 @@ class ControlPlane:
         self._applied = threading.Condition(self._lock)
         self._wake = threading.Event()
         self._stopping = threading.Event()
+        self._shut_down = False
         self._thread: threading.Thread | None = None
         self._hardware = hardware
         self._gpu_reset = gpu_reset
@@ -304,13 +307,19 @@ class ControlPlane:
         self._thread.start()
 
     def shutdown(self) -> None:
-        """Record running attempts per the shutdown policy, stop them, stop the loop.
-        Replicated, jobs outlive this server (they run on agents): only the loop stops."""
+        """Record running attempts per the shutdown policy, stop them, stop the loop (once).
+        Replicated, jobs outlive this server (they run on agents): the loop stops, and only
+        the attempts of this process's own agent are settled by the policy."""
+        with self._lock:
+            if self._shut_down:
+                return
+            self._shut_down = True
         if self._replication is not None:
             self._stopping.set()
             self._wake.set()
             if self._thread is not None:
                 self._thread.join(timeout=30)
+            self._settle_local_node()
             return
         with self._lock:
             self._stopping.set()
@@ -328,6 +337,64 @@ class ControlPlane:
         if self._thread is not None:
             self._thread.join(timeout=30)
         self._runner.stop_all(self._grace)
+
+    def _settle_local_node(self) -> None:
+        """Replicated with an agent in this process: that agent's tasks go away with us, so
+        while we still lead, settle its node's attempts by the shutdown policy (as the
+        embedded control plane does) and wait, bounded, until their ends are recorded."""
+        node = self._local_node
+        if node is None or not self._leading:
+            return
+        with self._lock:
+            here = [
+                j
+                for j in self._state.jobs()
+                if j.holds_gpus and j.allocation is not None and node in j.allocation.nodes
+            ]
+        for job in here:
+            assert job.allocation is not None
+            if job.releasing:
+                continue
+            epoch, now, why = job.allocation.epoch, self._now(), "control plane shut down"
+            command: Command = (
+                RequeueJob(job.id, epoch, now, why)
+                if self._shutdown_policy == "requeue"
+                else AbortJob(job.id, epoch, now, why)
+            )
+            try:
+                self._execute(command)
+            except (DomainError, RaftNodeError, LeaderElsewhere) as exc:
+                log.warning("could not settle a job at shutdown", job_id=job.id, error=str(exc))
+        ids = {j.id for j in here}
+        deadline = time.monotonic() + self._grace + 5.0
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not any(self._state.job(j).holds_gpus for j in ids):
+                    return
+            time.sleep(0.05)
+        log.warning("jobs still running at shutdown", node=node, jobs=sorted(ids))
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Replicated: wait until a leader is known and, with an agent in this process, its
+        node is registered and that agent connected. True when ready in time."""
+        if self._replication is None:
+            return True
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._replication.leader_id() is not None and self._local_ready():
+                return True
+            time.sleep(0.02)
+        return False
+
+    def _local_ready(self) -> bool:
+        node = self._local_node
+        if node is None:
+            return True
+        with self._lock:
+            known = any(n.name == node for n in self._state.nodes)
+        if not known:
+            return False
+        return not self._leading or self._hub is None or node in self._hub.ready_nodes()
 
     # -- JobService --------------------------------------------------------------------------
 
@@ -413,7 +480,11 @@ class ControlPlane:
             jobs = Counter(str(j.state) for j in self._state.jobs())
             free = sum(len(v.free) for v in self._state.node_views())
             nodes = self._state.nodes
-        source = self._inventory.source if self._local is not None else "agents"
+        source = "agents"  # replicated: the nodes are what agents registered
+        if self._local is not None:
+            source = self._inventory.source
+        elif self._local_node is not None:  # with this host's own agent
+            source = self._inventory.source + (" + agents" if len(nodes) > 1 else "")
         return ClusterStatus(
             inventory_source=source,
             simulated=self._inventory.simulated,
@@ -995,6 +1066,8 @@ class ControlPlane:
             except DomainError as exc:
                 log.warning("could not record a reconciled start", job_id=job_id, error=str(exc))
         for (job_id, epoch), ranks in sorted(lost.items()):
+            if self._hub is not None:  # processes of an earlier agent there may linger
+                self._hub.stop_on(node.name, job_id, epoch)
             self._lost(job_id, epoch, ranks, f"lost: the agent on {node.name} no longer runs it")
         self._wake.set()
 

@@ -283,6 +283,8 @@ class RaftNode:
         self._thread = threading.Thread(target=self._run, name=f"raft-{self.config.id}")
         self._thread.daemon = True
         self._thread.start()
+        if self._conf_state.voters == (self.config.id,) and not self._conf_state.learners:
+            self.campaign()  # the only voter: nobody to wait for, lead now
 
     def stop(self) -> None:
         """Stop the loop and the transport; pending futures fail with `NodeStopped`.

@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -193,15 +193,23 @@ class Settings(BaseSettings):
 
     # -- replication (docs/replication.md) -----------------------------------------------------
     server_id: int = Field(
-        0,
+        1,
         ge=0,
-        description="This server's Raft id in `peers`; 0 = the embedded single-node control "
-        "plane (no Raft, jobs run in this process).",
+        description="This server's Raft id (its entry in `peers`). 0 = the embedded control "
+        "plane: no Raft and no agents, jobs run in this process (for embedding the library).",
     )
     peers: str = Field(
         "",
         description="Raft voters as id=host:port[,id=host:port...] (each server's Raft "
-        "address; this server listens on its own). Needs server_id.",
+        "address; this server listens on its own). Empty = a one-voter cluster on "
+        "`raft_port`.",
+    )
+    raft_port: int = Field(
+        7001,
+        ge=0,
+        le=65535,
+        description="Raft port of a one-voter cluster (peers empty) on `host`; 0 = any free "
+        "port. With peers, this server's entry there gives the port.",
     )
     join: bool = Field(
         False,
@@ -209,17 +217,20 @@ class Settings(BaseSettings):
         "configuration; add it with `gpu-platform cluster add-server`).",
     )
     agent_port: int = Field(
-        50053, ge=0, le=65535, description="Port of the agents' stream API on `host` (replicated)."
+        50053,
+        ge=0,
+        le=65535,
+        description="Port of the agents' stream API on `host` (0 = any free port).",
     )
     advertise_host: str | None = Field(
         None,
         description="Host name clients and agents are redirected to for this server "
         "(default: `host`, or 127.0.0.1 when `host` is a wildcard).",
     )
-    local_agent: bool = Field(
-        False,
-        description="Replicated: also run an agent in this process for this host's GPUs "
-        "(a one-server cluster is then complete on its own).",
+    local_agent: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Also run an agent in this process for this host's GPUs: auto = on for a "
+        "one-voter cluster (peers empty), off when peers are given.",
     )
     raft_tick_seconds: float = Field(
         0.1, gt=0, description="Raft tick length (heartbeats go out every tick)."
@@ -275,6 +286,25 @@ class Settings(BaseSettings):
         description="PEM CA bundle: when set (with TLS on), REST and gRPC require client "
         "certificates signed by it (mTLS).",
     )
+
+    @field_validator("local_agent", mode="before")
+    @classmethod
+    def _local_agent_bool(cls, value: object) -> object:
+        """true/false (the --local-agent flag, old configurations) mean on/off."""
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
+            return "on" if value.lower() in ("true", "1", "yes") else "off"
+        return value
+
+    @property
+    def runs_local_agent(self) -> bool:
+        """Whether this (replicated) server runs an agent in its own process."""
+        if self.server_id == 0:
+            return False
+        if self.local_agent == "auto":
+            return not self.peers.strip()
+        return self.local_agent == "on"
 
     @classmethod
     def settings_customise_sources(

@@ -329,7 +329,7 @@ def _runner(settings: Settings, isolation: Isolation, inventory: Inventory) -> I
 def _local_runner(
     settings: Settings, isolation: Isolation, inventory: Inventory
 ) -> Iterator[JobRunner | None]:
-    if not (settings.server_id and settings.local_agent):
+    if not settings.runs_local_agent:
         yield None
         return
     yield from process_runner(settings, isolation, inventory)
@@ -370,11 +370,16 @@ def _running_control_plane(
     tracer: OtelJobTracer,
     quota_store: QuotaStore,
     replication: RaftReplication | None,
+    agent_server: AgentGrpcServer | None,
 ) -> Iterator[ControlPlane]:
     addresses = ("", "", "")
+    local_node = None
     if replication is not None:
-        ports = (settings.port, settings.grpc_port, settings.agent_port)
+        agent_port = agent_server.port if agent_server is not None else settings.agent_port
+        ports = (settings.port, settings.grpc_port, agent_port)
         addresses = advertised(settings, tls_files(settings), ports).as_tuple()
+        if settings.runs_local_agent and inventory.nodes:
+            local_node = inventory.nodes[0].name
     plane = ControlPlane(
         inventory,
         store,
@@ -400,6 +405,7 @@ def _running_control_plane(
         replication=replication,
         server_addresses=addresses,
         trace_context=tracer,
+        local_node=local_node,
     )
     metrics.scheduler.watch_jobs(plane.get, clock.now)  # before start: recovery moves jobs
     plane.start()
@@ -536,6 +542,7 @@ class Container(containers.DeclarativeContainer):
     replication = providers.Resource(
         running_replication, settings, policy, tls, observability.metrics.provided.registry
     )
+    agent_server = providers.Resource(running_agent_server, settings, adapters.runner, tls)
     control_plane = providers.Resource(
         _running_control_plane,
         settings,
@@ -551,9 +558,9 @@ class Container(containers.DeclarativeContainer):
         observability.job_tracer,
         adapters.quota_store,
         replication,
+        agent_server,  # first: the control plane announces the port it got
     )
     health = providers.Resource(_running_health, control_plane, adapters.health_parts)
-    agent_server = providers.Resource(running_agent_server, settings, adapters.runner, tls)
     local_agent = providers.Resource(
         _local_agent,
         settings,

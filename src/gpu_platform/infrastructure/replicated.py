@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -46,16 +47,26 @@ log = structlog.get_logger(__name__)
 
 
 def voters(settings: Settings) -> dict[int, str]:
-    """The Raft voters from `peers`; a ConfigError names what is wrong."""
+    """The Raft voters from `peers` (empty: this server alone, at its advertised host and
+    `raft_port`); a ConfigError names what is wrong."""
+    if not settings.peers.strip():
+        if settings.join:
+            raise ConfigError("join: a joining server needs peers with its own Raft address")
+        return {settings.server_id: f"{_advertised_host(settings)}:{settings.raft_port}"}
     try:
         peers = parse_peers(settings.peers)
     except ValueError as exc:
         raise ConfigError(f"peers: {exc}") from None
     if not peers:
-        raise ConfigError("peers: server_id is set but peers is empty (id=host:port,...)")
+        raise ConfigError("peers: no voter in it (id=host:port,...)")
     if settings.server_id not in peers:
         raise ConfigError(f"peers: server_id {settings.server_id} is not in {settings.peers!r}")
     return peers
+
+
+def _advertised_host(settings: Settings) -> str:
+    host = settings.advertise_host or settings.host
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +83,7 @@ def advertised(
     settings: Settings, tls: TlsFiles | None, ports: tuple[int, int, int]
 ) -> ServerAddresses:
     """Where clients and agents reach this server: (REST, gRPC, agent) on the advertised host."""
-    host = settings.advertise_host or settings.host
-    if host in ("0.0.0.0", "::", ""):
-        host = "127.0.0.1"
+    host = _advertised_host(settings)
     http, grpc_port, agent = ports
     scheme = "https" if tls is not None else "http"
     return ServerAddresses(
@@ -106,7 +115,7 @@ def running_replication(
     node = RaftNode(
         config,
         storage,
-        GrpcRaftTransport(settings.server_id, peers, tls=tls),
+        GrpcRaftTransport(settings.server_id, peers, listen=_raft_listen(settings), tls=tls),
         replica,
         metrics=metrics,
     )
@@ -118,6 +127,11 @@ def running_replication(
     finally:
         node.stop()
         storage.close()
+
+
+def _raft_listen(settings: Settings) -> str | None:
+    """A one-voter cluster listens on `host:raft_port`; with peers, on its entry there."""
+    return None if settings.peers.strip() else f"{settings.host}:{settings.raft_port}"
 
 
 def running_agent_server(
@@ -133,12 +147,28 @@ def running_agent_server(
         server_id=settings.server_id,
         heartbeat_s=settings.agent_heartbeat_seconds,
         tls=tls,
+        local_socket=local_agent_socket(settings, tls),
     )
     server.start()
     try:
         yield server
     finally:
         server.stop()
+
+
+def local_agent_socket(settings: Settings, tls: TlsFiles | None) -> Path | None:
+    """With TLS on, the in-process agent reaches its own server over `data_dir/agent.sock`
+    (mode 0600) rather than TLS on loopback, which would need the CA of the server's own
+    certificate; without TLS it dials loopback like any agent."""
+    if tls is None or not settings.runs_local_agent:
+        return None
+    path = settings.data_dir.resolve() / "agent.sock"
+    if len(str(path).encode()) >= 104:  # sun_path
+        raise ConfigError(
+            f"data_dir: {settings.data_dir} is too long a path for the in-process agent's "
+            "socket (agent.sock) with TLS on; use a shorter data_dir"
+        )
+    return path
 
 
 def agent_node(inventory: Inventory, address: str | None) -> Node:
@@ -162,15 +192,16 @@ def running_local_agent(
     tls: TlsFiles | None,
 ) -> Iterator[Agent | None]:
     """An agent in this process for this host, talking to the cluster like any other."""
-    if settings.server_id == 0 or not settings.local_agent or agent_server is None:
+    if not settings.runs_local_agent or agent_server is None:
         yield None
         return
     node = agent_node(inventory, "127.0.0.1")
     agent = Agent(node, runner, monitors)
     target = advertised(settings, tls, (settings.port, settings.grpc_port, agent_server.port))
+    socket = local_agent_socket(settings, tls)
     client = AgentClient(
         agent,
-        [target.agent_address],
+        [f"unix:{socket}" if socket is not None else target.agent_address],
         credentials=tls.grpc_channel_credentials() if tls is not None else None,
     )
     agent.start()

@@ -38,6 +38,9 @@ __all__ = [
 
 log = structlog.get_logger("gpu_platform.server")
 
+# How long `serve` waits for a leader (and its own agent) before it takes requests anyway.
+READY_TIMEOUT_S = 30.0
+
 
 class _ServeOptions(Protocol):
     @property
@@ -88,6 +91,7 @@ def serve(options: _ServeOptions) -> None:
             agent_port=getattr(options, "agent_port", None),
             local_agent=getattr(options, "local_agent", None),
             join=getattr(options, "join", None),
+            raft_port=getattr(options, "raft_port", None),
         )
     except ConfigError as exc:
         raise SystemExit(f"error: {exc}") from None
@@ -140,18 +144,38 @@ def announce_access(settings: Settings, container: Container) -> Path | None:
     return path
 
 
+def _warn_embedded_jobs(container: Container) -> None:
+    """Jobs in state.db come from the embedded mode (server_id = 0); a cluster's are in its
+    Raft log. Say so rather than leave them behind silently."""
+    old = container.adapters.store().load()
+    if old:
+        log.warning(
+            "state.db holds jobs of the embedded mode (server_id = 0); they are not in this "
+            "cluster's Raft log and will not run (serve with server_id = 0 to see them)",
+            jobs=len(old),
+        )
+
+
 def serve_settings(settings: Settings) -> None:
     lock = lock_data_dir(settings.data_dir)
     container = Container(settings=settings)
     tls = tls_files(settings)
     container.init_resources()
+    plane = None
     try:
         announce_access(settings, container)
         plane = container.control_plane()
         container.agent_server()
         container.local_agent()
+        if not plane.wait_ready(READY_TIMEOUT_S):
+            log.warning(
+                "no leader yet, or this host's agent has not registered; serving anyway",
+                waited_s=READY_TIMEOUT_S,
+            )
         with stale_reads():  # a follower's own view; it may not know the leader yet
             status = plane.status()
+            if plane.replicated and not plane.list_jobs():
+                _warn_embedded_jobs(container)
         if status.simulated:
             for note in status.notes:
                 log.warning(note, inventory=status.inventory_source)
@@ -179,6 +203,8 @@ def serve_settings(settings: Settings) -> None:
             log.info("signal received", signal=signal.Signals(received[0]).name)
     finally:
         log.info("shutting down", policy=settings.shutdown_policy)
+        if plane is not None:  # before the in-process agent goes: it settles that agent's jobs
+            plane.shutdown()
         container.shutdown_resources()
         lock.close()
         log.info("stopped")

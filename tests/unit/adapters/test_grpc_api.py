@@ -53,7 +53,9 @@ class Both:
 @pytest.fixture
 def both(tmp_path: Path, inventory: Inventory) -> Iterator[Both]:
     container = Container(
-        settings=Settings(data_dir=tmp_path, schedule_interval_seconds=0.05, grpc_port=0)
+        settings=Settings(
+            server_id=0, data_dir=tmp_path, schedule_interval_seconds=0.05, grpc_port=0
+        )
     )
     runner = FakeJobRunner()
     container.adapters.discovery.override(providers.Object(InMemoryGpuDiscovery(inventory)))

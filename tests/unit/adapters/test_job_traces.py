@@ -63,7 +63,11 @@ class Rig:
 def rig(tmp_path: Path) -> Iterator[Rig]:
     container = Container(
         settings=Settings(
-            data_dir=tmp_path, schedule_interval_seconds=0.05, grpc_port=0, health_source="none"
+            server_id=0,  # the embedded core: these test the APIs over in-process fakes
+            data_dir=tmp_path,
+            schedule_interval_seconds=0.05,
+            grpc_port=0,
+            health_source="none",
         )
     )
     runner, clock, spans = FakeJobRunner(), ManualClock(1_000_000.0), InMemorySpanExporter()

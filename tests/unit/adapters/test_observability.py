@@ -27,6 +27,7 @@ from gpu_platform.testing.fakes import (
 def rig(tmp_path: Path) -> Iterator[tuple[TestClient, FakeJobRunner, ManualClock]]:
     container = Container(
         settings=Settings(
+            server_id=0,  # the embedded core: these test the APIs over in-process fakes
             data_dir=tmp_path,
             schedule_interval_seconds=0.05,
             grpc_port=-1,

@@ -47,7 +47,9 @@ class Api:
 
 @pytest.fixture
 def api(tmp_path: Path, inventory: Inventory) -> Iterator[Api]:
-    settings = Settings(data_dir=tmp_path, schedule_interval_seconds=0.05, health_source="sim")
+    settings = Settings(
+        server_id=0, data_dir=tmp_path, schedule_interval_seconds=0.05, health_source="sim"
+    )
     container = Container(settings=settings)
     runner = FakeJobRunner()
     container.adapters.discovery.override(providers.Object(InMemoryGpuDiscovery(inventory)))

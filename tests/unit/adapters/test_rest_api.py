@@ -42,7 +42,9 @@ class Api:
 @pytest.fixture
 def api(tmp_path: Path, inventory: Inventory) -> Iterator[Api]:
     container = Container(
-        settings=Settings(data_dir=tmp_path, schedule_interval_seconds=0.05, grpc_port=-1)
+        settings=Settings(
+            server_id=0, data_dir=tmp_path, schedule_interval_seconds=0.05, grpc_port=-1
+        )
     )
     runner = FakeJobRunner()
     spans = InMemorySpanExporter()

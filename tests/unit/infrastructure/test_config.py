@@ -7,8 +7,10 @@ import pytest
 from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
 
 
-def test_defaults_are_the_embedded_single_node(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("HOST", "PORT", "DATA_DIR", "INVENTORY"):
+def test_defaults_are_a_one_voter_cluster_with_its_own_agent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for key in ("HOST", "PORT", "DATA_DIR", "INVENTORY", "SERVER_ID", "PEERS", "LOCAL_AGENT"):
         monkeypatch.delenv(f"GPU_PLATFORM_{key}", raising=False)
     s = load_settings()
     assert (s.host, s.port, s.data_dir, s.inventory) == (
@@ -17,6 +19,32 @@ def test_defaults_are_the_embedded_single_node(monkeypatch: pytest.MonkeyPatch) 
         Path(".gpu-platform"),
         "auto",
     )
+    assert (s.server_id, s.peers, s.raft_port, s.local_agent) == (1, "", 7001, "auto")
+    assert s.runs_local_agent
+
+
+@pytest.mark.parametrize(
+    ("overrides", "runs"),
+    [
+        ({}, True),
+        ({"peers": "1=127.0.0.1:7001,2=127.0.0.1:7002"}, False),
+        ({"peers": "1=127.0.0.1:7001", "local_agent": True}, True),  # the --local-agent flag
+        ({"local_agent": "off"}, False),
+        ({"local_agent": "false"}, False),
+        ({"server_id": 0}, False),  # embedded: jobs run in the control plane itself
+    ],
+)
+def test_who_runs_an_agent_in_process(
+    monkeypatch: pytest.MonkeyPatch, overrides: dict[str, object], runs: bool
+) -> None:
+    for key in ("SERVER_ID", "PEERS", "LOCAL_AGENT"):
+        monkeypatch.delenv(f"GPU_PLATFORM_{key}", raising=False)
+    assert load_settings(**overrides).runs_local_agent is runs
+
+
+def test_a_bad_local_agent_value_names_the_setting() -> None:
+    with pytest.raises(ConfigError, match="local_agent"):
+        load_settings(local_agent="sometimes")
 
 
 def test_flags_beat_environment_which_beats_the_file(

@@ -20,7 +20,7 @@ from gpu_platform.testing.fakes import InMemoryGpuDiscovery
 def test_the_runner_gives_mig_jobs_instances_only_when_a_controller_is_configured(
     tmp_path: Path, inventory: Inventory, setting: str, kind: type
 ) -> None:
-    settings = Settings(data_dir=tmp_path, isolation="none", mig_controller=setting)  # type: ignore[arg-type]
+    settings = Settings(server_id=0, data_dir=tmp_path, isolation="none", mig_controller=setting)  # type: ignore[arg-type]
     container = Container(settings=settings)
     container.adapters.discovery.override(providers.Object(InMemoryGpuDiscovery(inventory)))
     runner = container.adapters.runner()

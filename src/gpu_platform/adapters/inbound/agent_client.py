@@ -123,7 +123,7 @@ class AgentClient:
 
     async def _stream(self, target: str) -> None:
         options = [("grpc.max_receive_message_length", 64 << 20)]
-        if self._credentials is not None:
+        if self._credentials is not None and not target.startswith("unix:"):
             channel = grpc.aio.secure_channel(target, self._credentials, options=options)
         else:
             channel = grpc.aio.insecure_channel(target, options=options)

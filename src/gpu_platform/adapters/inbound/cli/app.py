@@ -55,6 +55,7 @@ class ServeOptions:
     agent_port: int | None = None
     local_agent: bool | None = None
     join: bool | None = None
+    raft_port: int | None = None
 
 
 @dataclass(frozen=True)
@@ -287,9 +288,13 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             bool | None,
             typer.Option("--join", help="Join a running cluster (then `cluster add-server`)."),
         ] = None,
+        raft_port: Annotated[
+            int | None,
+            typer.Option(help="Raft port of a one-voter cluster (no --peers); 0 = any free."),
+        ] = None,
     ) -> None:
-        """Run the control plane: embedded (one process runs jobs too), or with --id/--peers
-        one server of a Raft-replicated cluster whose jobs run on agents."""
+        """Run the control plane: alone, a one-voter Raft cluster whose agent runs in this
+        process; with --id/--peers, one server of a replicated cluster (jobs run on agents)."""
         hooks.serve(
             ServeOptions(
                 host,
@@ -302,6 +307,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 agent_port,
                 local_agent,
                 join,
+                raft_port,
             )
         )
 

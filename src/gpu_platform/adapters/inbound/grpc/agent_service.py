@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -199,7 +201,8 @@ def _chain(
 
 
 class AgentGrpcServer:
-    """Serves AgentService on `host:port` from its own event-loop thread."""
+    """Serves AgentService on `host:port` from its own event-loop thread (and, for an agent in
+    the same process when TLS is on, on a unix socket only this user can open)."""
 
     def __init__(
         self,
@@ -211,9 +214,11 @@ class AgentGrpcServer:
         heartbeat_s: float = 2.0,
         tls: TlsFiles | None = None,
         workers: int = 16,
+        local_socket: Path | None = None,
     ) -> None:
         self._hub = hub
         self._address = f"{host}:{port}"
+        self._socket = local_socket  # also on this unix socket (mode 0600), without TLS
         self._tls = tls
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-msg")
         self._servicer = _Servicer(hub, self._pool, server_id, heartbeat_s)
@@ -250,7 +255,12 @@ class AgentGrpcServer:
             self.port = server.add_secure_port(self._address, self._tls.grpc_server_credentials())
         else:
             self.port = server.add_insecure_port(self._address)
+        if self._socket is not None:
+            self._socket.unlink(missing_ok=True)  # left by a killed server
+            server.add_insecure_port(f"unix:{self._socket}")
         await server.start()
+        if self._socket is not None:
+            os.chmod(self._socket, 0o600)
         self._server = server
 
     def stop(self, grace_s: float = 1.0) -> None:

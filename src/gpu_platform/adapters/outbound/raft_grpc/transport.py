@@ -185,6 +185,9 @@ class GrpcRaftTransport:
             )
         if self.bound_port == 0:
             raise OSError(f"cannot listen on {self.listen}")
+        own = self._addresses.get(self.id, "")
+        if own.endswith(":0"):  # asked for any free port: peers learn the one we got
+            self._addresses[self.id] = f"{own[:-2]}:{self.bound_port}"
         await server.start()
         self._server = server
         for pid, addr in self._addresses.items():
