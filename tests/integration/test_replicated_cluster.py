@@ -332,6 +332,13 @@ def test_a_one_server_cluster_runs_jobs_on_its_in_process_agent(tmp_path: Path) 
         assert wait_until(lambda: _state(c, job["id"]) == "COMPLETED", WAIT)
         logs = c.client.get(c.url(lead) + f"/v1/jobs/{job['id']}/logs").text
         assert f"hello from {job['id']}" in logs
+        # a script naming no node is for this server's node: its in-process agent resets it
+        r = c.client.post(c.url(lead) + "/v1/debug/inject", json={"script": "xid 48 on gpu 0"})
+        assert r.status_code == 200, r.text
+        node = r.json()["scheduled"][0].rsplit(" ", 1)[1]
+        log = c.root / f"server-{lead}.log"
+        assert wait_until(lambda: '"gpu reset"' in log.read_text(), WAIT)
+        assert wait_until(lambda: _gpu(c, node, 0)["state"] == "AVAILABLE", WAIT)
         c.kill_server(lead, signal.SIGTERM)
         c.start_server(lead)
         c.wait_leader(timeout=WAIT)
@@ -370,7 +377,7 @@ def test_an_xid_needing_a_reset_is_injected_and_reset_on_the_node_s_agent(
 
     assert wait_until(running_again, WAIT), c.job(job["id"])
     assert wait_until(lambda: _gpu(c, node, gpu)["state"] == "AVAILABLE", WAIT), _gpu(c, node, gpu)
-    assert "gpu reset" in (c.root / f"{node}.log").read_text()  # done by that node's agent
+    assert '"gpu reset"' in (c.root / f"{node}.log").read_text()  # done by that node's agent
 
     idle = next(
         i for i in range(8) if i != gpu and i not in c.job(job["id"])["allocation"]["gpu_indices"]
