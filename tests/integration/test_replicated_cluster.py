@@ -332,9 +332,63 @@ def test_a_one_server_cluster_runs_jobs_on_its_in_process_agent(tmp_path: Path) 
         assert wait_until(lambda: _state(c, job["id"]) == "COMPLETED", WAIT)
         logs = c.client.get(c.url(lead) + f"/v1/jobs/{job['id']}/logs").text
         assert f"hello from {job['id']}" in logs
+        # a script naming no node is for this server's node: its in-process agent resets it
+        r = c.client.post(c.url(lead) + "/v1/debug/inject", json={"script": "xid 48 on gpu 0"})
+        assert r.status_code == 200, r.text
+        node = r.json()["scheduled"][0].rsplit(" ", 1)[1]
+        log = c.root / f"server-{lead}.log"
+        assert wait_until(lambda: '"gpu reset"' in log.read_text(), WAIT)
+        assert wait_until(lambda: _gpu(c, node, 0)["state"] == "AVAILABLE", WAIT)
         c.kill_server(lead, signal.SIGTERM)
         c.start_server(lead)
         c.wait_leader(timeout=WAIT)
         assert _state(c, job["id"]) == "COMPLETED"
     finally:
         c.close()
+
+
+def _gpu(c: ReplicatedCluster, node: str, index: int) -> dict[str, Any]:
+    gpus = c.client.get(c.any_url() + "/v1/gpus").json()
+    return next(g for g in gpus if g["node"] == node and g["index"] == index)
+
+
+def test_an_xid_needing_a_reset_is_injected_and_reset_on_the_node_s_agent(
+    cluster: ReplicatedCluster,
+) -> None:
+    """`debug inject` reaches the named node's agent (through a follower: redirected to the
+    leader), the XID 48 re-queues the job, and the agent resets the GPU: it is AVAILABLE again,
+    not OFFLINE. A reset the agent fails takes its GPU OFFLINE with the agent's reason."""
+    c = cluster
+    lead = c.wait_leader()
+    follower = next(i for i in c.alive() if i != lead)
+    job = c.submit(["sleep", "600"], gpus=1)
+    assert wait_until(lambda: _state(c, job["id"]) == "RUNNING", WAIT)
+    first = c.job(job["id"])["allocation"]
+    node, (gpu,) = first["node"], first["gpu_indices"]
+
+    script = f"xid 48 on gpu {gpu} node {node}"
+    r = c.client.post(c.url(follower) + "/v1/debug/inject", json={"script": script})
+    assert r.status_code == 200, r.text
+    assert r.json()["scheduled"] == [script]
+
+    def running_again() -> bool:
+        j = c.job(job["id"])
+        return j["state"] == "RUNNING" and j["attempt"] == 2
+
+    assert wait_until(running_again, WAIT), c.job(job["id"])
+    assert wait_until(lambda: _gpu(c, node, gpu)["state"] == "AVAILABLE", WAIT), _gpu(c, node, gpu)
+    assert '"gpu reset"' in (c.root / f"{node}.log").read_text()  # done by that node's agent
+
+    idle = next(
+        i for i in range(8) if i != gpu and i not in c.job(job["id"])["allocation"]["gpu_indices"]
+    )
+    script = f"reset-fail on gpu {idle} node {node}; xid 48 on gpu {idle} node {node}"
+    r = c.client.post(c.url(lead) + "/v1/debug/inject", json={"script": script})
+    assert r.status_code == 200, r.text
+    assert wait_until(lambda: _gpu(c, node, idle)["state"] == "OFFLINE", WAIT)
+    assert "simulated reset failure" in _gpu(c, node, idle)["reason"]
+
+    r = c.client.post(
+        c.url(lead) + "/v1/debug/inject", json={"script": "xid 48 on gpu 0 node nowhere"}
+    )
+    assert r.status_code == 422 and "script" in r.text and "nowhere" in r.text, r.text

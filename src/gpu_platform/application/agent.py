@@ -3,13 +3,19 @@
 Theory of operation. The agent owns the node's `JobRunner` and health monitors. A transport
 adapter keeps a stream to the leader and calls in: `hello()` for the first message (the node,
 the tasks running now, and the exits not yet acknowledged), `launch`, `stop`, `read_log`,
-`ack`. Everything the agent has to say goes out through the `emit` callable the adapter
-binds while a stream is up.
+`ack`, `reset_gpu`, `inject`. Everything the agent has to say goes out through the `emit`
+callable the adapter binds while a stream is up.
 
 Nothing is lost while no leader is reachable: an exit stays in the unacknowledged set until the
 leader acknowledges it (it is re-sent in the next hello), and health findings other than
 heartbeats are kept (up to `max_findings`) until a stream takes them. Tasks keep running across
 leader changes; the leader decides from the hello what to keep and what to stop.
+
+GPU resets and fault injection: the leader's control plane decides when a GPU of this node
+needs a reset (it is RESETTING and no attempt holds it) and asks for it over the stream;
+`reset_gpu` runs the node's `GpuReset` adapter (blocking: the transport calls it from a worker
+thread, never from the stream's). Likewise `inject` runs a fault script on the node's
+`FaultInjector` (the simulated hardware) when the agent was given one.
 
 Thread-safety: every public method may be called from any thread.
 """
@@ -27,7 +33,8 @@ import structlog
 from gpu_platform.application.agent_hub import AttemptRef
 from gpu_platform.domain.faults.health import HealthEvent, Heartbeat
 from gpu_platform.domain.model.node import Node
-from gpu_platform.ports.outbound.health_monitor import HealthMonitor
+from gpu_platform.ports.outbound.gpu_reset import GpuReset, GpuResetError
+from gpu_platform.ports.outbound.health_monitor import FaultInjector, HealthMonitor
 from gpu_platform.ports.outbound.job_runner import ExitReport, JobRunner, LaunchError, LaunchSpec
 
 __all__ = ["Agent", "AgentHello", "ExitNotice"]
@@ -63,10 +70,14 @@ class Agent:
         monitors: Sequence[HealthMonitor] = (),
         *,
         max_findings: int = 1000,
+        gpu_reset: GpuReset | None = None,
+        injector: FaultInjector | None = None,
     ) -> None:
         self.node = node
         self._runner = runner
         self._monitors = tuple(monitors)
+        self._gpu_reset = gpu_reset
+        self._injector = injector
         self._lock = threading.Lock()
         self._running: dict[tuple[str, int, int], LaunchSpec] = {}  # (job, epoch, rank)
         self.streams = 0
@@ -137,6 +148,42 @@ class Agent:
         if offset < 0:
             return self._runner.read_log(job_id, attempt, max_bytes, rank).encode()
         return self._runner.read_log_from(job_id, attempt, offset, max_bytes, rank)
+
+    def reset_gpu(self, index: int, uuid: str = "") -> str:
+        """Reset GPU `index` of this node (blocking, seconds); '' when done, else why not.
+        `uuid`, when given, must be that GPU's (the leader's view of the hardware); a GPU a
+        task of this agent still runs on is refused."""
+        name = self.node.name
+        gpu = next((g for g in self.node.gpus if g.index == index), None)
+        if gpu is None:
+            return f"node {name} has no GPU {index}"
+        if uuid and gpu.uuid != uuid:
+            return f"GPU {index} of node {name} is {gpu.uuid}, not {uuid}"
+        holder = self.holders().get(index)
+        if holder is not None:
+            return f"GPU {index} of node {name} is in use by job {holder[0]}"
+        if self._gpu_reset is None:
+            return f"no GPU reset controller on node {name}"
+        try:
+            self._gpu_reset.reset(name, index)
+        except GpuResetError as exc:
+            log.warning("gpu reset failed", gpu=index, error=str(exc))
+            return str(exc) or "reset failed"
+        except Exception as exc:  # an adapter bug: the leader must hear an outcome
+            log.exception("gpu reset crashed", gpu=index)
+            return f"reset crashed: {exc}"
+        log.info("gpu reset", gpu=index)
+        return ""
+
+    def inject(self, script: str) -> list[str]:
+        """Run a fault script on this node's injector (docs/faults.md); the normalised lines.
+        Raises ValueError naming the bad line, or when this agent takes no injections."""
+        if self._injector is None:
+            raise ValueError(
+                f"fault injection is disabled on node {self.node.name} "
+                "(gpu-platform agent --fault-injection)"
+            )
+        return self._injector.inject(script)
 
     def ack(self, seq: int) -> None:
         with self._lock:

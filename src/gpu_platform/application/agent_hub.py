@@ -14,6 +14,12 @@ node gone, and re-running the job elsewhere must not wait for a machine that may
 back (when it does, reconcile kills what it still runs). A session is live while its agent
 has spoken within `stale_after_s` (a stopped agent keeps its TCP stream open but goes silent).
 
+The hub is also the leader's `GpuReset` for agent nodes: `reset(node, index)` sends a reset to
+the node's live session and waits (at most `reset_timeout_s`) for the agent's outcome; a node
+without a live session, a stream that ends, or no answer in time is a `GpuResetError` (the GPU
+then goes OFFLINE, like any failed reset). `inject(node, script)` carries a fault script to a
+node's agent the same way (a ValueError when it cannot: the caller names the script).
+
 Leaving the leader role must not stop jobs: `stop_all` and `reap` do nothing; the next leader
 learns what runs from each agent's hello.
 
@@ -22,11 +28,12 @@ Thread-safety: every public method may be called from any thread.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -35,6 +42,7 @@ import structlog
 
 from gpu_platform.domain.faults.health import HealthEvent
 from gpu_platform.domain.model.node import Node
+from gpu_platform.ports.outbound.gpu_reset import GpuResetError
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
 
 __all__ = [
@@ -89,6 +97,10 @@ class AgentSession(Protocol):
 
     def send_exit_ack(self, seq: int) -> None: ...
 
+    def send_reset(self, request_id: int, index: int, uuid: str) -> None: ...
+
+    def send_inject(self, request_id: int, script: str) -> None: ...
+
     def close(self, leader: str) -> None:
         """End the stream, telling the agent where the leader is now ('' if unknown)."""
         ...
@@ -128,6 +140,7 @@ class _Live:
     last_seen: float
     tasks: set[tuple[str, int, int]] = field(default_factory=set)  # (job, epoch, rank)
     ready: bool = False  # reconciled: launches may go to it
+    uuids: dict[int, str] = field(default_factory=dict)  # GPU index -> uuid, from the hello
 
 
 class AgentHub:
@@ -139,6 +152,7 @@ class AgentHub:
         launch_timeout_s: float = 15.0,
         log_timeout_s: float = 10.0,
         stale_after_s: float = 15.0,
+        reset_timeout_s: float = 150.0,
     ) -> None:
         self._listener: AgentListener | None = None
         self._lock = threading.Lock()
@@ -147,10 +161,12 @@ class AgentHub:
         self._logs_at: dict[tuple[str, int, int], str] = {}  # (job, attempt, rank) -> node
         self._on_exit: dict[tuple[str, int], Callable[[ExitReport], None]] = {}
         self._requests: dict[int, Future[object]] = {}
+        self._asked: dict[int, AgentSession] = {}  # reset/inject request -> its session
         self._ids = itertools.count(1)
         self._launch_timeout = launch_timeout_s
         self._log_timeout = log_timeout_s
         self._stale_after = stale_after_s
+        self._reset_timeout = reset_timeout_s
 
     def attach(self, listener: AgentListener) -> None:
         self._listener = listener
@@ -176,7 +192,7 @@ class AgentHub:
             raise NotAccepting(leader)
         with self._lock:
             old = self._sessions.get(session.node)
-            live = _Live(session, time.monotonic())
+            live = _Live(session, time.monotonic(), uuids={g.index: g.uuid for g in node.gpus})
             for ref in running:
                 key = (ref.job_id, ref.epoch, ref.rank)
                 live.tasks.add(key)
@@ -221,6 +237,16 @@ class AgentHub:
         self._touch(session)
         self._resolve(request_id, error)
 
+    def reset_done(self, session: AgentSession, request_id: int, error: str) -> None:
+        self._touch(session)
+        self._resolve(request_id, error)
+
+    def injected(
+        self, session: AgentSession, request_id: int, lines: tuple[str, ...], error: str
+    ) -> None:
+        self._touch(session)
+        self._resolve(request_id, ValueError(error) if error else lines)
+
     def log_data(self, session: AgentSession, request_id: int, data: bytes, error: str) -> None:
         self._touch(session)
         self._resolve(request_id, LaunchError(error) if error else data)
@@ -230,6 +256,11 @@ class AgentHub:
             live = self._sessions.get(session.node)
             if live is not None and live.session is session:
                 del self._sessions[session.node]
+            orphans = [self._requests.get(r) for r, s in self._asked.items() if s is session]
+        for fut in orphans:  # a reset or script the agent can no longer answer
+            if fut is not None and not fut.done():
+                with contextlib.suppress(InvalidStateError):  # answered meanwhile
+                    fut.set_exception(AgentUnavailable(f"the agent on {session.node} left"))
         log.info("agent disconnected", node=session.node)
 
     def step_down(self, leader: str) -> None:
@@ -241,6 +272,7 @@ class AgentHub:
             self._on_exit.clear()
             pending = list(self._requests.values())
             self._requests.clear()
+            self._asked.clear()
         for fut in pending:
             if not fut.done():
                 fut.set_exception(AgentUnavailable("the server stopped leading"))
@@ -349,6 +381,66 @@ class AgentHub:
         self, job_id: str, attempt: int, offset: int, max_bytes: int, rank: int = 0
     ) -> bytes:
         return self._read(job_id, attempt, rank, offset, max_bytes)
+
+    # -- GpuReset and injection ----------------------------------------------------------------
+
+    def reset(self, node: str, gpu_index: int) -> None:
+        """GpuReset for agent nodes: the node's agent resets the GPU (see the module docstring).
+        Blocks up to `reset_timeout_s`; call it off every lock."""
+        try:
+            error = self._ask(
+                node,
+                lambda s, rid, uuids: s.send_reset(rid, gpu_index, uuids.get(gpu_index, "")),
+                self._reset_timeout,
+                "the reset",
+            )
+        except AgentUnavailable as exc:
+            raise GpuResetError(str(exc)) from None
+        if error:
+            raise GpuResetError(f"agent on {node}: {error}")
+
+    def inject(self, node: str, script: str) -> list[str]:
+        """Run a fault script on `node`'s agent; the lines it scheduled. ValueError when the
+        node has no live agent, it did not answer, or it refused the script."""
+        try:
+            lines = self._ask(
+                node, lambda s, rid, _: s.send_inject(rid, script), self._log_timeout, "the script"
+            )
+        except AgentUnavailable as exc:
+            raise ValueError(str(exc)) from None
+        assert isinstance(lines, tuple)
+        return list(lines)
+
+    def _ask(
+        self,
+        node: str,
+        send: Callable[[AgentSession, int, dict[int, str]], None],
+        timeout: float,
+        what: str,
+    ) -> object:
+        """Send one request to `node`'s live session and wait for its answer (re-raised when
+        it is an exception); AgentUnavailable when there is no live session, the stream ends
+        (step_down) or no answer comes within `timeout` seconds."""
+        request_id = next(self._ids)
+        fut: Future[object] = Future()
+        with self._lock:
+            live = self._fresh(node)
+            if live is None:
+                raise AgentUnavailable(f"node {node!r} has no connected agent")
+            self._requests[request_id] = fut
+            session, uuids = live.session, dict(live.uuids)
+            self._asked[request_id] = session
+        try:
+            send(session, request_id, uuids)
+            return fut.result(timeout=timeout)
+        except FutureTimeout:
+            raise AgentUnavailable(
+                f"agent on {node} did not answer {what} in {timeout:g}s"
+            ) from None
+        finally:
+            with self._lock:
+                self._requests.pop(request_id, None)
+                self._asked.pop(request_id, None)
 
     # -- plumbing ----------------------------------------------------------------------------
 

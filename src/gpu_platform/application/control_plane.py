@@ -1275,6 +1275,8 @@ class ControlPlane:
                 self._execute(CompleteGpuReset(node, index, ok, self._now(), detail))
             except DomainError as exc:  # an operator moved it meanwhile (offline, online)
                 log.warning("gpu reset outcome dropped", node=node, gpu=index, error=str(exc))
+            except (RaftNodeError, LeaderElsewhere) as exc:  # the next leader resets it again
+                log.warning("gpu reset outcome not committed", node=node, gpu=index, error=str(exc))
         self._wake.set()
 
     # -- AdminService ----------------------------------------------------------------------------
@@ -1316,6 +1318,10 @@ class ControlPlane:
         self._wake.set()
 
     def inject(self, script: str, *, actor: str) -> list[str]:
+        """Run a fault script on the injector (replicated: the leader's, which routes it to
+        the agent of the node the script names); InvalidRequest('script', ...) when refused."""
+        if self._replication is not None and not self._replication.is_leader():
+            raise self._elsewhere()
         if self._injector is None:
             self._record(actor, "inject", "debug", script, "refused: injection disabled")
             raise InvalidRequest("script", "fault injection is disabled on this server")

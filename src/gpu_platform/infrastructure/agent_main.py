@@ -2,8 +2,12 @@
 
 The node is a simulated profile's (`--sim-profile`, named `--node`) or this host's discovery
 (the configuration's inventory settings); its job processes run under the configured
-isolation with logs in `<data_dir>/jobs`. On a signal the agent stops its tasks (SIGTERM,
-grace, SIGKILL) and exits 0; the cluster then sees the node go silent.
+isolation with logs in `<data_dir>/jobs`. GPU resets the leader asks for run on the node's
+reset adapter (the simulator for a simulated node, nvidia-smi for NVML GPUs, as
+`select_health` picks for a server); `debug inject` scripts reach the simulated hardware when
+fault injection is on (`--fault-injection`, or the configuration's `fault_injection`). On a
+signal the agent stops its tasks (SIGTERM, grace, SIGKILL) and exits 0; the cluster then sees
+the node go silent.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from gpu_platform.adapters.inbound.cli import AgentOptions
 from gpu_platform.adapters.outbound.sim import SimulatedHardware
 from gpu_platform.adapters.outbound.sim.profiles import ProfileGpuDiscovery
 from gpu_platform.application.agent import Agent
+from gpu_platform.domain.model.node import Inventory
 from gpu_platform.domain.model.telemetry import TelemetrySnapshot
 from gpu_platform.infrastructure.agent_metrics import agent_registry, serve_agent_metrics
-from gpu_platform.infrastructure.config import ConfigError, load_settings
+from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
 from gpu_platform.infrastructure.container import (
+    HealthParts,
     job_isolation,
     process_runner,
     select_discovery,
@@ -34,7 +40,6 @@ from gpu_platform.infrastructure.logging import configure_logging
 from gpu_platform.infrastructure.replicated import agent_node
 from gpu_platform.infrastructure.server import lock_data_dir
 from gpu_platform.ports.outbound.gpu_discovery import GpuTelemetry
-from gpu_platform.ports.outbound.health_monitor import HealthMonitor
 
 __all__ = ["run_agent"]
 
@@ -46,38 +51,16 @@ def run_agent(options: AgentOptions) -> None:
         settings = load_settings(options.config, data_dir=options.data_dir)
     except ConfigError as exc:
         raise SystemExit(f"error: {exc}") from None
+    if options.fault_injection is not None:
+        settings = settings.model_copy(update={"fault_injection": options.fault_injection})
     configure_logging(settings.log_level, settings.log_format)
     lock = lock_data_dir(settings.data_dir)
-    name = options.node or socket.gethostname()
-    telemetry: Callable[[], TelemetrySnapshot | None] | None = None
-    if options.sim_profile:
-        try:
-            sim = ProfileGpuDiscovery(options.sim_profile, name)
-        except (KeyError, ValueError) as exc:
-            raise SystemExit(f"error: --sim-profile: {exc}") from None
-        inventory = sim.discover()
-        telemetry = sim.snapshot
-        monitors: tuple[HealthMonitor, ...] = (
-            SimulatedHardware(
-                inventory, heartbeat_interval_s=settings.health_poll_seconds, heartbeats=False
-            ),
-        )
-    else:
-        discovery = select_discovery(settings)
-        inventory = discovery.discover()
-        if options.node and inventory.nodes and inventory.nodes[0].name != options.node:
-            raise SystemExit(
-                f"error: --node {options.node}: this host's inventory names its node "
-                f"{inventory.nodes[0].name!r} (--node only names simulated nodes)"
-            )
-        monitors = select_health(settings, inventory, discovery).monitors
-        if isinstance(discovery, GpuTelemetry):
-            telemetry = discovery.snapshot
+    inventory, telemetry, health = _node_hardware(options, settings)
     node = agent_node(inventory, options.address or "127.0.0.1")
     isolation = job_isolation(settings)
     runner_gen = process_runner(settings, isolation, inventory)
     runner = next(runner_gen)
-    agent = Agent(node, runner, monitors)
+    agent = Agent(node, runner, health.monitors, gpu_reset=health.reset, injector=health.injector)
     tls = tls_files(settings)
     client = AgentClient(
         agent,
@@ -104,3 +87,34 @@ def run_agent(options: AgentOptions) -> None:
         for _ in runner_gen:  # closes the runner
             pass
         lock.close()
+
+
+Telemetry = Callable[[], TelemetrySnapshot | None]
+
+
+def _node_hardware(
+    options: AgentOptions, settings: Settings
+) -> tuple[Inventory, Telemetry | None, HealthParts]:
+    """This node's inventory, its telemetry source, and its monitors, reset adapter and
+    injector: a simulated profile's simulator, else what `select_health` picks for the host."""
+    name = options.node or socket.gethostname()
+    if options.sim_profile:
+        try:
+            sim = ProfileGpuDiscovery(options.sim_profile, name)
+        except (KeyError, ValueError) as exc:
+            raise SystemExit(f"error: --sim-profile: {exc}") from None
+        inventory = sim.discover()
+        hardware = SimulatedHardware(
+            inventory, heartbeat_interval_s=settings.health_poll_seconds, heartbeats=False
+        )
+        injector = hardware if settings.fault_injection else None
+        return inventory, sim.snapshot, HealthParts((hardware,), injector, hardware, False)
+    discovery = select_discovery(settings)
+    inventory = discovery.discover()
+    if options.node and inventory.nodes and inventory.nodes[0].name != options.node:
+        raise SystemExit(
+            f"error: --node {options.node}: this host's inventory names its node "
+            f"{inventory.nodes[0].name!r} (--node only names simulated nodes)"
+        )
+    telemetry = discovery.snapshot if isinstance(discovery, GpuTelemetry) else None
+    return inventory, telemetry, select_health(settings, inventory, discovery)

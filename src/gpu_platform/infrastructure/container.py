@@ -34,6 +34,7 @@ from gpu_platform.adapters.outbound.observability import OtelJobTracer, Structlo
 from gpu_platform.adapters.outbound.observability.event_hub import EventHub
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
 from gpu_platform.adapters.outbound.sim import SimulatedHardware
+from gpu_platform.adapters.outbound.sim.agent_injector import AgentRoutedInjector
 from gpu_platform.adapters.outbound.storage import (
     JsonlAuditLog,
     SqliteAccessStore,
@@ -356,6 +357,18 @@ def process_runner(
     runner.close(settings.stop_grace_seconds)
 
 
+def _gpu_reset(runner: JobRunner, health: HealthParts) -> GpuReset | None:
+    """Replicated (the runner is the agent hub), each node's agent resets its GPUs."""
+    return runner if isinstance(runner, AgentHub) else health.reset
+
+
+def _injector(runner: JobRunner, health: HealthParts, inventory: Inventory) -> FaultInjector | None:
+    """Replicated, scripts go to the agent of the node they name (this server's by default)."""
+    if health.injector is None or not isinstance(runner, AgentHub):
+        return health.injector
+    return AgentRoutedInjector(runner, inventory.nodes[0].name if inventory.nodes else "local")
+
+
 def _running_control_plane(
     settings: Settings,
     inventory: Inventory,
@@ -393,8 +406,8 @@ def _running_control_plane(
         pin_cpus=settings.cpu_pinning == "on"
         or (settings.cpu_pinning == "auto" and not inventory.simulated),
         hardware=hardware,
-        gpu_reset=health.reset,
-        injector=health.injector,
+        gpu_reset=_gpu_reset(runner, health),
+        injector=_injector(runner, health, inventory),
         fault_policy=fault_policy(settings),
         check_heartbeats=health.heartbeats,
         reset_in_background=True,
@@ -424,7 +437,16 @@ def _local_agent(
     if runner is None:
         yield None
         return
-    yield from running_local_agent(settings, inventory, runner, health.monitors, agent_server, tls)
+    yield from running_local_agent(
+        settings,
+        inventory,
+        runner,
+        health.monitors,
+        agent_server,
+        tls,
+        gpu_reset=health.reset,
+        injector=health.injector,
+    )
 
 
 def _running_health(plane: ControlPlane, health: HealthParts) -> Iterator[HealthParts]:

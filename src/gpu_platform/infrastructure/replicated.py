@@ -30,7 +30,8 @@ from gpu_platform.application.replication import RaftReplication
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.node import Inventory, Node
 from gpu_platform.infrastructure.config import ConfigError, Settings
-from gpu_platform.ports.outbound.health_monitor import HealthMonitor
+from gpu_platform.ports.outbound.gpu_reset import GpuReset
+from gpu_platform.ports.outbound.health_monitor import FaultInjector, HealthMonitor
 from gpu_platform.ports.outbound.job_runner import JobRunner
 
 __all__ = [
@@ -190,13 +191,17 @@ def running_local_agent(
     monitors: tuple[HealthMonitor, ...],
     agent_server: AgentGrpcServer | None,
     tls: TlsFiles | None,
+    *,
+    gpu_reset: GpuReset | None = None,
+    injector: FaultInjector | None = None,
 ) -> Iterator[Agent | None]:
-    """An agent in this process for this host, talking to the cluster like any other."""
+    """An agent in this process for this host, talking to the cluster like any other (with
+    this host's GPU reset adapter and, when enabled, its fault injector)."""
     if not settings.runs_local_agent or agent_server is None:
         yield None
         return
     node = agent_node(inventory, "127.0.0.1")
-    agent = Agent(node, runner, monitors)
+    agent = Agent(node, runner, monitors, gpu_reset=gpu_reset, injector=injector)
     target = advertised(settings, tls, (settings.port, settings.grpc_port, agent_server.port))
     socket = local_agent_socket(settings, tls)
     client = AgentClient(

@@ -67,3 +67,19 @@ def test_admin_commands_check_their_target_before_calling_the_server(
     result = CliRunner().invoke(cli.build_cli(hooks), args)
     assert result.exit_code == 2  # usage error (docs/cli.md), nothing sent
     assert message in result.output
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [([], None), (["--fault-injection"], True), (["--no-fault-injection"], False)],
+)
+def test_the_agent_s_fault_injection_flag_overrides_the_configuration_only_when_given(
+    flag: list[str], value: bool | None
+) -> None:
+    from typer.testing import CliRunner
+
+    seen: list[cli.AgentOptions] = []
+    hooks = cli.CliHooks(serve=lambda _: None, topology=lambda *_: "", agent=seen.append)
+    result = CliRunner().invoke(cli.build_cli(hooks), ["agent", "--servers", "h:1", *flag])
+    assert result.exit_code == 0, result.output
+    assert seen[0].fault_injection is value

@@ -3,10 +3,10 @@
 It dials the servers in turn; a server that does not lead answers FAILED_PRECONDITION with
 the leader's address in `gpu-platform-leader`, which is dialled next. While a stream is up it
 sends a heartbeat every interval the server asked for (Welcome), forwards the agent's exits and
-findings, and carries out the leader's launches, stops and log reads (blocking agent calls run
-on a small pool, never on the event loop). When the stream breaks, it backs off
-(`backoff_initial_s` doubling up to `backoff_max_s`) and dials again; the agent's unacknowledged
-exits go out again in the next hello.
+findings, and carries out the leader's launches, stops, log reads, GPU resets and fault
+scripts (blocking agent calls run on a small pool, never on the event loop). When the stream
+breaks, it backs off (`backoff_initial_s` doubling up to `backoff_max_s`) and dials again; the
+agent's unacknowledged exits go out again in the next hello.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ class AgentClient:
 
             call = pb_grpc.AgentServiceStub(channel).Connect(requests())  # type: ignore[no-untyped-call]
             beat: asyncio.Task[None] | None = None
-            work: set[asyncio.Future[None]] = set()  # launches and log reads in flight
+            work: set[asyncio.Future[None]] = set()  # launches, log reads, resets in flight
             try:
                 async for msg in call:
                     work = {w for w in work if not w.done()}
@@ -171,6 +171,10 @@ class AgentClient:
                         work.add(asyncio.ensure_future(self._read_log(outbox, msg.read_log)))
                     elif kind == "exit_ack":
                         self._agent.ack(msg.exit_ack.seq)
+                    elif kind == "reset_gpu":
+                        work.add(asyncio.ensure_future(self._reset(outbox, msg.reset_gpu)))
+                    elif kind == "inject":
+                        work.add(asyncio.ensure_future(self._inject(outbox, msg.inject)))
             finally:
                 if beat is not None:
                     beat.cancel()
@@ -226,3 +230,23 @@ class AgentClient:
         except Exception as exc:
             reply = pb.LogData(request_id=msg.request_id, error=str(exc) or "read failed")
         outbox.put_nowait(pb.AgentMessage(log=reply))
+
+    async def _reset(self, outbox: asyncio.Queue[pb.AgentMessage | None], msg: pb.ResetGpu) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            error = await loop.run_in_executor(
+                self._pool, self._agent.reset_gpu, msg.index, msg.uuid
+            )
+        except Exception as exc:  # the leader must hear an outcome, or its GPU stays RESETTING
+            error = f"agent could not reset: {exc}"
+        result = pb.ResetResult(request_id=msg.request_id, error=error)
+        outbox.put_nowait(pb.AgentMessage(reset_result=result))
+
+    async def _inject(self, outbox: asyncio.Queue[pb.AgentMessage | None], msg: pb.Inject) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            lines = await loop.run_in_executor(self._pool, self._agent.inject, msg.script)
+            reply = pb.InjectResult(request_id=msg.request_id, lines=lines)
+        except Exception as exc:  # ValueError: a bad line, or injection disabled here
+            reply = pb.InjectResult(request_id=msg.request_id, error=str(exc) or "inject failed")
+        outbox.put_nowait(pb.AgentMessage(injected=reply))

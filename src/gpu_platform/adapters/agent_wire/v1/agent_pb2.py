@@ -19,7 +19,7 @@ _sym_db = _symbol_database.Default()
 
 
 DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(
-    b'\n/gpu_platform/adapters/agent_wire/v1/agent.proto\x12\x15gpu_platform.agent.v1"G\n\x07\x41ttempt\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0c\n\x04rank\x18\x03 \x01(\r\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\r"\x9b\x01\n\x05Hello\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x11\n\tnode_json\x18\x02 \x01(\x0c\x12/\n\x07running\x18\x03 \x03(\x0b\x32\x1e.gpu_platform.agent.v1.Attempt\x12\x0f\n\x07version\x18\x04 \x01(\t\x12/\n\x06\x65xited\x18\x05 \x03(\x0b\x32\x1f.gpu_platform.agent.v1.TaskExit"\x1c\n\tHeartbeat\x12\x0f\n\x07sent_at\x18\x01 \x01(\x01"\xbd\x01\n\x08TaskExit\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12\x0c\n\x04rank\x18\x04 \x01(\r\x12\x15\n\rhas_exit_code\x18\x05 \x01(\x08\x12\x11\n\texit_code\x18\x06 \x01(\x05\x12\x12\n\nhas_signal\x18\x07 \x01(\x08\x12\x0e\n\x06signal\x18\x08 \x01(\x05\x12\x19\n\x11timed_out_after_s\x18\t \x01(\x01\x12\x0e\n\x06\x64\x65tail\x18\n \x01(\t"%\n\rHealthFinding\x12\x14\n\x0c\x66inding_json\x18\x01 \x01(\x0c"1\n\x0cLaunchResult\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\r\n\x05\x65rror\x18\x02 \x01(\t":\n\x07LogData\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\r\n\x05\x65rror\x18\x03 \x01(\t"\xcd\x02\n\x0c\x41gentMessage\x12-\n\x05hello\x18\x01 \x01(\x0b\x32\x1c.gpu_platform.agent.v1.HelloH\x00\x12\x35\n\theartbeat\x18\x02 \x01(\x0b\x32 .gpu_platform.agent.v1.HeartbeatH\x00\x12/\n\x04\x65xit\x18\x03 \x01(\x0b\x32\x1f.gpu_platform.agent.v1.TaskExitH\x00\x12\x36\n\x06health\x18\x04 \x01(\x0b\x32$.gpu_platform.agent.v1.HealthFindingH\x00\x12\x37\n\x08launched\x18\x05 \x01(\x0b\x32#.gpu_platform.agent.v1.LaunchResultH\x00\x12-\n\x03log\x18\x06 \x01(\x0b\x32\x1e.gpu_platform.agent.v1.LogDataH\x00\x42\x06\n\x04kind":\n\x07Welcome\x12\x11\n\tserver_id\x18\x01 \x01(\x04\x12\x1c\n\x14heartbeat_interval_s\x18\x02 \x01(\x01"/\n\x06Launch\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x11\n\tspec_json\x18\x02 \x01(\x0c"6\n\x04Stop\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0f\n\x07grace_s\x18\x03 \x01(\x01"o\n\x07ReadLog\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\r\x12\x0c\n\x04rank\x18\x04 \x01(\r\x12\x0e\n\x06offset\x18\x05 \x01(\x03\x12\x11\n\tmax_bytes\x18\x06 \x01(\r"\x16\n\x07\x45xitAck\x12\x0b\n\x03seq\x18\x01 \x01(\x04"\x90\x02\n\rServerMessage\x12\x31\n\x07welcome\x18\x01 \x01(\x0b\x32\x1e.gpu_platform.agent.v1.WelcomeH\x00\x12/\n\x06launch\x18\x02 \x01(\x0b\x32\x1d.gpu_platform.agent.v1.LaunchH\x00\x12+\n\x04stop\x18\x03 \x01(\x0b\x32\x1b.gpu_platform.agent.v1.StopH\x00\x12\x32\n\x08read_log\x18\x04 \x01(\x0b\x32\x1e.gpu_platform.agent.v1.ReadLogH\x00\x12\x32\n\x08\x65xit_ack\x18\x05 \x01(\x0b\x32\x1e.gpu_platform.agent.v1.ExitAckH\x00\x42\x06\n\x04kind2h\n\x0c\x41gentService\x12X\n\x07\x43onnect\x12#.gpu_platform.agent.v1.AgentMessage\x1a$.gpu_platform.agent.v1.ServerMessage(\x01\x30\x01\x62\x06proto3'
+    b'\n/gpu_platform/adapters/agent_wire/v1/agent.proto\x12\x15gpu_platform.agent.v1"G\n\x07\x41ttempt\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0c\n\x04rank\x18\x03 \x01(\r\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\r"\x9b\x01\n\x05Hello\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x11\n\tnode_json\x18\x02 \x01(\x0c\x12/\n\x07running\x18\x03 \x03(\x0b\x32\x1e.gpu_platform.agent.v1.Attempt\x12\x0f\n\x07version\x18\x04 \x01(\t\x12/\n\x06\x65xited\x18\x05 \x03(\x0b\x32\x1f.gpu_platform.agent.v1.TaskExit"\x1c\n\tHeartbeat\x12\x0f\n\x07sent_at\x18\x01 \x01(\x01"\xbd\x01\n\x08TaskExit\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12\x0c\n\x04rank\x18\x04 \x01(\r\x12\x15\n\rhas_exit_code\x18\x05 \x01(\x08\x12\x11\n\texit_code\x18\x06 \x01(\x05\x12\x12\n\nhas_signal\x18\x07 \x01(\x08\x12\x0e\n\x06signal\x18\x08 \x01(\x05\x12\x19\n\x11timed_out_after_s\x18\t \x01(\x01\x12\x0e\n\x06\x64\x65tail\x18\n \x01(\t"%\n\rHealthFinding\x12\x14\n\x0c\x66inding_json\x18\x01 \x01(\x0c"1\n\x0cLaunchResult\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\r\n\x05\x65rror\x18\x02 \x01(\t":\n\x07LogData\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\r\n\x05\x65rror\x18\x03 \x01(\t"0\n\x0bResetResult\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\r\n\x05\x65rror\x18\x02 \x01(\t"@\n\x0cInjectResult\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\r\n\x05lines\x18\x02 \x03(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t"\xc2\x03\n\x0c\x41gentMessage\x12-\n\x05hello\x18\x01 \x01(\x0b\x32\x1c.gpu_platform.agent.v1.HelloH\x00\x12\x35\n\theartbeat\x18\x02 \x01(\x0b\x32 .gpu_platform.agent.v1.HeartbeatH\x00\x12/\n\x04\x65xit\x18\x03 \x01(\x0b\x32\x1f.gpu_platform.agent.v1.TaskExitH\x00\x12\x36\n\x06health\x18\x04 \x01(\x0b\x32$.gpu_platform.agent.v1.HealthFindingH\x00\x12\x37\n\x08launched\x18\x05 \x01(\x0b\x32#.gpu_platform.agent.v1.LaunchResultH\x00\x12-\n\x03log\x18\x06 \x01(\x0b\x32\x1e.gpu_platform.agent.v1.LogDataH\x00\x12:\n\x0creset_result\x18\x07 \x01(\x0b\x32".gpu_platform.agent.v1.ResetResultH\x00\x12\x37\n\x08injected\x18\x08 \x01(\x0b\x32#.gpu_platform.agent.v1.InjectResultH\x00\x42\x06\n\x04kind":\n\x07Welcome\x12\x11\n\tserver_id\x18\x01 \x01(\x04\x12\x1c\n\x14heartbeat_interval_s\x18\x02 \x01(\x01"/\n\x06Launch\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x11\n\tspec_json\x18\x02 \x01(\x0c"6\n\x04Stop\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0f\n\x07grace_s\x18\x03 \x01(\x01"o\n\x07ReadLog\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\r\x12\x0c\n\x04rank\x18\x04 \x01(\r\x12\x0e\n\x06offset\x18\x05 \x01(\x03\x12\x11\n\tmax_bytes\x18\x06 \x01(\r"\x16\n\x07\x45xitAck\x12\x0b\n\x03seq\x18\x01 \x01(\x04";\n\x08ResetGpu\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\r\n\x05index\x18\x02 \x01(\r\x12\x0c\n\x04uuid\x18\x03 \x01(\t",\n\x06Inject\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x0e\n\x06script\x18\x02 \x01(\t"\xf7\x02\n\rServerMessage\x12\x31\n\x07welcome\x18\x01 \x01(\x0b\x32\x1e.gpu_platform.agent.v1.WelcomeH\x00\x12/\n\x06launch\x18\x02 \x01(\x0b\x32\x1d.gpu_platform.agent.v1.LaunchH\x00\x12+\n\x04stop\x18\x03 \x01(\x0b\x32\x1b.gpu_platform.agent.v1.StopH\x00\x12\x32\n\x08read_log\x18\x04 \x01(\x0b\x32\x1e.gpu_platform.agent.v1.ReadLogH\x00\x12\x32\n\x08\x65xit_ack\x18\x05 \x01(\x0b\x32\x1e.gpu_platform.agent.v1.ExitAckH\x00\x12\x34\n\treset_gpu\x18\x06 \x01(\x0b\x32\x1f.gpu_platform.agent.v1.ResetGpuH\x00\x12/\n\x06inject\x18\x07 \x01(\x0b\x32\x1d.gpu_platform.agent.v1.InjectH\x00\x42\x06\n\x04kind2h\n\x0c\x41gentService\x12X\n\x07\x43onnect\x12#.gpu_platform.agent.v1.AgentMessage\x1a$.gpu_platform.agent.v1.ServerMessage(\x01\x30\x01\x62\x06proto3'
 )
 
 _globals = globals()
@@ -43,20 +43,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
     _globals["_LAUNCHRESULT"]._serialized_end = 615
     _globals["_LOGDATA"]._serialized_start = 617
     _globals["_LOGDATA"]._serialized_end = 675
-    _globals["_AGENTMESSAGE"]._serialized_start = 678
-    _globals["_AGENTMESSAGE"]._serialized_end = 1011
-    _globals["_WELCOME"]._serialized_start = 1013
-    _globals["_WELCOME"]._serialized_end = 1071
-    _globals["_LAUNCH"]._serialized_start = 1073
-    _globals["_LAUNCH"]._serialized_end = 1120
-    _globals["_STOP"]._serialized_start = 1122
-    _globals["_STOP"]._serialized_end = 1176
-    _globals["_READLOG"]._serialized_start = 1178
-    _globals["_READLOG"]._serialized_end = 1289
-    _globals["_EXITACK"]._serialized_start = 1291
-    _globals["_EXITACK"]._serialized_end = 1313
-    _globals["_SERVERMESSAGE"]._serialized_start = 1316
-    _globals["_SERVERMESSAGE"]._serialized_end = 1588
-    _globals["_AGENTSERVICE"]._serialized_start = 1590
-    _globals["_AGENTSERVICE"]._serialized_end = 1694
+    _globals["_RESETRESULT"]._serialized_start = 677
+    _globals["_RESETRESULT"]._serialized_end = 725
+    _globals["_INJECTRESULT"]._serialized_start = 727
+    _globals["_INJECTRESULT"]._serialized_end = 791
+    _globals["_AGENTMESSAGE"]._serialized_start = 794
+    _globals["_AGENTMESSAGE"]._serialized_end = 1244
+    _globals["_WELCOME"]._serialized_start = 1246
+    _globals["_WELCOME"]._serialized_end = 1304
+    _globals["_LAUNCH"]._serialized_start = 1306
+    _globals["_LAUNCH"]._serialized_end = 1353
+    _globals["_STOP"]._serialized_start = 1355
+    _globals["_STOP"]._serialized_end = 1409
+    _globals["_READLOG"]._serialized_start = 1411
+    _globals["_READLOG"]._serialized_end = 1522
+    _globals["_EXITACK"]._serialized_start = 1524
+    _globals["_EXITACK"]._serialized_end = 1546
+    _globals["_RESETGPU"]._serialized_start = 1548
+    _globals["_RESETGPU"]._serialized_end = 1607
+    _globals["_INJECT"]._serialized_start = 1609
+    _globals["_INJECT"]._serialized_end = 1653
+    _globals["_SERVERMESSAGE"]._serialized_start = 1656
+    _globals["_SERVERMESSAGE"]._serialized_end = 2031
+    _globals["_AGENTSERVICE"]._serialized_start = 2033
+    _globals["_AGENTSERVICE"]._serialized_end = 2137
 # @@protoc_insertion_point(module_scope)

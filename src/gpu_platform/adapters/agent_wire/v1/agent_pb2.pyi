@@ -12,20 +12,14 @@ travel as versioned JSON documents in `bytes` fields.
 """
 
 import builtins as _builtins
-import sys
 import typing as _typing
 from collections import abc as _abc
+from typing import Never as _Never
+from typing import TypeAlias as _TypeAlias
 
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
-
-if sys.version_info >= (3, 11):
-    from typing import Never as _Never
-    from typing import TypeAlias as _TypeAlias
-else:
-    from typing import Never as _Never
-    from typing import TypeAlias as _TypeAlias
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -49,15 +43,15 @@ class Attempt(_message.Message):
         rank: _builtins.int = ...,
         attempt: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal[
         "attempt", b"attempt", "epoch", b"epoch", "job_id", b"job_id", "rank", b"rank"
-    ]
+    ]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Attempt: _TypeAlias = Attempt
+Global___Attempt: _TypeAlias = Attempt  # noqa: Y015
 
 @_typing.final
 class Hello(_message.Message):
@@ -91,7 +85,7 @@ class Hello(_message.Message):
         version: _builtins.str = ...,
         exited: _abc.Iterable[Global___TaskExit] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal[
         "exited",
@@ -104,11 +98,11 @@ class Hello(_message.Message):
         b"running",
         "version",
         b"version",
-    ]
+    ]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Hello: _TypeAlias = Hello
+Global___Hello: _TypeAlias = Hello  # noqa: Y015
 
 @_typing.final
 class Heartbeat(_message.Message):
@@ -122,13 +116,13 @@ class Heartbeat(_message.Message):
         *,
         sent_at: _builtins.float = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["sent_at", b"sent_at"]
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sent_at", b"sent_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Heartbeat: _TypeAlias = Heartbeat
+Global___Heartbeat: _TypeAlias = Heartbeat  # noqa: Y015
 
 @_typing.final
 class TaskExit(_message.Message):
@@ -172,7 +166,7 @@ class TaskExit(_message.Message):
         timed_out_after_s: _builtins.float = ...,
         detail: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal[
         "detail",
@@ -195,11 +189,11 @@ class TaskExit(_message.Message):
         b"signal",
         "timed_out_after_s",
         b"timed_out_after_s",
-    ]
+    ]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___TaskExit: _TypeAlias = TaskExit
+Global___TaskExit: _TypeAlias = TaskExit  # noqa: Y015
 
 @_typing.final
 class HealthFinding(_message.Message):
@@ -212,13 +206,13 @@ class HealthFinding(_message.Message):
         *,
         finding_json: _builtins.bytes = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["finding_json", b"finding_json"]
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["finding_json", b"finding_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___HealthFinding: _TypeAlias = HealthFinding
+Global___HealthFinding: _TypeAlias = HealthFinding  # noqa: Y015
 
 @_typing.final
 class LaunchResult(_message.Message):
@@ -235,13 +229,13 @@ class LaunchResult(_message.Message):
         request_id: _builtins.int = ...,
         error: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "request_id", b"request_id"]
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___LaunchResult: _TypeAlias = LaunchResult
+Global___LaunchResult: _TypeAlias = LaunchResult  # noqa: Y015
 
 @_typing.final
 class LogData(_message.Message):
@@ -260,15 +254,73 @@ class LogData(_message.Message):
         data: _builtins.bytes = ...,
         error: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal[
         "data", b"data", "error", b"error", "request_id", b"request_id"
-    ]
+    ]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___LogData: _TypeAlias = LogData
+Global___LogData: _TypeAlias = LogData  # noqa: Y015
+
+@_typing.final
+class ResetResult(_message.Message):
+    """The outcome of a ResetGpu."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    error: _builtins.str
+    """empty: the GPU was reset and answers again"""
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetResult: _TypeAlias = ResetResult  # noqa: Y015
+
+@_typing.final
+class InjectResult(_message.Message):
+    """The outcome of an Inject."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    LINES_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    error: _builtins.str
+    """why nothing of the script was scheduled"""
+    @_builtins.property
+    def lines(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the normalised lines scheduled (when error is empty)"""
+
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int = ...,
+        lines: _abc.Iterable[_builtins.str] | None = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal[
+        "error", b"error", "lines", b"lines", "request_id", b"request_id"
+    ]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InjectResult: _TypeAlias = InjectResult  # noqa: Y015
 
 @_typing.final
 class AgentMessage(_message.Message):
@@ -280,6 +332,8 @@ class AgentMessage(_message.Message):
     HEALTH_FIELD_NUMBER: _builtins.int
     LAUNCHED_FIELD_NUMBER: _builtins.int
     LOG_FIELD_NUMBER: _builtins.int
+    RESET_RESULT_FIELD_NUMBER: _builtins.int
+    INJECTED_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___Hello: ...
     @_builtins.property
@@ -292,6 +346,10 @@ class AgentMessage(_message.Message):
     def launched(self) -> Global___LaunchResult: ...
     @_builtins.property
     def log(self) -> Global___LogData: ...
+    @_builtins.property
+    def reset_result(self) -> Global___ResetResult: ...
+    @_builtins.property
+    def injected(self) -> Global___InjectResult: ...
     def __init__(
         self,
         *,
@@ -301,6 +359,8 @@ class AgentMessage(_message.Message):
         health: Global___HealthFinding | None = ...,
         launched: Global___LaunchResult | None = ...,
         log: Global___LogData | None = ...,
+        reset_result: Global___ResetResult | None = ...,
+        injected: Global___InjectResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal[
         "exit",
@@ -311,13 +371,17 @@ class AgentMessage(_message.Message):
         b"heartbeat",
         "hello",
         b"hello",
+        "injected",
+        b"injected",
         "kind",
         b"kind",
         "launched",
         b"launched",
         "log",
         b"log",
-    ]
+        "reset_result",
+        b"reset_result",
+    ]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal[
         "exit",
@@ -328,23 +392,27 @@ class AgentMessage(_message.Message):
         b"heartbeat",
         "hello",
         b"hello",
+        "injected",
+        b"injected",
         "kind",
         b"kind",
         "launched",
         b"launched",
         "log",
         b"log",
-    ]
+        "reset_result",
+        b"reset_result",
+    ]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal[
-        "hello", "heartbeat", "exit", "health", "launched", "log"
-    ]
-    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]
+        "hello", "heartbeat", "exit", "health", "launched", "log", "reset_result", "injected"
+    ]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(
         self, oneof_group: _WhichOneofArgType_kind
     ) -> _WhichOneofReturnType_kind | None: ...
 
-Global___AgentMessage: _TypeAlias = AgentMessage
+Global___AgentMessage: _TypeAlias = AgentMessage  # noqa: Y015
 
 @_typing.final
 class Welcome(_message.Message):
@@ -360,15 +428,15 @@ class Welcome(_message.Message):
         server_id: _builtins.int = ...,
         heartbeat_interval_s: _builtins.float = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal[
         "heartbeat_interval_s", b"heartbeat_interval_s", "server_id", b"server_id"
-    ]
+    ]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Welcome: _TypeAlias = Welcome
+Global___Welcome: _TypeAlias = Welcome  # noqa: Y015
 
 @_typing.final
 class Launch(_message.Message):
@@ -385,15 +453,15 @@ class Launch(_message.Message):
         request_id: _builtins.int = ...,
         spec_json: _builtins.bytes = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal[
         "request_id", b"request_id", "spec_json", b"spec_json"
-    ]
+    ]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Launch: _TypeAlias = Launch
+Global___Launch: _TypeAlias = Launch  # noqa: Y015
 
 @_typing.final
 class Stop(_message.Message):
@@ -412,15 +480,15 @@ class Stop(_message.Message):
         epoch: _builtins.int = ...,
         grace_s: _builtins.float = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal[
         "epoch", b"epoch", "grace_s", b"grace_s", "job_id", b"job_id"
-    ]
+    ]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___Stop: _TypeAlias = Stop
+Global___Stop: _TypeAlias = Stop  # noqa: Y015
 
 @_typing.final
 class ReadLog(_message.Message):
@@ -449,7 +517,7 @@ class ReadLog(_message.Message):
         offset: _builtins.int = ...,
         max_bytes: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal[
         "attempt",
@@ -464,11 +532,11 @@ class ReadLog(_message.Message):
         b"rank",
         "request_id",
         b"request_id",
-    ]
+    ]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ReadLog: _TypeAlias = ReadLog
+Global___ReadLog: _TypeAlias = ReadLog  # noqa: Y015
 
 @_typing.final
 class ExitAck(_message.Message):
@@ -481,13 +549,70 @@ class ExitAck(_message.Message):
         *,
         seq: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["seq", b"seq"]
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["seq", b"seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___ExitAck: _TypeAlias = ExitAck
+Global___ExitAck: _TypeAlias = ExitAck  # noqa: Y015
+
+@_typing.final
+class ResetGpu(_message.Message):
+    """Reset one idle GPU of the agent's node (the GPU reached RESETTING). `uuid`: the GPU the
+    leader means; the agent refuses when its GPU `index` has another uuid.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    INDEX_FIELD_NUMBER: _builtins.int
+    UUID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    index: _builtins.int
+    uuid: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int = ...,
+        index: _builtins.int = ...,
+        uuid: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal[
+        "index", b"index", "request_id", b"request_id", "uuid", b"uuid"
+    ]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResetGpu: _TypeAlias = ResetGpu  # noqa: Y015
+
+@_typing.final
+class Inject(_message.Message):
+    """A fault script (docs/faults.md) for the agent's simulated hardware (`debug inject`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    SCRIPT_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.int
+    script: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.int = ...,
+        script: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal[
+        "request_id", b"request_id", "script", b"script"
+    ]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Inject: _TypeAlias = Inject  # noqa: Y015
 
 @_typing.final
 class ServerMessage(_message.Message):
@@ -498,6 +623,8 @@ class ServerMessage(_message.Message):
     STOP_FIELD_NUMBER: _builtins.int
     READ_LOG_FIELD_NUMBER: _builtins.int
     EXIT_ACK_FIELD_NUMBER: _builtins.int
+    RESET_GPU_FIELD_NUMBER: _builtins.int
+    INJECT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
@@ -508,6 +635,10 @@ class ServerMessage(_message.Message):
     def read_log(self) -> Global___ReadLog: ...
     @_builtins.property
     def exit_ack(self) -> Global___ExitAck: ...
+    @_builtins.property
+    def reset_gpu(self) -> Global___ResetGpu: ...
+    @_builtins.property
+    def inject(self) -> Global___Inject: ...
     def __init__(
         self,
         *,
@@ -516,43 +647,53 @@ class ServerMessage(_message.Message):
         stop: Global___Stop | None = ...,
         read_log: Global___ReadLog | None = ...,
         exit_ack: Global___ExitAck | None = ...,
+        reset_gpu: Global___ResetGpu | None = ...,
+        inject: Global___Inject | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal[
         "exit_ack",
         b"exit_ack",
+        "inject",
+        b"inject",
         "kind",
         b"kind",
         "launch",
         b"launch",
         "read_log",
         b"read_log",
+        "reset_gpu",
+        b"reset_gpu",
         "stop",
         b"stop",
         "welcome",
         b"welcome",
-    ]
+    ]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal[
         "exit_ack",
         b"exit_ack",
+        "inject",
+        b"inject",
         "kind",
         b"kind",
         "launch",
         b"launch",
         "read_log",
         b"read_log",
+        "reset_gpu",
+        b"reset_gpu",
         "stop",
         b"stop",
         "welcome",
         b"welcome",
-    ]
+    ]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal[
-        "welcome", "launch", "stop", "read_log", "exit_ack"
-    ]
-    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]
+        "welcome", "launch", "stop", "read_log", "exit_ack", "reset_gpu", "inject"
+    ]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(
         self, oneof_group: _WhichOneofArgType_kind
     ) -> _WhichOneofReturnType_kind | None: ...
 
-Global___ServerMessage: _TypeAlias = ServerMessage
+Global___ServerMessage: _TypeAlias = ServerMessage  # noqa: Y015

@@ -71,6 +71,7 @@ class AgentOptions:
     data_dir: Path | None
     config: Path | None
     metrics_port: int | None = None
+    fault_injection: bool | None = None  # None: the configuration's `fault_injection`
 
 
 @dataclass(frozen=True)
@@ -334,6 +335,14 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             int | None,
             typer.Option(help="Serve /metrics (dcgm-exporter names, agent series) on this port."),
         ] = None,
+        fault_injection: Annotated[
+            bool | None,
+            typer.Option(
+                "--fault-injection/--no-fault-injection",
+                help="Take `debug inject` scripts from the leader into this node's simulated "
+                "hardware [default: the configuration's fault_injection].",
+            ),
+        ] = None,
     ) -> None:
         """Run a node agent: register this node with the cluster's leader and run its jobs."""
         if hooks.agent is None:
@@ -341,7 +350,11 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         names = tuple(s.strip() for s in servers.split(",") if s.strip())
         if not names:
             raise _fail("--servers: give at least one host:port", 2)
-        hooks.agent(AgentOptions(names, node, sim_profile, address, data_dir, config, metrics_port))
+        hooks.agent(
+            AgentOptions(
+                names, node, sim_profile, address, data_dir, config, metrics_port, fault_injection
+            )
+        )
 
     @app.command(context_settings={"allow_interspersed_args": False})
     def submit(

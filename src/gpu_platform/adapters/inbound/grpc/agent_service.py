@@ -1,12 +1,12 @@
 """`AgentGrpcServer`: the server end of the agents' streams (grpcio asyncio, own thread).
 
 Each `Connect` call becomes an `AgentSession` handed to the `AgentHub`. The event loop only
-moves messages: launch answers and log data resolve the hub's waiting futures directly (they
-never block), while hellos, heartbeats, findings and exits — which reach the control plane and
-may wait for a Raft commit — run in order per stream on a worker pool, so a slow commit never
-stalls the loop or another agent's launch answer. A server that does not lead ends the call
-with FAILED_PRECONDITION and the leader's agent address in the trailing metadata
-`gpu-platform-leader`.
+moves messages: launch answers, log data, reset outcomes and injection answers resolve the
+hub's waiting futures directly (they never block), while hellos, heartbeats, findings and
+exits — which reach the control plane and may wait for a Raft commit — run in order per stream
+on a worker pool, so a slow commit never stalls the loop or another agent's launch answer. A
+server that does not lead ends the call with FAILED_PRECONDITION and the leader's agent address
+in the trailing metadata `gpu-platform-leader`.
 """
 
 from __future__ import annotations
@@ -85,6 +85,13 @@ class _Session:
     def send_exit_ack(self, seq: int) -> None:
         self._put(pb.ServerMessage(exit_ack=pb.ExitAck(seq=seq)))
 
+    def send_reset(self, request_id: int, index: int, uuid: str) -> None:
+        reset = pb.ResetGpu(request_id=request_id, index=index, uuid=uuid)
+        self._put(pb.ServerMessage(reset_gpu=reset))
+
+    def send_inject(self, request_id: int, script: str) -> None:
+        self._put(pb.ServerMessage(inject=pb.Inject(request_id=request_id, script=script)))
+
     def close(self, leader: str) -> None:
         self.leader = leader
         self._put(_CLOSE)
@@ -162,6 +169,12 @@ class _Servicer(pb_grpc.AgentServiceServicer):
                 hub.launched(session, msg.launched.request_id, msg.launched.error)
             elif kind == "log":
                 hub.log_data(session, msg.log.request_id, msg.log.data, msg.log.error)
+            elif kind == "reset_result":
+                r = msg.reset_result
+                hub.reset_done(session, r.request_id, r.error)
+            elif kind == "injected":
+                i = msg.injected
+                hub.injected(session, i.request_id, tuple(i.lines), i.error)
             elif kind == "heartbeat":
                 call = _bind(hub.heartbeat, session)
             elif kind == "health":

@@ -42,7 +42,7 @@ from gpu_platform.domain.model.node import Inventory
 from gpu_platform.ports.outbound.gpu_reset import GpuResetError
 from gpu_platform.ports.outbound.health_monitor import HealthSink
 
-__all__ = ["SimulatedHardware", "parse_script"]
+__all__ = ["SimulatedHardware", "parse_script", "script_nodes"]
 
 log = structlog.get_logger(__name__)
 
@@ -113,6 +113,23 @@ def parse_script(script: str, inventory: Inventory) -> list[ScriptLine]:
         out.append(ScriptLine(verb, node, gpu, number, g.get("kind"), at))
     if not out:
         raise ValueError("empty script")
+    return out
+
+
+_NODE = re.compile(r"\snode\s+(?P<node>\S+)")
+
+
+def script_nodes(script: str, default: str) -> dict[str, list[str]]:
+    """The script's lines grouped by the node they name (`default` for lines naming none), in
+    order; node names as `parse_script` reads them (lower case). Nothing else is checked: the
+    simulator that runs a node's lines parses them fully."""
+    out: dict[str, list[str]] = {}
+    for raw in re.split(r"[;\n]", script):
+        text = " ".join(raw.strip().lower().split())
+        if not text or text.startswith("#"):
+            continue
+        m = _NODE.search(text)
+        out.setdefault(m.group("node") if m else default, []).append(raw.strip())
     return out
 
 
