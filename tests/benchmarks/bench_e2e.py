@@ -42,7 +42,26 @@ def _time(fn: Any, n: int) -> list[float]:
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
+    """The default server (a one-voter Raft cluster whose jobs run on its in-process agent)
+    and, for comparison, the embedded core (server_id = 0: SQLite, jobs in the server)."""
     n = 100 if quick else 1000
+    if os.environ.get("GPU_PLATFORM_BENCH_SMOKE"):  # the test suite's run: the schema only
+        n = 10
+    rows: list[dict[str, Any]] = []
+    for server_id, store in (("1", "raft"), ("0", "sqlite")):
+        rest, grpc_samples = _measure(n, server_id)
+        rest_row = result("e2e.submit", {"api": "rest", "submits": n, "store": store}, rest)
+        grpc_row = result(
+            "e2e.submit",
+            {"api": "grpc", "submits": n, "store": store},
+            grpc_samples,
+            baseline=baseline("rest", rest_row),
+        )
+        rows += [rest_row, grpc_row]
+    return rows
+
+
+def _measure(n: int, server_id: str) -> tuple[list[float], list[float]]:
     http_port, grpc_port = _free_port(), _free_port()
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(
@@ -50,6 +69,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             GPU_PLATFORM_LOG_LEVEL="warning",
             GPU_PLATFORM_LOG_FORMAT="json",
             GPU_PLATFORM_GRPC_PORT=str(grpc_port),
+            GPU_PLATFORM_SERVER_ID=server_id,
             GPU_PLATFORM_RAFT_PORT="0",
             GPU_PLATFORM_AGENT_PORT="0",
             GPU_PLATFORM_ISOLATION="none",
@@ -82,11 +102,4 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         finally:
             server.terminate()
             server.wait(timeout=60)
-    rest_row = result("e2e.submit", {"api": "rest", "submits": n, "store": "sqlite"}, rest)
-    grpc_row = result(
-        "e2e.submit",
-        {"api": "grpc", "submits": n, "store": "sqlite"},
-        grpc_samples,
-        baseline=baseline("rest", rest_row),
-    )
-    return [rest_row, grpc_row]
+    return rest, grpc_samples
