@@ -1,7 +1,8 @@
 """`make chaos`: fault scenarios against real clusters, each checked for linearizability.
 
 Not part of `make test` (pytest collects only `test_*.py`). Needs root and iproute2: every
-`raft_kv` node runs in its own network namespace (`gpu_platform.testing.netns`).
+`raft_kv` node, and in `control_plane.partitions` every server and agent, runs in its own
+network namespace (`gpu_platform.testing.netns`).
 
 Scenarios are entries of `SCENARIOS`: a name and a function `(Options) -> dict` that builds
 what it needs, runs its faults, checks its history and returns its figures; the dict must hold
@@ -33,6 +34,7 @@ from gpu_platform.testing.cluster_procs import JobStoreClients, ReplicatedCluste
 from gpu_platform.testing.linearizability import Verdict, check
 from gpu_platform.testing.linearizability_models import JobStoreModel, KvModel
 from gpu_platform.testing.linearizability_report import explain
+from gpu_platform.testing.netns_cluster import ClusterWatcher, NetnsControlPlane, double_booked
 from gpu_platform.testing.netns_kv import KvClients, NetnsKvCluster, RoleWatcher, wait_until
 
 WAIT = 90.0
@@ -278,11 +280,92 @@ def control_plane_node_loss(opts: Options) -> dict[str, Any]:
         }
 
 
+def control_plane_partitions(opts: Options) -> dict[str, Any]:
+    """3 `serve` servers and 2 agents, each in its own network namespace; clients submit, cancel
+    and read jobs while each of `partitions` rounds isolates the leader (from the other servers
+    and both agents), times the first other server to report LEADER, checks the cut-off leader
+    commits nothing, then heals and waits until it has caught up."""
+    with (
+        tempfile.TemporaryDirectory(prefix="chaos-cpn-") as tmp,
+        netns.NetnsNetwork(5) as net,
+    ):
+        root = Path(os.environ.get("CHAOS_KEEP_DIR") or tmp)  # keep logs for a post-mortem
+        root.mkdir(parents=True, exist_ok=True)
+        c = NetnsControlPlane(net, root)
+        try:
+            c.start().wait_ready(timeout=WAIT)
+            return _partition_rounds(c, opts)
+        finally:
+            c.close()
+
+
+def _commit(c: NetnsControlPlane, i: int) -> int:
+    info = c.cluster(i)
+    return -1 if info is None else int(info["commit"])
+
+
+def _partition_rounds(c: NetnsControlPlane, opts: Options) -> dict[str, Any]:
+    blocker = c.submit(["sleep", "3600"], gpus=1)
+    wait_until(lambda: c.job(blocker["id"])["state"] == "RUNNING", WAIT)
+    watcher = ClusterWatcher(c)
+    watcher.start()
+    clients = JobStoreClients(c, blocker["id"], clients=3).start()
+    times: list[float] = []
+    minority_commits = 0  # rounds in which the cut-off leader's commit index moved
+    t0 = time.monotonic()
+    try:
+        for _ in range(opts.partitions):
+            old = c.wait_leader(timeout=WAIT)
+            rest = [i for i in c.ids if i != old]
+            n = len(clients.acked)
+            wait_until(lambda n=n: len(clients.acked) >= n + 5, WAIT)  # type: ignore[misc]
+            cut = time.monotonic()
+            c.isolate(old)
+            if not wait_until(lambda rest=rest: c.leader(rest) is not None, WAIT, 0.02):  # type: ignore[misc]
+                raise RuntimeError(f"no new leader among {rest} within {WAIT:.0f} s")
+            times.append(time.monotonic() - cut)
+            time.sleep(max(0.0, cut + 1.0 - time.monotonic()))  # in-flight acks may land
+            frozen = _commit(c, old)
+            n = len(clients.acked)
+            wait_until(lambda n=n: len(clients.acked) >= n + 5, WAIT)  # type: ignore[misc]
+            minority_commits += _commit(c, old) != frozen
+            c.heal()
+            target = _commit(c, c.wait_leader(rest, timeout=WAIT))
+            wait_until(lambda old=old, t=target: _commit(c, old) >= t, WAIT)  # type: ignore[misc]
+    finally:
+        history = clients.stop()
+        watcher.stop()
+    jobs = {j["id"]: j for j in c.jobs()}
+    lost = [j for j in clients.acked if j not in jobs]
+    double = double_booked(jobs.values())
+    two = {str(t): sorted(n) for t, n in watcher.two_leaders().items()}
+    result = check(JobStoreModel(), history, timeout_s=opts.check_timeout_s)
+    if result.verdict is Verdict.NOT_LINEARIZABLE:
+        print(explain(JobStoreModel(), history, result), file=sys.stderr)
+    ok = result.verdict is Verdict.LINEARIZABLE
+    return _leader_figures(times) | {
+        "partitions": len(times),
+        "servers": 3,
+        "agents": 2,
+        "duration_s": round(time.monotonic() - t0, 1),
+        "ops": len(history),
+        "acknowledged_jobs": len(clients.acked),
+        "acknowledged_jobs_lost": len(lost),
+        "gpus_double_booked": len(double),
+        "minority_commit_moved_rounds": minority_commits,
+        "two_leaders_in_a_term": two,
+        "terms_seen": len(watcher.leaders_by_term()),
+        "verdict": result.verdict.name,
+        "linearizable": ok and not lost and not double and not two and not minority_commits,
+    }
+
+
 SCENARIOS: list[Scenario] = [
     Scenario("raft_kv.leader_kills", leader_kills),
     Scenario("raft_kv.partitions", partitions),
     Scenario("control_plane.leader_kills", control_plane_leader_kills),
     Scenario("control_plane.node_loss", control_plane_node_loss),
+    Scenario("control_plane.partitions", control_plane_partitions),
 ]
 
 

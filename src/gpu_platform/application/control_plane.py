@@ -1240,8 +1240,9 @@ class ControlPlane:
     def check_nodes(self) -> None:
         """Judge node heartbeat ages now (SUSPECT / DOWN per the fault policy)."""
         with self._lock:
-            self._execute(CheckNodes(self._now()))
-        self._wake.set()
+            events = self._execute(CheckNodes(self._now()))
+        if events:  # waking on every check made the loop propose CheckNodes back to back
+            self._wake.set()
 
     def _start_due_resets(self) -> None:
         with self._lock:

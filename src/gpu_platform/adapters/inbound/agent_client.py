@@ -30,7 +30,10 @@ from gpu_platform.adapters.agent_wire.codec import (
 )
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
-from gpu_platform.adapters.inbound.grpc.agent_service import LEADER_METADATA
+from gpu_platform.adapters.inbound.grpc.agent_service import (
+    KEEPALIVE_CLIENT_OPTIONS,
+    LEADER_METADATA,
+)
 from gpu_platform.application.agent import Agent, ExitNotice, Outgoing
 
 __all__ = ["AgentClient"]
@@ -122,7 +125,7 @@ class AgentClient:
             delay = min(delay * 2, self._backoff[1])
 
     async def _stream(self, target: str) -> None:
-        options = [("grpc.max_receive_message_length", 64 << 20)]
+        options = [("grpc.max_receive_message_length", 64 << 20), *KEEPALIVE_CLIENT_OPTIONS]
         if self._credentials is not None and not target.startswith("unix:"):
             channel = grpc.aio.secure_channel(target, self._credentials, options=options)
         else:

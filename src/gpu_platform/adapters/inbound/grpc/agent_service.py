@@ -38,9 +38,29 @@ from gpu_platform.application.consistency import LeaderElsewhere
 from gpu_platform.application.raft_node import RaftNodeError
 from gpu_platform.ports.outbound.job_runner import LaunchSpec
 
-__all__ = ["LEADER_METADATA", "AgentGrpcServer"]
+__all__ = [
+    "KEEPALIVE_CLIENT_OPTIONS",
+    "KEEPALIVE_SERVER_OPTIONS",
+    "LEADER_METADATA",
+    "AgentGrpcServer",
+]
 
 LEADER_METADATA = "gpu-platform-leader"
+
+#: The agent pings a server it has read nothing from for 5 s and drops the stream when no answer
+#: comes in 5 s more (TCP_USER_TIMEOUT as well): a leader cut off by the network sends no RST,
+#: and without this the agent would wait on the dead stream for the kernel's ~15 minutes.
+KEEPALIVE_CLIENT_OPTIONS = [
+    ("grpc.keepalive_time_ms", 5000),
+    ("grpc.keepalive_timeout_ms", 5000),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+#: ... and the server accepts those pings (by default it would close a stream pinged this often).
+KEEPALIVE_SERVER_OPTIONS = [
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 4000),
+    ("grpc.http2.max_ping_strikes", 0),
+]
 log = structlog.get_logger(__name__)
 _CLOSE = object()
 
@@ -262,7 +282,7 @@ class AgentGrpcServer:
             raise errors[0]
 
     async def _astart(self) -> None:
-        server = grpc.aio.server()
+        server = grpc.aio.server(options=KEEPALIVE_SERVER_OPTIONS)
         pb_grpc.add_AgentServiceServicer_to_server(self._servicer, server)  # type: ignore[no-untyped-call]
         if self._tls is not None:
             self.port = server.add_secure_port(self._address, self._tls.grpc_server_credentials())

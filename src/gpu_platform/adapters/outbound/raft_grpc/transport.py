@@ -47,6 +47,15 @@ _CHANNEL_OPTIONS = [
     ("grpc.min_reconnect_backoff_ms", 50),
     ("grpc.max_reconnect_backoff_ms", 1000),
     ("grpc.enable_retries", 0),
+    # A peer cut off by the network (no RST, no FIN) must not hold a dead connection until
+    # the kernel gives up (~15 min): ping after 2 s without reads, drop it 3 s later (this also
+    # sets TCP_USER_TIMEOUT); the server side accepts such pings.
+    ("grpc.keepalive_time_ms", 2000),
+    ("grpc.keepalive_timeout_ms", 3000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
+    ("grpc.http2.max_ping_strikes", 0),
 ]
 
 
