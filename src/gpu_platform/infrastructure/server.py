@@ -38,7 +38,8 @@ __all__ = [
 
 log = structlog.get_logger("gpu_platform.server")
 
-# How long `serve` waits for a leader (and its own agent) before it takes requests anyway.
+# How long a one-voter `serve` waits to lead and for its own agent before it takes requests
+# anyway (with peers it serves at once: a leader may need servers that are not up yet).
 READY_TIMEOUT_S = 30.0
 
 
@@ -167,7 +168,8 @@ def serve_settings(settings: Settings) -> None:
         plane = container.control_plane()
         container.agent_server()
         container.local_agent()
-        if not plane.wait_ready(READY_TIMEOUT_S):
+        alone = not settings.peers.strip()  # with peers, a leader may need servers not up yet
+        if alone and not plane.wait_ready(READY_TIMEOUT_S):
             log.warning(
                 "no leader yet, or this host's agent has not registered; serving anyway",
                 waited_s=READY_TIMEOUT_S,
