@@ -22,9 +22,6 @@ The servers run with explicit `--id/--peers` and no local agent, whatever the en
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import threading
 import time
@@ -142,20 +139,6 @@ class NetnsControlPlane(ReplicatedCluster):
             return None
         body = r.json()
         return list(body["jobs"] if isinstance(body, dict) else body)
-
-    def close(self) -> None:
-        for proc in [*self.agents.values(), *self.servers.values()]:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGCONT)
-                proc.send_signal(signal.SIGTERM)
-        for proc in [*self.agents.values(), *self.servers.values()]:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        self.client.close()
 
 
 @dataclass(frozen=True, slots=True)
