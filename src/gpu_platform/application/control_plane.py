@@ -324,19 +324,20 @@ class ControlPlane:
         with self._lock:
             self._stopping.set()
             for job in self._state.jobs():
-                if not (job.holds_gpus and job.allocation is not None):
-                    continue
-                epoch, now = job.allocation.epoch, self._now()
-                if job.releasing:
-                    continue
-                if self._shutdown_policy == "requeue":
-                    self._execute(RequeueJob(job.id, epoch, now, "control plane shut down"))
-                else:
-                    self._execute(AbortJob(job.id, epoch, now, "control plane shut down"))
+                if job.holds_gpus and job.allocation is not None and not job.releasing:
+                    self._execute(self._shutdown_command(job))
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
         self._runner.stop_all(self._grace)
+
+    def _shutdown_command(self, job: Job) -> Command:
+        """What `shutdown_policy` does to a running attempt: re-queue it or end it FAILED."""
+        assert job.allocation is not None
+        epoch, now, why = job.allocation.epoch, self._now(), "control plane shut down"
+        if self._shutdown_policy == "requeue":
+            return RequeueJob(job.id, epoch, now, why)
+        return AbortJob(job.id, epoch, now, why)
 
     def _settle_local_node(self) -> None:
         """Replicated with an agent in this process: that agent's tasks go away with us, so
@@ -352,17 +353,10 @@ class ControlPlane:
                 if j.holds_gpus and j.allocation is not None and node in j.allocation.nodes
             ]
         for job in here:
-            assert job.allocation is not None
             if job.releasing:
                 continue
-            epoch, now, why = job.allocation.epoch, self._now(), "control plane shut down"
-            command: Command = (
-                RequeueJob(job.id, epoch, now, why)
-                if self._shutdown_policy == "requeue"
-                else AbortJob(job.id, epoch, now, why)
-            )
             try:
-                self._execute(command)
+                self._execute(self._shutdown_command(job))
             except (DomainError, RaftNodeError, LeaderElsewhere) as exc:
                 log.warning("could not settle a job at shutdown", job_id=job.id, error=str(exc))
         ids = {j.id for j in here}
