@@ -302,6 +302,10 @@ class GrpcRaftTransport:
                 await closing
         if self._server is not None:
             await self._server.stop(grace=None)
+        # The server's cancelled stream handlers finish on this loop: let them, before it closes.
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if others:
+            await asyncio.wait(others, timeout=1.0)
 
     # ------------------------------------------------------------------ sending
     def send(self, messages: Sequence[Message]) -> None:
