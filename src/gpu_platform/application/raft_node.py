@@ -16,8 +16,11 @@ needs:
    always includes the leader's durable copy. Only when the Ready changes neither term nor
    vote; everything else waits for step 2;
 1. **persist** — `storage.save(hard_state, entries_to_persist, snapshot, sync)`: one atomic
-   write, fsynced when the Ready says `must_sync` (new entries, term or vote; a commit-index
-   move alone need not be); a received snapshot is also restored into the state machine here;
+   write, fsynced when the Ready says `must_sync` (new entries, term or vote); a received
+   snapshot is also restored into the state machine here. A Ready that only moves the commit
+   index writes nothing: the commit index is volatile state in Raft (Figure 2), so it rides
+   along with the next write (or a snapshot, or stop) instead of costing a transaction per
+   commit on every node;
 2. **send** — `transport.send(messages)` for the rest: never before 1, so no vote or
    follower's acknowledgement outruns the disk;
 3. **apply** — committed entries go to `StateMachine.apply(index, data)` (conf changes to the
@@ -251,6 +254,7 @@ class RaftNode:
         self._was_leader = False
         self._bootstrap_if_empty()
         self._hard, _ = storage.initial_state()  # the durable hard state
+        self._unsaved_commit: HardState | None = None  # a commit move not written yet
         snap = storage.snapshot()
         self._restore(snap)
         self._applied = snap.metadata.index
@@ -425,6 +429,10 @@ class RaftNode:
 
     def _shutdown(self) -> None:
         self._running = False
+        try:
+            self._save_commit()
+        except Exception:  # the storage failed (maybe why we stop): it is volatile state anyway
+            log.exception("node %d: could not save the commit index on stop", self.config.id)
         self._stopped.set()
         err = NodeStopped()
         self._batch.fail(err)
@@ -559,17 +567,33 @@ class RaftNode:
         return early, late
 
     def _persist(self, rd: Ready) -> None:
-        if rd.snapshot is not None or rd.entries_to_persist or rd.hard_state is not None:
+        hs, durable = rd.hard_state, self._hard
+        commit_only = rd.snapshot is None and not rd.entries_to_persist and hs is not None
+        if commit_only and hs is not None and (hs.term, hs.vote) == (durable.term, durable.vote):
+            self._unsaved_commit = hs  # a commit move alone: written with the next save
+            return
+        if hs is None:
+            hs = self._unsaved_commit
+        if rd.snapshot is not None or rd.entries_to_persist or hs is not None:
             sync = rd.must_sync or rd.snapshot is not None
-            self.storage.save(rd.hard_state, rd.entries_to_persist, rd.snapshot, sync=sync)
-            if rd.hard_state is not None:
-                self._hard = rd.hard_state
+            self.storage.save(hs, rd.entries_to_persist, rd.snapshot, sync=sync)
+            if hs is not None:
+                self._hard = hs
+            self._unsaved_commit = None
         if rd.snapshot is not None:
             md = rd.snapshot.metadata
             self._restore(rd.snapshot)
             self._applied = md.index
             self._conf_state = md.conf_state
             self._fail_proposals_up_to(md.index)
+
+    def _save_commit(self) -> None:
+        """Write a pending commit move (before a snapshot, whose index it must cover; on stop)."""
+        hs = self._unsaved_commit
+        if hs is not None:
+            self.storage.save(hs, (), None, sync=False)
+            self._hard = hs
+            self._unsaved_commit = None
 
     def _apply(self, rd: Ready) -> None:
         for e in rd.committed_entries:
@@ -633,6 +657,7 @@ class RaftNode:
         named = {*snap.conf_state.voters, *snap.conf_state.learners}
         members = {*cs.voters, *cs.learners, *cs.voters_outgoing, *cs.learners_next}
         if not members <= named and index > snap.index:
+            self._save_commit()
             s.create_snapshot(index, cs, self._snapshot_data(cs))
         return cs
 
@@ -679,6 +704,7 @@ class RaftNode:
         snap_index = s.snapshot().metadata.index
         if self._applied - snap_index < every or self._applied > s.last_index():
             return
+        self._save_commit()
         s.create_snapshot(self._applied, self._conf_state, self._snapshot_data(self._conf_state))
         compact_to = self._applied - self.config.compact_keep
         if compact_to >= s.first_index():
