@@ -198,4 +198,3 @@ def test_the_drivers_timing_defaults_are_the_servers() -> None:
     fields = Settings.model_fields
     assert fields["raft_tick_seconds"].default == defaults.tick_interval
     assert fields["raft_election_ticks"].default == defaults.election_tick
-
