@@ -182,7 +182,8 @@ def run(quick: bool) -> list[dict[str, Any]]:
                 "max_us": round(max(elect), 1),
                 "first_write_p50_us": round(percentile(write, 50), 1),
                 "first_write_p99_us": round(percentile(write, 99), 1),
-                "term_increase_per_kill": sorted(set(terms)),
+                # {term increase: kills}; more than 1 = a split vote, another timeout
+                "term_increase_per_kill": {str(t): terms.count(t) for t in sorted(set(terms))},
                 "load_average": [round(x, 2) for x in os.getloadavg()],
             },
         )
