@@ -1,7 +1,7 @@
 """Raft runtime: a client's commit latency through HTTP, and leader failover, on a 3-node
 cluster of real `raft_kv` processes on loopback (gRPC streams between peers, SQLite WAL with
 synchronous=FULL for the log) at the server's DEFAULT timing settings (`raft_tick_seconds` =
-20 ms heartbeat, `raft_election_ticks` = 10: election timeout random in [200, 400) ms, pre-vote
+15 ms heartbeat, `raft_election_ticks` = 10: election timeout random in [150, 300) ms, pre-vote
 and check-quorum on). The in-process figures beside etcd and PySyncObj are `bench_raft_peers`.
 
 * `raft.grpc.commit_latency` (client=http): one client, one write at a time, through

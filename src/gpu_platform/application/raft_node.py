@@ -184,9 +184,9 @@ class RaftNodeConfig:
 
     id: int
     voters: tuple[int, ...]
-    # Defaults = the server's (`raft_tick_seconds`, `raft_election_ticks`): 20 ms heartbeat,
-    # election timeout random in [200, 400) ms; see docs/raft.md for the timing budget.
-    tick_interval: float = 0.02
+    # Defaults = the server's (`raft_tick_seconds`, `raft_election_ticks`): 15 ms heartbeat,
+    # election timeout random in [150, 300) ms; see docs/raft.md for the timing budget.
+    tick_interval: float = 0.015
     election_tick: int = 10
     heartbeat_tick: int = 1
     pre_vote: bool = True
