@@ -144,8 +144,9 @@ def test_leader_kill_during_submissions_loses_no_acknowledged_job(
     assert wait_until(lambda: all(_state(c, j) == "COMPLETED" for j in acked), 2 * WAIT), [
         (j["id"], j["state"], j["reason"]) for j in c.jobs() if j["state"] != "COMPLETED"
     ][:5]
-    info = c.cluster(old)
-    assert info is not None and info["role"] == "follower"
+    # it settles as a follower (on a loaded machine it may first time out once and pre-vote:
+    # pre-vote keeps the term, so it cannot depose the leader)
+    assert wait_until(lambda: (c.cluster(old) or {}).get("role") == "follower", WAIT)
 
 
 def test_a_stopped_agent_s_jobs_run_elsewhere(cluster: ReplicatedCluster) -> None:
