@@ -35,7 +35,9 @@ ARGS = [
 ]
 STATES = ("AVAILABLE", "ALLOCATED", "IN_USE", "DRAINING", "DEGRADED", "RESETTING", "OFFLINE")
 WAIT_MS = 20_000
-PRINTER = "import time\nfor i in range(3): print('step', i, flush=True); time.sleep(0.3)\ntime.sleep(600)"
+PRINTER = (
+    "import time\nfor i in range(3): print('step', i, flush=True); time.sleep(0.3)\ntime.sleep(600)"
+)
 
 
 @pytest.fixture
@@ -107,9 +109,7 @@ def shoot(page: Any, shots: Path, name: str) -> None:
 
 
 def counts_on(page: Any) -> dict[str, int]:
-    return {
-        s: int(page.locator(f'[data-count="{s}"] strong').inner_text().strip()) for s in STATES
-    }
+    return {s: int(page.locator(f'[data-count="{s}"] strong').inner_text().strip()) for s in STATES}
 
 
 def test_the_cluster_page_counts_gpus_by_state_and_a_submitted_job_runs_on_the_open_pages(
@@ -281,4 +281,3 @@ def test_the_login_page_refuses_a_wrong_token_and_passes_axe(
     shoot(page, tmp_path / "shots", "login-refused")
     cookies = page.context.cookies()
     assert not [c for c in cookies if c["name"] == "gpu_platform_session"]
-

@@ -3,7 +3,7 @@ the JobService and AdminService ports return. Pure functions; no I/O, no framewo
 
 GPU tiles are grouped by node in index order; counts cover every state (zeros included) so
 the legend is stable. The queue is in scheduling order: priority (higher first), then
-submission order (`seq`), as the scheduler takes it; running and finished jobs follow.
+submission order (`seq`), as the scheduler takes it; pending, running and finished jobs follow.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ STATE_ORDER: tuple[GpuState, ...] = (
     GpuState.OFFLINE,
 )
 GIB = 1 << 30
-ACTIVE = (JobState.SCHEDULED, JobState.RUNNING)
+ACTIVE = (JobState.SCHEDULED, JobState.RUNNING, JobState.PREEMPTED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +161,9 @@ def queue_rows(
     tenant: str | None = None,
     finished_limit: int = 50,
 ) -> list[JobRow]:
-    """Queued jobs in scheduling order with their reason, then scheduled and running jobs,
-    then the `finished_limit` most recently finished; filtered by `state` and `tenant`."""
+    """Queued jobs in scheduling order with their reason, then pending (not yet admitted),
+    then scheduled, running and preempted jobs, then the `finished_limit` most recently
+    finished; filtered by `state` and `tenant`."""
     chosen = [
         j
         for j in jobs
@@ -171,12 +172,13 @@ def queue_rows(
     queued = sorted(
         (j for j in chosen if j.state is JobState.QUEUED), key=lambda j: (-j.spec.priority, j.seq)
     )
+    pending = sorted((j for j in chosen if j.state is JobState.PENDING), key=lambda j: j.seq)
     active = sorted((j for j in chosen if j.state in ACTIVE), key=lambda j: j.seq)
     done = sorted(
         (j for j in chosen if j.terminal), key=lambda j: (j.finished_at or 0.0, j.seq), reverse=True
     )[:finished_limit]
     rows = []
-    for j in [*queued, *active, *done]:
+    for j in [*queued, *pending, *active, *done]:
         reason = why.get(j.id)
         rows.append(
             JobRow(
