@@ -10,6 +10,7 @@ the tests skip, except with GPU_PLATFORM_REQUIRE_SYSTEM_TESTS=1.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -223,6 +224,9 @@ def test_draining_a_gpu_from_the_admin_page_recolours_it_live_and_is_audited(
     assert drains[0]["reason"] == "fan noise" and drains[0]["outcome"] == "ok"
     assert drains[0]["actor"] == "bootstrap-admin"  # the logged-in token's name
     admin.locator("#audit td", has_text="fan noise").wait_for(timeout=WAIT_MS)
+    # open event streams do not hold the server up: SIGTERM ends it with the pages still open
+    assert cluster.server.stop(signal.SIGTERM) == 0
+    assert '"stopped"' in cluster.server.log.read_text()
     context.close()
 
 

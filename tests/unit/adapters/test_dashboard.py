@@ -64,13 +64,15 @@ class Dash:
         return list(self.container.adapters.audit_log().tail(100))
 
 
-@pytest.fixture
-def dash(tmp_path: Path, inventory: Inventory) -> Iterator[Dash]:
+def built(
+    tmp_path: Path, inventory: Inventory, auth: str
+) -> Iterator[tuple[TestClient, Container, FakeJobRunner]]:
+    """The real REST app with the dashboard, through the container, with job fakes."""
     settings = Settings(
         server_id=0,
         data_dir=tmp_path,
         schedule_interval_seconds=0.05,
-        auth="on",
+        auth=auth,  # type: ignore[arg-type]
         grpc_port=-1,
     )
     container = Container(settings=settings)
@@ -82,9 +84,27 @@ def dash(tmp_path: Path, inventory: Inventory) -> Iterator[Dash]:
     container.init_resources()
     try:
         with TestClient(container.rest_app(), follow_redirects=False) as client:
-            yield Dash(container, client, runner)
+            yield client, container, runner
     finally:
         container.shutdown_resources()
+
+
+@pytest.fixture
+def dash(tmp_path: Path, inventory: Inventory) -> Iterator[Dash]:
+    for client, container, runner in built(tmp_path, inventory, "on"):
+        yield Dash(container, client, runner)
+
+
+def test_with_authentication_off_a_visitor_is_let_in_without_a_form(
+    tmp_path: Path, inventory: Inventory
+) -> None:
+    for client, _, _ in built(tmp_path, inventory, "off"):
+        r = client.get("/queue")
+        assert r.status_code == 303 and r.headers["location"] == "/login?next=/queue"
+        r = client.get(r.headers["location"])
+        assert r.status_code == 303 and r.headers["location"] == "/queue"
+        page = client.get("/queue")
+        assert page.status_code == 200 and "dashboard · default · admin" in page.text
 
 
 def counts(html: str) -> dict[str, int]:
