@@ -131,6 +131,8 @@ def test_the_cluster_page_counts_gpus_by_state_and_a_submitted_job_runs_on_the_o
         p.evaluate("window.notReloaded = true")
         p.wait_for_function("() => window.htmx && document.querySelector('[sse-connect]')")
 
+    quota = {"gpus": 4, "cohort": "pool", "borrowing_limit": 2}
+    cluster.api("PUT", "/v1/quotas/default", json=quota)
     spec = {"command": [sys.executable, "-c", PRINTER], "gpus": 2, "name": "printer"}
     job = cluster.api("POST", "/v1/jobs", json=spec).json()
     row = queue.locator(f'tr.job-row[data-job="{job["id"]}"]')
@@ -163,6 +165,14 @@ def test_the_cluster_page_counts_gpus_by_state_and_a_submitted_job_runs_on_the_o
     assert job_page.locator("#job-state").inner_text() == "running"
     shoot(job_page, shots, "job")
 
+    tenants = context.new_page()  # while the job holds 2 GPUs of its tenant's 4
+    tenants.goto(cluster.server.url + "/tenants?hours=1")
+    row = tenants.locator('tr[data-tenant="default"]')
+    assert row.locator("meter").get_attribute("value") == "2"
+    assert row.locator("meter").get_attribute("max") == "4"
+    assert tenants.locator("svg.chart rect").count() >= 1
+    shoot(tenants, shots, "tenants")
+
     job_page.get_by_role("button", name="Cancel job").click()
     job_page.wait_for_function(
         "() => document.getElementById('job-state')?.textContent === 'cancelled'",
@@ -175,11 +185,6 @@ def test_the_cluster_page_counts_gpus_by_state_and_a_submitted_job_runs_on_the_o
         timeout=WAIT_MS,
     )
 
-    tenants = context.new_page()
-    tenants.goto(cluster.server.url + "/tenants?hours=1")
-    assert tenants.locator('tr[data-tenant="default"]').count() == 1
-    assert tenants.locator("svg.chart rect").count() >= 1
-    shoot(tenants, shots, "tenants")
     services = context.new_page()
     services.goto(cluster.server.url + "/services")
     assert "does not run services yet" in services.inner_text("main")
