@@ -271,3 +271,27 @@ def test_static_files_are_served_with_the_vendored_htmx(dash: Dash) -> None:
 def test_dashboard_routes_stay_out_of_the_openapi_document(dash: Dash) -> None:
     paths = json.loads(dash.client.get("/openapi.json").text)["paths"]
     assert not [p for p in paths if not p.startswith(("/v1/", "/healthz"))]
+
+
+def test_the_event_stream_carries_only_the_jobs_the_visitor_may_see(dash: Dash) -> None:
+    access = dash.container.access()
+    root = Principal("root", "default", Role.ADMIN)
+    access.create_tenant(root, "a")
+    user = access.create_token(root, "ann", "a", Role.USER).secret
+    c = dash.browser(user)
+    with c.stream("GET", "/ui/events") as events:
+        assert events.headers["content-type"].startswith("text/event-stream")
+        lines = events.iter_lines()
+        assert next(lines) == "retry: 2000"
+        assert next(lines) == "event: hello"
+        theirs = dash.api(
+            "POST", "/v1/jobs", json={"command": ["fake-forever"], "tenant": "default"}
+        )
+        mine = dash.api("POST", "/v1/jobs", json={"command": ["fake-forever"], "tenant": "a"})
+        seen: list[str] = []
+        for line in lines:
+            if line.startswith("data: ") and "job_id" in line:
+                seen.append(json.loads(line[6:])["job_id"])
+                if seen[-1] == mine["id"]:
+                    break
+    assert theirs["id"] not in seen and seen[0] == mine["id"]

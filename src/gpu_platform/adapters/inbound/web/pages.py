@@ -27,7 +27,7 @@ from gpu_platform.adapters.inbound.web.views import (
     tenant_rows,
     topology_table,
 )
-from gpu_platform.domain.errors import InvalidRequest
+from gpu_platform.domain.errors import InvalidRequest, NotFound
 from gpu_platform.domain.model.job import JobState
 from gpu_platform.domain.model.tenancy import Forbidden, Permission
 
@@ -39,8 +39,12 @@ HOURS = (1, 6, 24, 168)
 
 def _gpus(site: Site, v: Visitor) -> dict[str, Any]:
     gpus = v.jobs.gpus()
-    holders = {g.job_id for g in gpus if g.job_id}
-    jobs = {j.id: j for j in v.jobs.list_jobs() if j.id in holders}
+    jobs = {}
+    for job_id in {g.job_id for g in gpus if g.job_id}:  # the holders only, not every job
+        try:
+            jobs[job_id] = v.jobs.get(job_id)
+        except NotFound:  # ended since, or another tenant's
+            continue
     nodes = site.admin.nodes() if site.admin is not None else []
     readings = {}
     if site.telemetry is not None:

@@ -25,6 +25,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from gpu_platform.adapters.inbound.web.site import Site, Visitor
 from gpu_platform.domain.errors import NotFound
 from gpu_platform.domain.events import DomainEvent
+from gpu_platform.domain.model.tenancy import Permission
 
 __all__ = ["POLL_S", "classify", "sse", "stream_router"]
 
@@ -59,12 +60,19 @@ def stream_router(site: Site) -> APIRouter:
             if source is None:
                 return site.error(404, "No live events", "this server has no event source")
 
+            everyone = v.may(Permission.JOBS_ANY_TENANT)
+            seen: dict[str, bool] = {}  # a job's tenant never changes: ask once per job
+
             def visible(job_id: str) -> bool:
-                try:
-                    v.jobs.get(job_id)
+                if everyone:
                     return True
-                except NotFound:
-                    return False
+                if job_id not in seen:
+                    try:
+                        v.jobs.get(job_id)
+                        seen[job_id] = True
+                    except NotFound:
+                        seen[job_id] = False
+                return seen[job_id]
 
             async def stream() -> AsyncIterator[str]:
                 with source.subscribe() as q:
@@ -84,7 +92,8 @@ def stream_router(site: Site) -> APIRouter:
                             yield sse("resync", {"type": "resync"})
                             continue
                         name, data = classify(event)
-                        if name == "job" and not await run_in_threadpool(visible, data["job_id"]):
+                        job_id = data.get("job_id", "")
+                        if name == "job" and not await run_in_threadpool(visible, job_id):
                             continue
                         idle = 0.0
                         yield sse(name, data)
