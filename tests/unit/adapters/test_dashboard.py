@@ -295,3 +295,13 @@ def test_the_event_stream_carries_only_the_jobs_the_visitor_may_see(dash: Dash) 
                 if seen[-1] == mine["id"]:
                     break
     assert theirs["id"] not in seen and seen[0] == mine["id"]
+
+
+def test_logging_out_needs_the_csrf_token_and_ends_the_session(dash: Dash) -> None:
+    c = dash.browser(dash.admin)
+    token = dash.csrf(c)
+    assert c.post("/logout", data={}).status_code == 403
+    assert c.get("/").status_code == 200  # still logged in
+    r = c.post("/logout", data={"csrf": token})
+    assert r.status_code == 303 and r.headers["location"] == "/login"
+    assert c.get("/").status_code == 303

@@ -22,7 +22,13 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
-from gpu_platform.adapters.inbound.web.session import CSRF_HEADER, NoSession, WebAuth
+from gpu_platform.adapters.inbound.web.session import (
+    COOKIE,
+    CSRF_HEADER,
+    BadCsrf,
+    NoSession,
+    WebAuth,
+)
 from gpu_platform.adapters.inbound.web.site import Site, Visitor, form_fields
 from gpu_platform.domain.errors import DomainError, InvalidRequest
 from gpu_platform.domain.faults.commands import AdminAction
@@ -90,10 +96,13 @@ def actions_router(site: Site) -> APIRouter:
             session, _ = await run_in_threadpool(auth.resolve, request)
         except (NoSession, AccessError):
             return RedirectResponse("/login", status_code=303)
-        auth.check_csrf(session, form.get("csrf"))
+        try:
+            auth.check_csrf(session, form.get("csrf") or request.headers.get(CSRF_HEADER))
+        except BadCsrf as exc:
+            return site.error(403, "Forbidden", str(exc))
         auth.sessions.drop(session.id)
         r = RedirectResponse("/login", status_code=303)
-        r.delete_cookie("gpu_platform_session", path="/")
+        r.delete_cookie(COOKIE, path="/")
         return r
 
     async def act(
