@@ -113,9 +113,7 @@ def actions_router(site: Site) -> APIRouter:
         async def build(v: Visitor) -> Response:
             form = form_fields(raw)
             auth.check_csrf(v.session, form.get("csrf") or request.headers.get(CSRF_HEADER))
-            if not v.may(permission) or (
-                permission is Permission.HARDWARE_ADMIN and not site.admin
-            ):
+            if not v.may(permission):
                 site.trail.record(
                     v.who, audit_as, "-", f"refused: role {v.who.role} lacks {permission}"
                 )
@@ -138,8 +136,9 @@ def actions_router(site: Site) -> APIRouter:
     async def gpu_action(request: Request, node: str, index: int) -> Response:
         def do(v: Visitor, form: Mapping[str, str]) -> str:
             action, reason, force = _action_form(form)
-            assert site.admin is not None
-            site.admin.gpu_action(node, index, action, reason=reason, actor=v.who.name, force=force)
+            site.admin_service().gpu_action(
+                node, index, action, reason=reason, actor=v.who.name, force=force
+            )
             return f"{action}: GPU {node}:{index}"
 
         return await act(request, "hardware.action", Permission.HARDWARE_ADMIN, do)
@@ -148,8 +147,9 @@ def actions_router(site: Site) -> APIRouter:
     async def node_action(request: Request, node: str) -> Response:
         def do(v: Visitor, form: Mapping[str, str]) -> str:
             action, reason, force = _action_form(form)
-            assert site.admin is not None
-            site.admin.node_action(node, action, reason=reason, actor=v.who.name, force=force)
+            site.admin_service().node_action(
+                node, action, reason=reason, actor=v.who.name, force=force
+            )
             return f"{action}: node {node}"
 
         return await act(request, "hardware.action", Permission.HARDWARE_ADMIN, do)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 from fastapi.concurrency import run_in_threadpool
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -105,6 +105,12 @@ class Site:
         body = self.env.get_template(template).render(**context)
         return HTMLResponse(body, status_code=http_status, headers=SECURITY_HEADERS)
 
+    def admin_service(self) -> AdminService:
+        """The AdminService, or NotFound when this server has none (no hardware actions)."""
+        if self.admin is None:
+            raise NotFound("admin service", "this server")
+        return self.admin
+
     def visitor(self, request: Request) -> Visitor:
         session, who = self.auth.resolve(request)
         return Visitor(who, session, TenantScope(self.jobs, who, self.trail))
@@ -162,6 +168,4 @@ class Site:
 
 def form_fields(raw: bytes) -> Mapping[str, str]:
     """An application/x-www-form-urlencoded body as a dict (the last value of each name)."""
-    from urllib.parse import parse_qsl
-
     return dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
