@@ -245,7 +245,7 @@ def test_the_queue_shows_why_a_job_waits_and_the_job_page_its_placement(dash: Da
     page = c.get(f"/jobs/{big['id']}").text
     assert "node-0" in page and "0, 1, 2, 3, 4, 5, 6, 7" in page
     history = re.findall(r"<tr><td>[^<]*</td><td>([^<]*)</td><td>([a-z]+)</td>", page)
-    assert history == [("–", "queued"), ("1", "scheduled"), ("1", "running")]
+    assert history == [("\u2013", "queued"), ("1", "scheduled"), ("1", "running")]
     assert f'data-follow="/ui/jobs/{big["id"]}/log"' in page
     assert c.get("/queue?state=BOGUS").status_code == 422
 
