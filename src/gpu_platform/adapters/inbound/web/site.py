@@ -12,6 +12,7 @@ turns a request into a principal (or a redirect to the login form, or an error p
 from __future__ import annotations
 
 import math
+import shlex
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -100,6 +101,7 @@ class Site:
         )
         self.env.filters["when"] = _when
         self.env.filters["ago"] = _ago
+        self.env.filters["argv"] = shlex.join  # a command as a shell would take it
 
     def render(self, template: str, http_status: int = 200, /, **context: Any) -> HTMLResponse:
         body = self.env.get_template(template).render(**context)
