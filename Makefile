@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 # System packages the system tests need (Debian names); `make deps` installs them as root.
-SYSTEM_DEPS := hwloc-nox golang-etcd-server-dev iproute2 procps prometheus etcd-server
+SYSTEM_DEPS := hwloc-nox golang-etcd-server-dev iproute2 procps prometheus etcd-server chromium
 
 .PHONY: run test lint typecheck contracts unit bench chaos deps clean help proto openapi
 

@@ -1341,6 +1341,12 @@ class ControlPlane:
                 for n in self._state.nodes
             ]
 
+    def topology(self, node: str) -> TopologyMatrix | None:
+        """The `nvidia-smi topo -m` matrix of `node` (None: unknown node or no topology)."""
+        with self._lock:
+            found = next((n for n in self._state.nodes if n.name == node), None)
+            return None if found is None else self._view_matrix(found)
+
     def audit(self, limit: int = 100) -> list[AuditRecord]:
         if self._hardware is not None:
             return self._hardware.audit(limit)

@@ -21,6 +21,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from gpu_platform.adapters.inbound.grpc import GrpcServer
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.adapters.inbound.rest import create_app
+from gpu_platform.adapters.inbound.web import Site, install_dashboard
+from gpu_platform.adapters.inbound.web.session import WebAuth
 from gpu_platform.adapters.outbound.cgroups import (
     CgroupV1Isolation,
     CgroupV2Isolation,
@@ -475,12 +477,14 @@ def _rest_app(
     jobs: AdmissionControl,
     access: AccessControl,
     trail: AuditTrail,
+    events: EventHub,
 ) -> FastAPI:
     metrics.watch(lambda: plane)
     metrics.watch_usage(lambda: usage)
-    if isinstance(discovery, GpuTelemetry):
-        metrics.watch_gpus(DcgmCollector(discovery.snapshot, service_labels(lambda: plane)))
-    return create_app(
+    telemetry = discovery if isinstance(discovery, GpuTelemetry) else None
+    if telemetry is not None:
+        metrics.watch_gpus(DcgmCollector(telemetry.snapshot, service_labels(lambda: plane)))
+    app = create_app(
         jobs,
         admin=plane,
         metrics=metrics.render,
@@ -490,6 +494,18 @@ def _rest_app(
         access=access,
         trail=trail,
     )
+    site = Site(
+        jobs,
+        WebAuth(access),
+        trail,
+        admin=plane,
+        usage=usage,
+        events=events,
+        topology=plane.topology,
+        telemetry=None if telemetry is None else telemetry.snapshot,
+    )
+    install_dashboard(app, site)
+    return app
 
 
 def _grpc_server(
@@ -619,4 +635,5 @@ class Container(containers.DeclarativeContainer):
         jobs_api,
         access,
         audit_trail,
+        observability.event_hub,
     )

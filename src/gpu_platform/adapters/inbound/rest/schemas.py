@@ -512,7 +512,7 @@ class TokenIn(BaseModel):
 
     name: str = Field(min_length=1, max_length=64, description="who holds it (the audit actor)")
     tenant: TenantName
-    role: Literal["admin", "operator", "user"] = "user"
+    role: Literal["admin", "operator", "user", "viewer"] = "user"
 
 
 class TokenOut(BaseModel):
