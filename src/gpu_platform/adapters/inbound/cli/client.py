@@ -8,11 +8,13 @@ code (docs/cli.md):
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    import ssl
+
+    import httpx
 
 __all__ = ["EXIT", "ApiClient", "ApiError"]
 
@@ -53,10 +55,14 @@ class ApiClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         verify: ssl.SSLContext | bool = True
         if cacert:
+            import ssl
+
             try:
                 verify = ssl.create_default_context(cafile=cacert)
             except (OSError, ssl.SSLError) as exc:
                 raise ApiError(f"--cacert {cacert}: {exc}", EXIT["usage"]) from None
+        import httpx  # here, not at import time: `--help` and `serve` never need it
+
         self._http = httpx.Client(
             base_url=self.server, timeout=timeout, headers=headers, verify=verify
         )
@@ -71,6 +77,8 @@ class ApiClient:
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One call; a follower's 307 to the leader is followed (up to 3 hops) with the same
         method, body and token (httpx would drop the token on a redirect to another port)."""
+        import httpx
+
         target = path
         try:
             for _ in range(4):
@@ -88,6 +96,8 @@ class ApiClient:
 
     def stream(self, method: str, path: str, **kwargs: Any) -> Iterator[bytes]:
         """The response body in chunks as it arrives; errors as for `request`."""
+        import httpx
+
         try:
             with self._http.stream(method, path, **kwargs) as response:
                 if response.status_code >= 400:
