@@ -30,7 +30,12 @@ def _assigned(job: dict[str, Any]) -> str:
     if not a:
         return "-"
     tasks = a.get("tasks") or [a]
-    return " ".join(f"{t['node']}:{','.join(str(i) for i in t['gpu_indices'])}" for t in tasks)
+    return " ".join(
+        f"{t['node']}:{','.join(str(i) for i in t['gpu_indices'])}"
+        if t["gpu_indices"]
+        else t["node"]
+        for t in tasks
+    )
 
 
 def _reason(job: dict[str, Any]) -> str:
