@@ -30,7 +30,8 @@ from _peers import Server, Slurm, local_server, local_slurm, slurm_missing
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
 
-RATES = (10, 30, 100, 300, 1000, 3000)
+# Log-spaced; a curve stops at its first saturated point, so the fine steps cost little.
+RATES = (10, 20, 30, 50, 70, 100, 150, 200, 300, 500, 1000, 2000, 3000)
 IN_FLIGHT = 512
 DRAIN_S = 10.0  # how long after the last due time answers still count
 

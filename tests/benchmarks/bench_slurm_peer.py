@@ -166,7 +166,10 @@ def rows_of(system: str, api: str, n: int, m: dict[str, Any], peer: Any) -> list
         extra={"not_started": m["not_started"], "jobs_per_s": m["jobs_per_s"], **extra},
     )
     started["ops_per_s"] = m["jobs_per_s"]
-    if peer is not None:
+    if not m["to_started"]:  # none started in time: no figure to make up
+        submit["extra"]["not_started"] = m["not_started"]
+        return [submit]
+    if peer is not None and len(peer) == 2:
         for row, peer_row in ((submit, peer[0]), (started, peer[1])):
             row["baseline"] = baseline("slurm sbatch", peer_row)
             row["extra"]["p50_x_slurm"] = _ratio(row["p50_us"], peer_row["p50_us"])
@@ -192,9 +195,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     else:
         with local_slurm() as slurm:
             m = measure(sbatch(slurm), slurm.started_dir, n)
-        rows += rows_of("slurm", "sbatch", n, m, None)
-        peer = rows[-2:]
-        _print(rows[-2:])
+        peer = rows_of("slurm", "sbatch", n, m, None)
+        rows += peer
+        _print(peer)
     with local_server() as server:
         for api, make, count in (
             ("rest", rest(server), n),
@@ -202,8 +205,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             ("cli", cli(server), n_cli),
         ):
             m = measure(make, server.started_dir, count)
-            rows += rows_of("gpu-platform", api, count, m, peer)
-            _print(rows[-2:])
+            mine = rows_of("gpu-platform", api, count, m, peer)
+            rows += mine
+            _print(mine)
     return rows
 
 
