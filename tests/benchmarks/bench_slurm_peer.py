@@ -186,7 +186,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     n = 200 if quick else 1000
     n_cli = 40 if quick else 200  # a process per call: 1,000 of them take minutes here
     if os.environ.get("GPU_PLATFORM_BENCH_SMOKE"):
-        n, n_cli = 16, 8
+        n, n_cli = 8, 4
     reason = slurm_missing()
     rows: list[dict[str, Any]] = []
     peer = None
