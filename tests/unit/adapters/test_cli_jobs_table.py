@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.console import Console
@@ -51,6 +51,7 @@ def render(rows: list[dict[str, Any]], width: int) -> list[str]:
     return out.getvalue().rstrip("\n").split("\n")
 
 
+@settings(deadline=None)  # rich's rendering is slow on a loaded machine; the checks are not timed
 @given(st.lists(jobs(), min_size=1, max_size=8), st.integers(80, 240))
 def test_every_job_is_one_line_within_the_width_with_its_full_id(
     rows: list[dict[str, Any]], width: int
