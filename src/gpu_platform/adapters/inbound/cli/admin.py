@@ -20,7 +20,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -28,7 +28,9 @@ from rich.table import Table
 
 from gpu_platform.adapters.inbound.cli.client import EXIT
 from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, fail
-from gpu_platform.domain.model.audit_chain import ChainBreak, verify
+
+if TYPE_CHECKING:
+    from gpu_platform.domain.model.audit_chain import ChainBreak
 
 __all__ = ["parse_gpu_ref", "register_admin", "resolve_gpu", "verify_audit_file"]
 
@@ -56,6 +58,8 @@ def resolve_gpu(text: str, gpus: Callable[[], list[dict[str, Any]]]) -> tuple[st
 
 def verify_audit_file(path: Path) -> ChainBreak | int:
     """Verify the audit log at `path` against its head file `<path>.head` when present."""
+    from gpu_platform.domain.model.audit_chain import ChainBreak, verify
+
     head_path = path.with_name(path.name + ".head")
     head: tuple[int, str] | None = None
     if head_path.exists():
@@ -206,6 +210,8 @@ def register_admin(
         output: OutputOpt = Output.table,
     ) -> None:
         """Exit 0 when every line chains; else exit 8 naming the first bad line."""
+        from gpu_platform.domain.model.audit_chain import ChainBreak
+
         path = file or _default_audit_file()
         try:
             result = verify_audit_file(path)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -28,6 +30,7 @@ from gpu_platform.adapters.inbound.cli.access import register_access
 from gpu_platform.adapters.inbound.cli.admin import DEFAULT_SERVER, ServerOpt, register_admin
 from gpu_platform.adapters.inbound.cli.client import ApiError
 from gpu_platform.adapters.inbound.cli.cluster import register_cluster
+from gpu_platform.adapters.inbound.cli.jobs_view import jobs_table
 from gpu_platform.adapters.inbound.cli.ops import register_ops
 from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, Session, fail
 
@@ -193,11 +196,6 @@ def _pending(job: dict[str, Any]) -> str:
     return f"{p['code']}: {p['message']}"
 
 
-def _reason(job: dict[str, Any]) -> str:
-    """A queued job's reason is why it waits; any other job's is its last transition's."""
-    return _pending(job) if job.get("pending") else str(job["reason"])
-
-
 def _gpus_of(job: dict[str, Any]) -> str:
     a = job.get("allocation")
     if not a:
@@ -216,8 +214,9 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     )
     jobs = typer.Typer(help="List, describe, follow and cancel jobs.", no_args_is_help=True)
     app.add_typer(jobs, name="jobs")
-    # Off a terminal (pipes, CI logs) rich would squeeze tables into 80 columns.
-    out = Console(highlight=False, width=None if sys.stdout.isatty() else 220)
+    # Off a terminal (pipes, CI logs) rich would squeeze tables into 80 columns; COLUMNS wins.
+    wide = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
+    out = Console(highlight=False, width=None if wide else 220)
 
     session = Session()
 
@@ -466,7 +465,6 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
 
     def wait_job(server: str, job_id: str) -> Any:
         """Poll until the job has ended, with a spinner on a terminal."""
-        import time
 
         terminal = {"COMPLETED", "FAILED", "CANCELLED"}
         with out.status(f"waiting for {job_id}...", spinner="dots"):
@@ -490,22 +488,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         rows = call(server, "GET", "/v1/jobs", params=params)
         if emit(output, rows):
             return
-        table = Table(
-            "ID", "NAME", "TENANT", "STATE", "GPUS", "ASSIGNED", "ATTEMPT", "SUBMITTED", "REASON"
-        )
-        for j in rows:
-            table.add_row(
-                j["id"],
-                j["name"] or "-",
-                j["tenant"],
-                j["state"],
-                str(j["gpus"]),
-                _gpus_of(j),
-                str(j["attempt"]),
-                _when(j["submitted_at"]),
-                _reason(j),
-            )
-        out.print(table)
+        out.print(jobs_table(rows, time.time(), max(80, out.width)))
 
     @jobs.command("describe")
     def jobs_describe(
