@@ -1066,9 +1066,9 @@ class ControlPlane:
         self._wake.set()
 
     def _lost(self, job_id: str, epoch: int, ranks: set[int], why: str) -> None:
-        """Tasks of an attempt vanished with their node's processes: stop the attempt as a
-        fault (re-queued while attempts are left, else failed), and once none of its tasks
-        runs any more, record its end so its GPUs are free."""
+        """Tasks of an attempt vanished with their node's processes (an agent or control plane
+        restarted): re-queue the job as an interruption, not a fault of its own work, and once
+        none of its tasks runs any more, record its end so its GPUs are free."""
         with self._lock:
             job = self._state.job(job_id)
             run = self._runs.get((job_id, epoch))
@@ -1076,11 +1076,7 @@ class ControlPlane:
                 run.live -= ranks
             log.warning("tasks lost", job_id=job_id, epoch=epoch, ranks=sorted(ranks), why=why)
             if not job.releasing:
-                now = self._now()
-                if job.attempt < job.spec.max_attempts:
-                    self._execute(RequeueJob(job_id, epoch, now, why))
-                else:
-                    self._execute(AbortJob(job_id, epoch, now, f"{why}; no attempts left"))
+                self._execute(RequeueJob(job_id, epoch, self._now(), why))
             run = self._runs.get((job_id, epoch))
             if run is not None and not run.live:
                 del self._runs[(job_id, epoch)]

@@ -12,8 +12,9 @@ A stopped attempt (cancel, preempt, abort) keeps its GPUs until its process is r
 
 Faults and operations (`domain.faults.commands`) move GPUs and nodes through their own tables
 (`faults.gpu_fsm`, `faults.node_fsm`). When a table says STOP_JOBS, every live attempt on the
-GPU or node is stopped: the job is re-queued while it has attempts left (`JobSpec.max_attempts`,
-after a backoff), else it ends FAILED with the fault as its reason. A multi-GPU job is one
+GPU or node is stopped: the job is re-queued while it has attempts left (`JobSpec.max_attempts`
+counts faults only, after a backoff), else it ends FAILED with the fault as its reason;
+preemptions, forced offlines and lost attempts re-queue it as interruptions. A multi-GPU job is one
 allocation, so it always restarts whole. New binds land only on AVAILABLE, cool GPUs of READY
 nodes.
 
@@ -159,7 +160,8 @@ class AbortJob:
 
 @dataclass(frozen=True, slots=True)
 class RequeueJob:
-    """Attempt `epoch` was lost or preempted; put the job back in the queue."""
+    """Attempt `epoch` was lost or preempted; put the job back in the queue. Not the job's
+    fault: it counts as an interruption, never against `JobSpec.max_attempts`."""
 
     job_id: str
     epoch: int
@@ -587,7 +589,7 @@ class ClusterState(FaultHandlers, MembershipHandlers):
         job, effects = transition(job, JobInput.PREEMPT, cmd.now, reason=cmd.reason)
         self._release(job, effects)
         job, _ = transition(job, JobInput.REQUEUE, cmd.now, reason=cmd.reason)
-        self._jobs[job.id] = job
+        self._jobs[job.id] = replace(job, interruptions=job.interruptions + 1)
         return [JobRequeued(job.id, stop, cmd.reason)]
 
     def _release(self, job: Job, effects: JobEffect) -> None:

@@ -60,6 +60,8 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "state": job.state.value,
         "submitted_at": job.submitted_at,
         "attempt": job.attempt,
+        "faults": job.faults,
+        "interruptions": job.interruptions,
         "started_at": job.started_at,
         "finished_at": job.finished_at,
         "exit_code": job.exit_code,
@@ -95,6 +97,8 @@ def job_from_dict(data: dict[str, Any]) -> Job:
         state=JobState(data["state"]),
         submitted_at=data["submitted_at"],
         attempt=data["attempt"],
+        faults=data.get("faults", 0),
+        interruptions=data.get("interruptions", 0),
         allocation=None
         if a is None
         else Allocation(

@@ -48,10 +48,13 @@ class JobSpec:
     each attempt in seconds (None = unbounded); `user` is the account the job runs as (None =
     the node agent's own).
 
-    Restart policy: an attempt stopped by a fault (a failed GPU or node) is re-queued while the
-    job has started fewer than `max_attempts` attempts, waiting `retry_backoff_s *
-    2**(attempt-1)` seconds (capped by the fault policy); after that the job ends FAILED with
-    the fault as its reason.
+    Restart policy: `max_attempts` is a budget of faults, not of starts. An attempt stopped by
+    a fault of the hardware it ran on (a failed GPU, an XID, a node that went DOWN) is re-queued
+    while fewer than `max_attempts` attempts have ended by a fault, waiting `retry_backoff_s *
+    2**(faults-1)` seconds (capped by the fault policy); the `max_attempts`-th fault ends the
+    job FAILED with the fault as its reason. Interruptions that are not the job's fault
+    (preemption, quota reclaim, an operator's forced offline, a control-plane restart or a lost
+    agent) re-queue the job without touching the budget.
 
     Scheduling: `priority` orders the queue (higher first; aging raises it while the job
     waits); `preemptible` jobs may be stopped and re-queued to make room for higher-priority
@@ -170,6 +173,9 @@ class Job:
     """A job snapshot. Times are seconds since the epoch as given by the caller's clock.
 
     `seq` is the submission order; `attempt` counts starts (0 before the first bind);
+    `faults` counts attempts ended by a fault (the restart budget, `JobSpec.max_attempts`);
+    `interruptions` counts attempts stopped and re-queued for reasons that are not the job's
+    fault (preemption, reclaim, forced offline, control-plane restart, lost agent);
     `allocation` is set while SCHEDULED or RUNNING and kept afterwards as a record of where
     the last attempt ran. `releasing` is true while that attempt is being stopped: its GPUs
     stay held until the runner reports the process ended, whatever the job's state says.
@@ -184,6 +190,8 @@ class Job:
     submitted_at: float
     seq: int = 0
     attempt: int = 0
+    faults: int = 0
+    interruptions: int = 0
     allocation: Allocation | None = None
     started_at: float | None = None
     finished_at: float | None = None

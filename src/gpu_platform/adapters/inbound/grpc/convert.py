@@ -50,6 +50,8 @@ def job_to_pb(job: Job, why: PendingReason | None = None) -> pb.Job:
         tenant=job.spec.tenant,
         priority=job.spec.priority,
         attempt=job.attempt,
+        faults=job.faults,
+        interruptions=job.interruptions,
         submitted_at=job.submitted_at,
         reason=job.reason,
         history=[pb.HistoryEntry(at=t, state=str(s), reason=r) for t, s, r in job.history],
