@@ -225,8 +225,10 @@ def control_plane_leader_kills(opts: Options) -> dict[str, Any]:
                 wait_until(lambda old=old: c.cluster(old) is not None, WAIT)  # type: ignore[misc]
         finally:
             history = clients.stop()
-        jobs = {j["id"]: j for j in c.jobs()}
+        listed = c.jobs()
+        jobs = {j["id"]: j for j in listed}
         lost = [j for j in clients.acked if j not in jobs]
+        duplicated = JobStoreClients.duplicates(listed)
         held: dict[str, str] = {}
         double = 0
         for job in jobs.values():
@@ -236,6 +238,7 @@ def control_plane_leader_kills(opts: Options) -> dict[str, Any]:
                         double += uuid in held
                         held[uuid] = job["id"]
         result = check(JobStoreModel(), history, timeout_s=opts.check_timeout_s)
+        ok = result.verdict is Verdict.LINEARIZABLE and not lost and not double and not duplicated
         return _leader_figures(times) | {
             "kills": len(times),
             "servers": 3,
@@ -243,9 +246,10 @@ def control_plane_leader_kills(opts: Options) -> dict[str, Any]:
             "ops": len(history),
             "acknowledged_jobs": len(clients.acked),
             "acknowledged_jobs_lost": len(lost),
+            "jobs_duplicated": duplicated,
             "gpus_double_booked": double,
             "verdict": result.verdict.name,
-            "linearizable": result.verdict is Verdict.LINEARIZABLE and not lost and not double,
+            "linearizable": ok,
         }
 
 
@@ -335,8 +339,10 @@ def _partition_rounds(c: NetnsControlPlane, opts: Options) -> dict[str, Any]:
     finally:
         history = clients.stop()
         watcher.stop()
-    jobs = {j["id"]: j for j in c.jobs()}
+    listed = c.jobs()
+    jobs = {j["id"]: j for j in listed}
     lost = [j for j in clients.acked if j not in jobs]
+    duplicated = JobStoreClients.duplicates(listed)
     double = double_booked(jobs.values())
     two = {str(t): sorted(n) for t, n in watcher.two_leaders().items()}
     result = check(JobStoreModel(), history, timeout_s=opts.check_timeout_s)
@@ -351,12 +357,18 @@ def _partition_rounds(c: NetnsControlPlane, opts: Options) -> dict[str, Any]:
         "ops": len(history),
         "acknowledged_jobs": len(clients.acked),
         "acknowledged_jobs_lost": len(lost),
+        "jobs_duplicated": duplicated,
         "gpus_double_booked": len(double),
         "minority_commit_moved_rounds": minority_commits,
         "two_leaders_in_a_term": two,
         "terms_seen": len(watcher.leaders_by_term()),
         "verdict": result.verdict.name,
-        "linearizable": ok and not lost and not double and not two and not minority_commits,
+        "linearizable": ok
+        and not lost
+        and not duplicated
+        and not double
+        and not two
+        and not minority_commits,
     }
 
 

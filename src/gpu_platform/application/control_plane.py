@@ -103,7 +103,7 @@ from gpu_platform.domain.faults.health import (
 )
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
-from gpu_platform.domain.model.job import Job, JobSpec, JobState
+from gpu_platform.domain.model.job import Job, JobSpec, JobState, token_job_id
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
 from gpu_platform.domain.model.topology import HostTopology
 from gpu_platform.domain.placement import (
@@ -395,7 +395,8 @@ class ControlPlane:
     def submit(self, spec: JobSpec) -> Job:
         if self._stopping.is_set():
             raise InvalidRequest("server", "shutting down")
-        job_id = self._ids.new_job_id()
+        token = spec.client_token
+        job_id = self._ids.new_job_id() if token is None else token_job_id(spec.tenant, token)
         with self._lock:
             self._execute(SubmitJob(job_id, spec, self._now()))
             job = self._state.job(job_id)

@@ -441,6 +441,12 @@ class ClusterState(FaultHandlers, MembershipHandlers):
 
     def _submit(self, cmd: SubmitJob) -> list[DomainEvent]:
         if cmd.job_id in self._jobs:
+            first = self._jobs[cmd.job_id].spec
+            token = cmd.spec.client_token
+            if token is not None and first.client_token == token:
+                if first == cmd.spec:  # a retry of one submission: the job exists once
+                    return []
+                raise Conflict(f"client token {token!r} was used for a different request")
             raise Conflict(f"job {cmd.job_id} already exists")
         spec = cmd.spec
         if spec.gpu_models and spec.gpus:

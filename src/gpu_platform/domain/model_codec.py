@@ -146,6 +146,7 @@ def encode_spec(spec: JobSpec) -> dict[str, Any]:
         "numa": spec.numa,
         "same_rack": spec.same_rack,
         "mig_profile": spec.mig_profile,
+        "client_token": spec.client_token,
     }
 
 
@@ -171,6 +172,7 @@ def decode_spec(s: dict[str, Any]) -> JobSpec:
         numa=s.get("numa", "preferred"),
         same_rack=s.get("same_rack", "preferred"),
         mig_profile=s.get("mig_profile"),
+        client_token=s.get("client_token"),
     )
 
 

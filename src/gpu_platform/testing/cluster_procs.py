@@ -14,6 +14,8 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -247,9 +249,11 @@ class JobStoreClients:
     """Client threads that submit (kept QUEUED: each job depends on `blocker`, a job that runs
     on), cancel and read jobs through any live server, recording a history for the
     linearizability checker. A mutation whose answer says nothing of its outcome (timeout,
-    5xx) is pending; a failed read or a submit with an unknown id records nothing. Each job is
-    cancelled at most once, so no key collects many pending operations (each one doubles the
-    checker's search)."""
+    5xx) is pending; a failed read records nothing. A submit carries an `Idempotency-Key` and a
+    unique name, and is retried through any live server until it is acknowledged (one
+    operation spanning its retries): `duplicates` then counts intended submissions that became
+    more than one job. Each job is cancelled at most once, so no key collects many pending
+    operations (each one doubles the checker's search)."""
 
     def __init__(self, cluster: ReplicatedCluster, blocker: str, clients: int = 3) -> None:
         self._c = cluster
@@ -279,6 +283,42 @@ class JobStoreClients:
         with self._lock:
             self.history.append(op)
 
+    @staticmethod
+    def duplicates(jobs: list[dict[str, Any]]) -> int:
+        """Jobs beyond the first of each intended submission (by the clients' unique names)."""
+        names = Counter(j["name"] for j in jobs if str(j.get("name", "")).startswith("chaos-"))
+        return sum(n - 1 for n in names.values())
+
+    def _submit(self, http: httpx.Client, me: int, n: int) -> str | None:
+        """One intended submission, retried under one key until acknowledged; its job id."""
+        body = {
+            "command": ["true"],
+            "gpus": 1,
+            "depends_on": [self._blocker],
+            "name": f"chaos-{me}-{n}",
+        }
+        headers = {"Idempotency-Key": f"chaos-{me}-{n}-{uuid.uuid4().hex[:8]}"}
+        give_up = None
+        tries = 0
+        while True:
+            alive = self._c.alive()
+            url = self._c.url(alive[(n + tries) % len(alive)]) if alive else None
+            tries += 1
+            try:
+                if url is not None:
+                    r = http.post(url + "/v1/jobs", json=body, headers=headers)
+                    if r.status_code == 201:
+                        return str(r.json()["id"])
+                    if 400 <= r.status_code < 500:
+                        return None  # refused: no job was created
+            except httpx.HTTPError:
+                pass
+            if self._stop.is_set():  # finish what is in flight, bounded
+                give_up = give_up or time.monotonic() + 20.0
+                if time.monotonic() >= give_up:
+                    return None
+            time.sleep(0.05)
+
     def _loop(self, me: int) -> None:
         http = httpx.Client(timeout=5.0, follow_redirects=True)
         rng = random.Random(me)
@@ -300,10 +340,9 @@ class JobStoreClients:
             call = time.monotonic()
             try:
                 if kind == "submit":
-                    body = {"command": ["true"], "gpus": 1, "depends_on": [self._blocker]}
-                    r = http.post(url + "/v1/jobs", json=body)
-                    if r.status_code == 201:
-                        job_id = r.json()["id"]
+                    acked = self._submit(http, me, n)
+                    if acked is not None:
+                        job_id = acked
                         op = JobInput(JobOp.SUBMIT, job_id)
                         self._record(Operation(op, JobOutput(True), call, time.monotonic(), me))
                         with self._lock:

@@ -8,9 +8,12 @@ API always agree on one value.
 from __future__ import annotations
 
 import enum
+import hashlib
+import re
 from dataclasses import dataclass, field
 
 __all__ = [
+    "CLIENT_TOKEN_PATTERN",
     "MAX_TASKS",
     "TERMINAL_JOB_STATES",
     "Allocation",
@@ -18,6 +21,8 @@ __all__ = [
     "JobSpec",
     "JobState",
     "TaskSlot",
+    "token_job_id",
+    "valid_client_token",
 ]
 
 
@@ -38,6 +43,19 @@ class JobState(enum.StrEnum):
 TERMINAL_JOB_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
 MAX_TASKS = 4096
 AFFINITIES = ("none", "preferred", "required")
+CLIENT_TOKEN_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+_CLIENT_TOKEN = re.compile(CLIENT_TOKEN_PATTERN)
+
+
+def valid_client_token(token: str) -> bool:
+    """A client's idempotency token: 1-128 of letters, digits and `_.:-` (a UUID fits)."""
+    return _CLIENT_TOKEN.fullmatch(token) is not None
+
+
+def token_job_id(tenant: str, token: str) -> str:
+    """The job id of an idempotent submission: a function of its tenant and client token, so
+    every retry of it, through any server, names the same job."""
+    return "j-" + hashlib.sha256(f"{tenant}\0{token}".encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +86,12 @@ class JobSpec:
 
     MIG: `mig_profile` (e.g. "1g.10gb") asks for one MIG instance of that profile; the job
     holds one whole GPU of a model that has the profile (gpus must be 1) and sees only the
-    instance (docs/allocation.md, "Jobs on MIG instances")."""
+    instance (docs/allocation.md, "Jobs on MIG instances").
+
+    Idempotency: `client_token` (REST `Idempotency-Key`, gRPC `request_id`) names one intended
+    submission; a submit repeating a token its tenant already used returns the job the first
+    one created (a different request under the same token is refused), as long as that job
+    exists."""
 
     command: tuple[str, ...]
     gpus: int = 0
@@ -90,6 +113,7 @@ class JobSpec:
     numa: str = "preferred"
     same_rack: str = "preferred"
     mig_profile: str | None = None
+    client_token: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("nvlink", "numa", "same_rack"):
@@ -111,6 +135,8 @@ class JobSpec:
             raise ValueError(f"memory_bytes must be > 0, got {self.memory_bytes}")
         if self.time_limit_s is not None and self.time_limit_s <= 0:
             raise ValueError(f"time_limit_s must be > 0, got {self.time_limit_s}")
+        if self.client_token is not None and not valid_client_token(self.client_token):
+            raise ValueError(f"client_token must match {CLIENT_TOKEN_PATTERN}")
 
 
 @dataclass(frozen=True, slots=True)

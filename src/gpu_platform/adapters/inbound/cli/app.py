@@ -461,7 +461,10 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 body["time_limit_s"] = parse_duration(time_limit)
         except ValueError as exc:
             raise _fail(str(exc), 2) from None
-        job = call(server, "POST", "/v1/jobs", json=body)
+        try:
+            job = session.client(server).submit(body)
+        except ApiError as exc:
+            raise _fail(str(exc), exc.exit_code) from None
         if wait:
             job = wait_job(server, job["id"])
         if emit(output, job):

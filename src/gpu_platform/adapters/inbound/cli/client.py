@@ -9,6 +9,8 @@ code (docs/cli.md):
 from __future__ import annotations
 
 import ssl
+import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +30,7 @@ EXIT = {
     "audit_broken": 8,
 }
 _BY_STATUS = {401: 4, 403: 4, 404: 5, 422: 6, 429: 7}
+_RETRY_STATUS = frozenset({502, 503, 504})  # no leader yet, or a proxy lost it: safe to retry
 
 
 class ApiError(Exception):
@@ -102,6 +105,38 @@ class ApiClient:
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self.request(method, path, **kwargs)
         return response.json() if response.content else None  # 204: no body
+
+    def submit(
+        self, body: dict[str, Any], *, key: str | None = None, retry_for: float = 30.0
+    ) -> Any:
+        """POST a job under an `Idempotency-Key` (a fresh UUID unless given), retried while the
+        outcome is unknown or the cluster has no leader yet (unreachable, timeout, 502-504),
+        for up to `retry_for` seconds: the server keeps one job per key, so a retry that
+        crosses a redirect or a leader change never creates it twice."""
+        headers = {"Idempotency-Key": key or uuid.uuid4().hex}
+        deadline, pause = time.monotonic() + retry_for, 0.1
+        while True:
+            try:
+                response = self._http.request("POST", "/v1/jobs", json=body, headers=headers)
+                for _ in range(3):  # a follower's 307 to the leader
+                    if response.status_code not in (307, 308) or "location" not in response.headers:
+                        break
+                    target = response.headers["location"]
+                    response = self._http.request("POST", target, json=body, headers=headers)
+                retry = response.status_code in _RETRY_STATUS
+            except httpx.TransportError as exc:
+                if time.monotonic() >= deadline:
+                    if isinstance(exc, httpx.ConnectError):
+                        raise self._unreachable(exc) from None
+                    raise ApiError(f"submit to {self.server} failed: {exc}") from None
+                retry = True
+            if not retry or time.monotonic() >= deadline:
+                break
+            time.sleep(pause)
+            pause = min(1.0, pause * 2)
+        if response.status_code >= 400:
+            raise ApiError(_explain(response), _BY_STATUS.get(response.status_code, 1))
+        return response.json()
 
 
 def _explain(response: httpx.Response) -> str:

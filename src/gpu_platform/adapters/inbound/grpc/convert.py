@@ -30,6 +30,7 @@ def spec_from_pb(req: pb.SubmitJobRequest, default_tenant: str = "default") -> J
         numa=req.numa or "preferred",
         same_rack=req.same_rack or "preferred",
         mig_profile=req.mig_profile if req.HasField("mig_profile") else None,
+        client_token=req.request_id if req.HasField("request_id") else None,
     )
 
 
