@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import random
-import signal
 import sys
 import tempfile
 import time
@@ -28,6 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import fencing  # tests/chaos/fencing.py, beside this script
 
 from gpu_platform.testing import netns
 from gpu_platform.testing.cluster_procs import JobStoreClients, ReplicatedCluster
@@ -254,34 +255,13 @@ def control_plane_leader_kills(opts: Options) -> dict[str, Any]:
 
 
 def control_plane_node_loss(opts: Options) -> dict[str, Any]:
-    """A whole-node job on an agent; SIGSTOP that agent: time until the job runs on another
-    node (node_down_after 4 s, heartbeats 0.5 s in this harness). Repeated on fresh nodes."""
-    rounds = max(1, min(5, opts.kills // 4))
-    with control_plane(agents=2 * rounds) as c:  # each round: one node stopped, one taken
-        times: list[float] = []
-        for _ in range(rounds):
-            job = c.submit(["sleep", "3600"], gpus=8)
-            wait_until(lambda job=job: c.job(job["id"])["state"] == "RUNNING", WAIT)  # type: ignore[misc]
-            node = c.job(job["id"])["allocation"]["node"]
-            t0 = time.monotonic()
-            c.signal_agent(node, signal.SIGSTOP)
+    """A frozen agent (SIGSTOP) `kills` times: its job runs elsewhere, never two at once."""
+    return fencing.frozen_agents(max(opts.kills, 1))
 
-            def moved(job: dict[str, Any] = job, node: str = node) -> bool:
-                j = c.job(job["id"])
-                return bool(j["state"] == "RUNNING" and j["allocation"]["node"] != node)
 
-            if wait_until(moved, WAIT):
-                times.append(time.monotonic() - t0)
-        secs = sorted(times)
-        return {
-            "rounds": rounds,
-            "recovered": len(times),
-            "node_recovery_s": {
-                "p50": None if not secs else round(percentile(secs, 50) or 0, 2),
-                "max": None if not secs else round(secs[-1], 2),
-            },
-            "linearizable": len(times) == rounds,  # every job ran again elsewhere
-        }
+def control_plane_agent_partitions(opts: Options) -> dict[str, Any]:
+    """An agent cut off from every server `kills` times (network namespaces), as above."""
+    return fencing.cut_off_agents(max(opts.kills, 1))
 
 
 def control_plane_partitions(opts: Options) -> dict[str, Any]:
@@ -377,6 +357,7 @@ SCENARIOS: list[Scenario] = [
     Scenario("raft_kv.partitions", partitions),
     Scenario("control_plane.leader_kills", control_plane_leader_kills),
     Scenario("control_plane.node_loss", control_plane_node_loss),
+    Scenario("control_plane.agent_partitions", control_plane_agent_partitions),
     Scenario("control_plane.partitions", control_plane_partitions),
 ]
 

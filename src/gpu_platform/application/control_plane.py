@@ -847,7 +847,12 @@ class ControlPlane:
 
     def _on_exit(self, report: ExitReport) -> None:
         """A task ended. The attempt's exit is recorded when its last task has ended: with the
-        first failing task's code and reason (the rest of a gang is stopped at once)."""
+        first failing task's code and reason (the rest of a gang is stopped at once). A task its
+        node's lease fence stopped was lost with the node, not failed: the job is re-queued."""
+        if report.fenced:
+            self._lost(report.job_id, report.epoch, {report.rank}, report.reason, ended=True)
+            self._wake.set()
+            return
         with self._lock:
             key = (report.job_id, report.epoch)
             self._record_start(report)
@@ -1066,7 +1071,9 @@ class ControlPlane:
             self._lost(job_id, epoch, ranks, f"lost: the agent on {node.name} no longer runs it")
         self._wake.set()
 
-    def _lost(self, job_id: str, epoch: int, ranks: set[int], why: str) -> None:
+    def _lost(
+        self, job_id: str, epoch: int, ranks: set[int], why: str, *, ended: bool = False
+    ) -> None:
         """Tasks of an attempt vanished with their node's processes (an agent or control plane
         restarted): re-queue the job as an interruption, not a fault of its own work, and once
         none of its tasks runs any more, record its end so its GPUs are free."""
@@ -1079,8 +1086,8 @@ class ControlPlane:
             if not job.releasing:
                 self._execute(RequeueJob(job_id, epoch, self._now(), why))
             run = self._runs.get((job_id, epoch))
-            if run is not None and not run.live:
-                del self._runs[(job_id, epoch)]
+            if (run is None and ended) or (run is not None and not run.live):
+                self._runs.pop((job_id, epoch), None)
                 self._execute(FinishJob(job_id, epoch, None, self._now(), why))
 
     def agent_heartbeat(self, node: str) -> None:

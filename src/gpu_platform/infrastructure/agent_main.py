@@ -58,9 +58,16 @@ def run_agent(options: AgentOptions) -> None:
     inventory, telemetry, health = _node_hardware(options, settings)
     node = agent_node(inventory, options.address or "127.0.0.1")
     isolation = job_isolation(settings)
-    runner_gen = process_runner(settings, isolation, inventory)
+    runner_gen = process_runner(settings, isolation, inventory, agent=True)
     runner = next(runner_gen)
-    agent = Agent(node, runner, health.monitors, gpu_reset=health.reset, injector=health.injector)
+    agent = Agent(
+        node,
+        runner,
+        health.monitors,
+        gpu_reset=health.reset,
+        injector=health.injector,
+        lease=getattr(runner, "fence", None),
+    )
     tls = tls_files(settings)
     client = AgentClient(
         agent,

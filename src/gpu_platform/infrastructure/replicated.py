@@ -147,6 +147,7 @@ def running_agent_server(
         settings.agent_port,
         server_id=settings.server_id,
         heartbeat_s=settings.agent_heartbeat_seconds,
+        lease_s=settings.agent_lease_seconds,
         tls=tls,
         local_socket=local_agent_socket(settings, tls),
     )
@@ -201,7 +202,8 @@ def running_local_agent(
         yield None
         return
     node = agent_node(inventory, "127.0.0.1")
-    agent = Agent(node, runner, monitors, gpu_reset=gpu_reset, injector=injector)
+    lease = getattr(runner, "fence", None)  # process_runner's lease fence, when it made one
+    agent = Agent(node, runner, monitors, gpu_reset=gpu_reset, injector=injector, lease=lease)
     target = advertised(settings, tls, (settings.port, settings.grpc_port, agent_server.port))
     socket = local_agent_socket(settings, tls)
     client = AgentClient(

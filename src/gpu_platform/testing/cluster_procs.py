@@ -31,11 +31,14 @@ __all__ = ["JobStoreClients", "ReplicatedCluster", "free_port", "wait_until"]
 _BIN = Path(sys.executable).with_name("gpu-platform")
 ENTRY = [str(_BIN)] if _BIN.exists() else [sys.executable, "-m", "gpu_platform.main"]
 
-#: Fast failure detection for tests: a silent node is SUSPECT after 2 s and DOWN after 4 s.
+#: Fast failure detection for tests: a silent node is SUSPECT after 2 s and DOWN after 6 s;
+#: a cut-off agent's tasks are stopped 1.5 s (+0.5 s grace) after its last acknowledged beat.
 FAST_ENV = {
     "GPU_PLATFORM_NODE_SUSPECT_AFTER_SECONDS": "2",
-    "GPU_PLATFORM_NODE_DOWN_AFTER_SECONDS": "4",
+    "GPU_PLATFORM_NODE_DOWN_AFTER_SECONDS": "6",
     "GPU_PLATFORM_AGENT_HEARTBEAT_SECONDS": "0.5",
+    "GPU_PLATFORM_AGENT_LEASE_SECONDS": "1.5",
+    "GPU_PLATFORM_AGENT_FENCE_GRACE_SECONDS": "0.5",
     "GPU_PLATFORM_SCHEDULE_INTERVAL_SECONDS": "0.2",
     "GPU_PLATFORM_STOP_GRACE_SECONDS": "2",
     "GPU_PLATFORM_ISOLATION": "none",
