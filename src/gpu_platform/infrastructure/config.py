@@ -253,6 +253,15 @@ class Settings(BaseSettings):
         description="An agent whose heartbeats the leader has not acknowledged for this long "
         "(counted from the sending of the last acknowledged one) stops its tasks itself.",
     )
+    cluster_token: str | None = Field(
+        None,
+        min_length=16,
+        description="The cluster's shared secret: agents and joining servers present it; a "
+        "one-voter server with none creates <data_dir>/cluster-token (docs/replication.md).",
+    )
+    cluster_token_file: Path | None = Field(
+        None, description="Read the cluster token from this file (e.g. a server's cluster-token)."
+    )
     agent_fence_grace_seconds: float = Field(
         1.0,
         gt=0,

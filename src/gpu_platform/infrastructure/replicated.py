@@ -29,6 +29,7 @@ from gpu_platform.application.raft_node import RaftNode, RaftNodeConfig
 from gpu_platform.application.replication import RaftReplication
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.node import Inventory, Node
+from gpu_platform.infrastructure.cluster_token import cluster_token
 from gpu_platform.infrastructure.config import ConfigError, Settings
 from gpu_platform.ports.outbound.gpu_reset import GpuReset
 from gpu_platform.ports.outbound.health_monitor import FaultInjector, HealthMonitor
@@ -148,6 +149,7 @@ def running_agent_server(
         server_id=settings.server_id,
         heartbeat_s=settings.agent_heartbeat_seconds,
         lease_s=settings.agent_lease_seconds,
+        token=cluster_token(settings, server=True),
         tls=tls,
         local_socket=local_agent_socket(settings, tls),
     )
@@ -210,6 +212,7 @@ def running_local_agent(
         agent,
         [f"unix:{socket}" if socket is not None else target.agent_address],
         credentials=tls.grpc_channel_credentials() if tls is not None else None,
+        token=cluster_token(settings, server=True),
     )
     agent.start()
     client.start()

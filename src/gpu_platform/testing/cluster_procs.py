@@ -86,6 +86,7 @@ class ReplicatedCluster:
         self.nodes = [f"node-{n}" for n in range(1, agents + 1)]
         self.profile = profile
         self.env = {**os.environ, **FAST_ENV, **(env or {})}
+        self.env.setdefault("GPU_PLATFORM_CLUSTER_TOKEN", "gpc_test_" + uuid.uuid4().hex)
         self.servers: dict[int, subprocess.Popen[bytes]] = {}
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
         self.agent_metrics = {node: free_port() for node in self.nodes}

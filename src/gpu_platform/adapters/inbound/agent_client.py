@@ -34,6 +34,7 @@ from gpu_platform.adapters.agent_wire.codec import (
 )
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
+from gpu_platform.adapters.cluster_identity import TOKEN_METADATA
 from gpu_platform.adapters.inbound.grpc.agent_service import (
     KEEPALIVE_CLIENT_OPTIONS,
     LEADER_METADATA,
@@ -84,12 +85,14 @@ class AgentClient:
         backoff_max_s: float = 2.0,
         loop: asyncio.AbstractEventLoop | None = None,
         pool: ThreadPoolExecutor | None = None,
+        token: str | None = None,
     ) -> None:
         """`loop`/`pool`: run on a shared event loop (already running on its own thread) and
         worker pool instead of owning them — many simulated agents in one process."""
         if not servers:
             raise ValueError("servers: at least one host:port is needed")
         self._agent = agent
+        self._metadata = ((TOKEN_METADATA, token),) if token else ()
         self._servers = list(servers)
         self._credentials = credentials
         self._backoff = (backoff_initial_s, backoff_max_s)
@@ -146,7 +149,11 @@ class AgentClient:
                     hint = leader
                     delay = self._backoff[0]
                     continue
-                log.debug("agent stream ended", server=target, code=str(exc.code()))
+                if exc.code() is grpc.StatusCode.UNAUTHENTICATED:
+                    log.error("refused by the server", server=target, why=exc.details())
+                    delay = self._backoff[1]
+                else:
+                    log.debug("agent stream ended", server=target, code=str(exc.code()))
             finally:
                 self._agent.bind(None)
                 self.connected_to = ""
@@ -185,7 +192,8 @@ class AgentClient:
                 while (item := await outbox.get()) is not None:
                     yield item
 
-            call = pb_grpc.AgentServiceStub(channel).Connect(requests())  # type: ignore[no-untyped-call]
+            stub = pb_grpc.AgentServiceStub(channel)  # type: ignore[no-untyped-call]
+            call = stub.Connect(requests(), metadata=self._metadata)
             beat: asyncio.Task[None] | None = None
             work: set[asyncio.Future[None]] = set()  # launches, log reads, resets in flight
             silence = _Silence(call, WELCOME_TIMEOUT_S)
