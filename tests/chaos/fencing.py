@@ -60,7 +60,7 @@ def _rounds(
                 j = c.job(job["id"])
                 return bool(j["state"] == "RUNNING" and j["allocation"]["node"] != node)
 
-            ok = wait_until(moved, WAIT, interval=0.05)
+            ok = wait_until(moved, WAIT, step=0.05)
             if ok:
                 times.append(time.monotonic() - t0)
             mend(node)
