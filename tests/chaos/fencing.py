@@ -85,10 +85,20 @@ def _rounds(
     }
 
 
-def frozen_agents(rounds: int) -> dict[str, Any]:
+#: the server's own defaults for node loss (heartbeat 1 s, suspect 3 s, lease 3 s, down 8 s)
+DEFAULTS = {
+    "GPU_PLATFORM_NODE_SUSPECT_AFTER_SECONDS": "3",
+    "GPU_PLATFORM_NODE_DOWN_AFTER_SECONDS": "8",
+    "GPU_PLATFORM_AGENT_HEARTBEAT_SECONDS": "1",
+    "GPU_PLATFORM_AGENT_LEASE_SECONDS": "3",
+    "GPU_PLATFORM_AGENT_FENCE_GRACE_SECONDS": "1",
+}
+
+
+def frozen_agents(rounds: int, env: dict[str, str] | None = None) -> dict[str, Any]:
     """The agent running the job is SIGSTOPped (and SIGCONTed after the job has moved)."""
     with tempfile.TemporaryDirectory(prefix="chaos-fence-") as tmp:
-        c = ReplicatedCluster(Path(tmp), servers=3, agents=2)
+        c = ReplicatedCluster(Path(tmp), servers=3, agents=2, env=env)
         try:
             c.start().wait_ready(timeout=WAIT)
             figures = _rounds(
@@ -99,7 +109,10 @@ def frozen_agents(rounds: int) -> dict[str, Any]:
             )
         finally:
             c.close()
-    return figures | {"fault": "SIGSTOP of the agent", "settings": _timing(FAST_ENV)}
+    return figures | {
+        "fault": "SIGSTOP of the agent",
+        "settings": _timing({**FAST_ENV, **(env or {})}),
+    }
 
 
 def cut_off_agents(rounds: int) -> dict[str, Any]:

@@ -259,6 +259,11 @@ def control_plane_node_loss(opts: Options) -> dict[str, Any]:
     return fencing.frozen_agents(max(opts.kills, 1))
 
 
+def control_plane_node_loss_defaults(opts: Options) -> dict[str, Any]:
+    """As node_loss, with the server's default timing (5 rounds): recovery under 10 s?"""
+    return fencing.frozen_agents(5, fencing.DEFAULTS)
+
+
 def control_plane_agent_partitions(opts: Options) -> dict[str, Any]:
     """An agent cut off from every server `kills` times (network namespaces), as above."""
     return fencing.cut_off_agents(max(opts.kills, 1))
@@ -357,6 +362,7 @@ SCENARIOS: list[Scenario] = [
     Scenario("raft_kv.partitions", partitions),
     Scenario("control_plane.leader_kills", control_plane_leader_kills),
     Scenario("control_plane.node_loss", control_plane_node_loss),
+    Scenario("control_plane.node_loss_defaults", control_plane_node_loss_defaults),
     Scenario("control_plane.agent_partitions", control_plane_agent_partitions),
     Scenario("control_plane.partitions", control_plane_partitions),
 ]
