@@ -66,3 +66,28 @@ def test_an_agent_without_a_token_does_not_start(
     assert proc.wait(timeout=60) != 0
     lines = log.read_text().strip().splitlines()
     assert lines[-1].startswith("error: cluster_token: an agent needs this cluster's token")
+
+
+def test_nodes_remove_takes_out_a_gone_node_and_refuses_a_connected_one(
+    tmp_path: Path,
+) -> None:
+    c = ReplicatedCluster(tmp_path, servers=1, agents=2).start()
+    try:
+        c.wait_ready(timeout=WAIT)
+        c.agents["node-2"].kill()  # gone for good: its stream breaks at once
+        c.agents["node-2"].wait()
+        assert wait_until(lambda: "node-2" not in c.agents_connected(1), WAIT)
+        refused = c.cli("nodes", "remove", "node-1", "--reason", "oops", "--server", c.url(1))
+        assert refused.returncode != 0 and "agent is connected" in refused.stderr
+        done = c.cli("nodes", "remove", "node-2", "--reason", "retired", "--server", c.url(1))
+        assert done.returncode == 0, done.stderr
+        listed = c.cli("nodes", "--server", c.url(1))
+        assert "node-1" in listed.stdout and "node-2" not in listed.stdout
+        again = c.cli("nodes", "remove", "node-2", "--server", c.url(1))
+        assert again.returncode != 0 and "node-2" in again.stderr
+        audit = c.client.get(c.url(1) + "/v1/audit").json()
+        removals = [(a["target"], a["outcome"]) for a in audit if a["action"] == "remove"]
+        assert ("node node-2", "ok") in removals
+        assert any(t == "node node-1" and o.startswith("refused") for t, o in removals)
+    finally:
+        c.close()

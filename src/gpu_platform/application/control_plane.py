@@ -57,6 +57,7 @@ from gpu_platform.domain.cluster_state import (
     Command,
     FinishJob,
     RegisterNode,
+    RemoveNode,
     RequeueJob,
     SetQuota,
     StartJob,
@@ -1022,8 +1023,8 @@ class ControlPlane:
         """Register the node, take the exits its agent kept while it had no leader, then
         reconcile: stop what the cluster no longer owns or is stopping, record the start of
         what was launched just before a failover, and treat every task the cluster places
-        here that the agent neither runs nor reported ended as lost with the node (a fault:
-        the job is re-queued while it has attempts left)."""
+        here that the agent neither runs nor reported ended as lost with the node (an
+        interruption: the job is re-queued without using up its attempts)."""
         now = self._now()
         self._execute(RegisterNode(node, now))
         self._beats[node.name] = now
@@ -1302,6 +1303,16 @@ class ControlPlane:
         why = f"{verb} by {actor}: {reason}" if reason else f"{verb} by {actor}"
         command = SetNodeAdmin(node, action, why, self._now(), force)
         self._admin(command, actor, verb, f"node {node}", reason)
+
+    def remove_node(self, node: str, *, reason: str, actor: str) -> None:
+        """Remove a node that holds no work and whose agent is not connected (it would
+        register the node again at once)."""
+        if self._hub is not None and node in self._hub.connected():
+            why = f"node {node}: its agent is connected and would register it again; stop it first"
+            self._record(actor, "remove", f"node {node}", reason, f"refused: {why}")
+            raise Conflict(why)
+        why = f"removed by {actor}: {reason}" if reason else f"removed by {actor}"
+        self._admin(RemoveNode(node, why, self._now()), actor, "remove", f"node {node}", reason)
 
     def _admin(self, command: Command, actor: str, verb: str, target: str, reason: str) -> None:
         with self._lock:

@@ -69,6 +69,7 @@ from gpu_platform.domain.membership import (
     AnnounceServer,
     MembershipHandlers,
     RegisterNode,
+    RemoveNode,
     SetQuota,
 )
 from gpu_platform.domain.model.gpu import Gpu, GpuState
@@ -90,6 +91,7 @@ __all__ = [
     "FinishJob",
     "NodeHeartbeat",
     "RegisterNode",
+    "RemoveNode",
     "ReportEcc",
     "ReportGpuLost",
     "ReportThermal",
@@ -187,6 +189,7 @@ Command = (
     | NodeHeartbeat
     | CheckNodes
     | RegisterNode
+    | RemoveNode
     | SetQuota
     | AnnounceServer
 )
@@ -433,6 +436,8 @@ class ClusterState(FaultHandlers, MembershipHandlers):
                 return self._check_nodes(command)
             case RegisterNode():
                 return self._register(command)
+            case RemoveNode():
+                return self._remove_node(command)
             case SetQuota():
                 return self._set_quota(command)
             case AnnounceServer():
