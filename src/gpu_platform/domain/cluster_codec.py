@@ -33,6 +33,7 @@ from gpu_platform.domain.cluster_state import (
     FinishJob,
     NodeHeartbeat,
     RegisterNode,
+    RemoveNode,
     ReportEcc,
     ReportGpuLost,
     ReportThermal,
@@ -91,6 +92,7 @@ COMMAND_TYPES: dict[str, type[Any]] = {
         NodeHeartbeat,
         CheckNodes,
         RegisterNode,
+        RemoveNode,
         SetQuota,
         AnnounceServer,
     )

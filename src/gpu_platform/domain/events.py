@@ -26,6 +26,7 @@ __all__ = [
     "JobStarted",
     "JobSubmitted",
     "NodeRegistered",
+    "NodeRemoved",
     "NodeStateChanged",
     "QuotaChanged",
     "ServerAnnounced",
@@ -158,6 +159,14 @@ class GpuThermalChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeRemoved:
+    """An operator removed node `node` (it held no work) from the cluster."""
+
+    node: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class NodeRegistered:
     """A node's agent registered it: new (`replaced` False) or with changed hardware."""
 
@@ -199,6 +208,6 @@ HardwareEvent = (
     GpuStateChanged | NodeStateChanged | XidReported | EccAlertRaised | GpuThermalChanged
 )
 
-ClusterEvent = NodeRegistered | QuotaChanged | ServerAnnounced
+ClusterEvent = NodeRegistered | NodeRemoved | QuotaChanged | ServerAnnounced
 
 DomainEvent = JobEvent | HardwareEvent | ClusterEvent

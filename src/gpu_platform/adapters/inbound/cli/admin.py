@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote
 
 import typer
 from rich.console import Console
@@ -179,9 +180,33 @@ def register_admin(
         """Return a drained, degraded or offline GPU (or a node) to service."""
         act("online", gpu, node, reason, actor, False, server, output)
 
-    @app.command()
-    def nodes(server: ServerOpt = DEFAULT_SERVER, output: OutputOpt = Output.table) -> None:
+    nodes_app = typer.Typer(
+        help="Every node with its state, why, and how many jobs hold GPUs there; "
+        "`nodes remove NODE` removes one.",
+        invoke_without_command=True,
+    )
+    app.add_typer(nodes_app, name="nodes")
+
+    @nodes_app.command("remove")
+    def nodes_remove(
+        node: Annotated[str, typer.Argument(help="The node to remove.")],
+        reason: ReasonOpt = "",
+        actor: ActorOpt = None,
+        server: ServerOpt = DEFAULT_SERVER,
+    ) -> None:
+        """Remove a node for good (refused while it holds work or its agent is connected)."""
+        headers = {"X-Actor": actor or _default_actor()}
+        path = f"/v1/nodes/{quote(node, safe='')}?reason={quote(reason, safe='')}"
+        call(server, "DELETE", path, headers=headers)
+        out.print(f"node {node} removed", soft_wrap=True)
+
+    @nodes_app.callback()
+    def nodes(
+        ctx: typer.Context, server: ServerOpt = DEFAULT_SERVER, output: OutputOpt = Output.table
+    ) -> None:
         """Every node with its state, why, and how many jobs hold GPUs there."""
+        if ctx.invoked_subcommand is not None:
+            return
         rows = call(server, "GET", "/v1/nodes")
         if emit(output, rows):
             return

@@ -408,7 +408,11 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         ] = None,
         user: Annotated[str | None, typer.Option(help="Run as this account on the node.")] = None,
         max_attempts: Annotated[
-            int, typer.Option(help="Attempts before a job hit by GPU/node faults ends FAILED.")
+            int,
+            typer.Option(
+                help="Faults (GPU, XID, node loss) before the job ends FAILED; preemptions "
+                "and restarts do not count."
+            ),
         ] = 3,
         retry_backoff: Annotated[
             float, typer.Option(help="Seconds before a re-queued attempt, doubled per attempt.")
@@ -456,7 +460,10 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 body["time_limit_s"] = parse_duration(time_limit)
         except ValueError as exc:
             raise _fail(str(exc), 2) from None
-        job = call(server, "POST", "/v1/jobs", json=body)
+        try:
+            job = session.client(server).submit(body)
+        except ApiError as exc:
+            raise _fail(str(exc), exc.exit_code) from None
         if wait:
             job = wait_job(server, job["id"])
         if emit(output, job):
@@ -526,7 +533,9 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             ("GPU indices", ",".join(map(str, a["gpu_indices"])) if a else "-"),
             ("GPU UUIDs", ",".join(a["gpu_uuids"]) if a else "-"),
             ("NUMA nodes", ",".join(map(str, a["numa_nodes"])) if a else "-"),
-            ("Attempt", f"{j['attempt']} of at most {j['max_attempts']}"),
+            ("Attempt", str(j["attempt"])),
+            ("Faults", f"{j.get('faults', 0)} of at most {j['max_attempts']}"),
+            ("Interruptions", f"{j.get('interruptions', 0)} (preemptions, restarts, not counted)"),
             ("Exit code", "-" if j["exit_code"] is None else str(j["exit_code"])),
             ("Submitted", _when(j["submitted_at"])),
             ("Started", _when(j["started_at"])),

@@ -14,6 +14,8 @@ from __future__ import annotations
 import http.client
 import json
 import ssl
+import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
@@ -32,14 +34,16 @@ EXIT = {
     "audit_broken": 8,
 }
 _BY_STATUS = {401: 4, 403: 4, 404: 5, 422: 6, 429: 7}
+_RETRY_STATUS = frozenset({502, 503, 504})  # no leader yet, or a proxy lost it: safe to retry
 
 
 class ApiError(Exception):
     """A request failed; str() is one line suitable for the terminal; `exit_code` per EXIT."""
 
-    def __init__(self, message: str, exit_code: int = 1) -> None:
+    def __init__(self, message: str, exit_code: int = 1, *, retryable: bool = False) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        self.retryable = retryable  # the outcome is unknown, or no leader yet: safe to resend
 
 
 class Response:
@@ -83,6 +87,7 @@ class ApiClient:
             f"cannot reach the server at {self.server} ({exc}; is `gpu-platform serve` running? "
             "set --server or GPU_PLATFORM_SERVER)",
             EXIT["unreachable"],
+            retryable=True,
         )
 
     def _open(
@@ -124,7 +129,7 @@ class ApiClient:
             return conn, conn.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
-            raise ApiError(f"request to {self.server}{url} failed: {exc}") from None
+            raise ApiError(f"request to {self.server}{url} failed: {exc}", retryable=True) from None
 
     def request(self, method: str, path: str, **kwargs: Any) -> Response:
         """One call; a follower's 307 to the leader is followed (up to 3 hops) with the same
@@ -135,7 +140,8 @@ class ApiClient:
             try:
                 content = raw.read()
             except (OSError, http.client.HTTPException) as exc:
-                raise ApiError(f"request to {self.server}{path} failed: {exc}") from None
+                why = f"request to {self.server}{path} failed: {exc}"
+                raise ApiError(why, retryable=True) from None
             finally:
                 conn.close()
             response = Response(raw.status, raw.headers, content)
@@ -145,7 +151,9 @@ class ApiClient:
             target = location
             kwargs.pop("params", None)  # the location carries the query
         if response.status_code >= 400:
-            raise ApiError(_explain(response), _BY_STATUS.get(response.status_code, 1))
+            code = response.status_code
+            retry = code in _RETRY_STATUS
+            raise ApiError(_explain(response), _BY_STATUS.get(code, 1), retryable=retry)
         return response
 
     def stream(self, method: str, path: str, **kwargs: Any) -> Iterator[bytes]:
@@ -165,6 +173,24 @@ class ApiClient:
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self.request(method, path, **kwargs)
         return response.json() if response.content else None  # 204: no body
+
+    def submit(
+        self, body: dict[str, Any], *, key: str | None = None, retry_for: float = 30.0
+    ) -> Any:
+        """POST a job under an `Idempotency-Key` (a fresh UUID unless given), retried while the
+        outcome is unknown or the cluster has no leader yet (unreachable, timeout, 502-504),
+        for up to `retry_for` seconds: the server keeps one job per key, so a retry that
+        crosses a redirect or a leader change never creates it twice."""
+        headers = {"Idempotency-Key": key or uuid.uuid4().hex}
+        deadline, pause = time.monotonic() + retry_for, 0.1
+        while True:
+            try:
+                return self.json("POST", "/v1/jobs", json=body, headers=headers)
+            except ApiError as exc:
+                if not exc.retryable or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(1.0, pause * 2)
 
 
 def _param(value: Any) -> str:

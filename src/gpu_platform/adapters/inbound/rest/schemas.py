@@ -104,7 +104,11 @@ class JobSubmit(BaseModel):
         description="run as this account on the node",
     )
     max_attempts: int = Field(
-        3, ge=1, le=100, description="attempts before a job hit by faults ends FAILED"
+        3,
+        ge=1,
+        le=100,
+        description="attempts ended by faults (GPU, XID, node loss) before the job ends FAILED;"
+        " preemptions, forced offlines and control-plane restarts do not count",
     )
     retry_backoff_s: float = Field(
         0.0, ge=0, le=3600, description="wait before a re-queued attempt, doubled per attempt"
@@ -222,6 +226,8 @@ class JobOut(BaseModel):
     retry_backoff_s: float
     not_before: float
     attempt: int
+    faults: int = 0
+    interruptions: int = 0
     submitted_at: float
     started_at: float | None
     finished_at: float | None
@@ -258,6 +264,8 @@ class JobOut(BaseModel):
             retry_backoff_s=job.spec.retry_backoff_s,
             not_before=job.not_before,
             attempt=job.attempt,
+            faults=job.faults,
+            interruptions=job.interruptions,
             submitted_at=job.submitted_at,
             started_at=job.started_at,
             finished_at=job.finished_at,
