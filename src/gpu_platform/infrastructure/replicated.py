@@ -117,7 +117,13 @@ def running_replication(
     node = RaftNode(
         config,
         storage,
-        GrpcRaftTransport(settings.server_id, peers, listen=_raft_listen(settings), tls=tls),
+        GrpcRaftTransport(
+            settings.server_id,
+            peers,
+            listen=_raft_listen(settings),
+            tls=tls,
+            token=cluster_token(settings, server=True),
+        ),
         replica,
         metrics=metrics,
     )

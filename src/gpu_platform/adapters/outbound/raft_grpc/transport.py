@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 
 import grpc
 import grpc.aio
+import structlog
 
+from gpu_platform.adapters.cluster_identity import TOKEN_METADATA, cluster_id, same_cluster
 from gpu_platform.adapters.outbound.raft_grpc.codec import decode_message, encode_message
 from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2 as pb
 from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2_grpc as pb_grpc
@@ -73,6 +75,9 @@ def parse_peers(text: str) -> dict[int, str]:
     return peers
 
 
+log = structlog.get_logger(__name__)
+
+
 @dataclass(slots=True)
 class TransportStats:
     """Counters (messages unless named otherwise)."""
@@ -84,6 +89,7 @@ class TransportStats:
     batches: int = 0
     failures: int = 0
     streams: int = 0  # streams opened (one per peer, again after each failure)
+    refused: int = 0  # calls refused: not a member of this cluster (token, sender id)
 
 
 @dataclass(slots=True)
@@ -112,13 +118,44 @@ class _Servicer(pb_grpc.RaftServicer):
         return accepted
 
     async def Send(self, request: pb.Batch, context: grpc.aio.ServicerContext) -> pb.Ack:  # noqa: N802
+        await self._admit(request, context)
         return pb.Ack(node_id=self._t.id, accepted=self._deliver(request))
+
+    async def _admit(self, request: pb.Batch, context: grpc.aio.ServicerContext) -> None:
+        """Refuse (and log) a sender that is not a member of this cluster: no or another
+        cluster's token, or a node id that is not among this server's peers."""
+        t = self._t
+        if t.token is not None:
+            presented = dict(context.invocation_metadata() or ()).get(TOKEN_METADATA)
+            if not same_cluster(t.token, presented if isinstance(presented, str) else None):
+                what = "another cluster's token" if presented else "no cluster token"
+                log.warning("raft message refused", sender=request.from_id, why=what)
+                t.stats.refused += 1
+                await context.abort(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    f"raft: refused, the sender presents {what}; this is cluster "
+                    f"{cluster_id(t.token)}",
+                )
+        if request.from_id not in t.addresses or request.from_id == t.id:
+            log.warning("raft message refused", sender=request.from_id, why="not a member")
+            t.stats.refused += 1
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"raft: refused, node {request.from_id} is not a member of this cluster",
+            )
 
     async def Stream(  # noqa: N802
         self, request_iterator: AsyncIterator[pb.Batch], context: grpc.aio.ServicerContext
     ) -> pb.Ack:
         accepted = 0
+        admitted = False
         async for request in request_iterator:
+            if not admitted:  # the token is the stream's; the sender is checked once
+                await self._admit(request, context)
+                admitted = True
+                sender = request.from_id
+            elif request.from_id != sender:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, "raft: sender changed")
             if request.to_id != self._t.id:  # misrouted: refuse the whole stream
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "wrong node")
             accepted += self._deliver(request)
@@ -140,7 +177,9 @@ class GrpcRaftTransport:
         backoff_initial: float = 0.05,
         backoff_max: float = 1.0,
         tls: TlsFiles | None = None,
+        token: str | None = None,
     ) -> None:
+        """`token`: the cluster token every message carries and every sender must present."""
         if node_id not in peers and listen is None:
             raise ValueError(f"node {node_id} has no address in the peer list")
         self.id = node_id
@@ -152,6 +191,8 @@ class GrpcRaftTransport:
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.tls = tls  # mTLS between servers when its `ca` is set (adapters.tls)
+        self.token = token
+        self._metadata = ((TOKEN_METADATA, token),) if token else ()
         self.stats = TransportStats()
         self._on_message: MessageHandler | None = None
         self._on_unreachable: UnreachableHandler | None = None
@@ -346,7 +387,7 @@ class GrpcRaftTransport:
                     ok = True
                     try:
                         if call is None or call.done():
-                            call = stub.Stream()
+                            call = stub.Stream(metadata=self._metadata)
                             self.stats.streams += 1
                         await call.write(request)
                     except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
