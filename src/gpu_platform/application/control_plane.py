@@ -105,7 +105,6 @@ from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
-from gpu_platform.domain.model.topology import HostTopology
 from gpu_platform.domain.placement import (
     Affinity,
     ClusterView,
@@ -126,6 +125,7 @@ from gpu_platform.domain.scheduling import (
     SchedulerPolicy,
     decide,
 )
+from gpu_platform.domain.scheduling.live_view import LiveView
 from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
 from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo, ServerInfo
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
@@ -228,7 +228,8 @@ class ControlPlane:
         self._interval = schedule_interval_s
         self._pin = pin_cpus
         self._matrices: dict[str, TopologyMatrix] = {}
-        self._view_matrices: dict[str, tuple[HostTopology, TopologyMatrix]] = {}
+        self._live_view = LiveView()  # the placement view, kept in step with the state
+        self._running_tasks: dict[tuple[str, int], tuple[TaskPlacement, ...]] = {}
         self._lock = replication.lock if replication is not None else threading.RLock()
         self._applied = threading.Condition(self._lock)
         self._wake = threading.Event()
@@ -506,20 +507,18 @@ class ControlPlane:
         with self._lock:
             now = self._now()
             self._cancel_broken_dependencies(now)
-            free = {v.name: [g.index for g in v.free] for v in self._state.node_views()}
-            if self._hub is not None:  # replicated: only nodes whose agent can launch now
-                live = self._hub.ready_nodes()
-                free = {n: gpus for n, gpus in free.items() if n in live}
-            ready = [n for n in self._state.nodes if n.name in free]  # READY nodes only
-            view = ClusterView.from_free(ready, free, matrix_of=self._view_matrix)
+            # replicated: only nodes whose agent can launch now
+            live = self._hub.ready_nodes() if self._hub is not None else None
+            view = self._live_view.sync(self._state, live)  # re-indexes changed nodes only
             queued = self._state.queued(now)
             pending = [self._pending_job(j) for j in queued]
-            running = [self._running_job(j, now) for j in self._state.jobs() if j.holds_gpus]
+            open_jobs = self._state.open_jobs()
+            running = self._running_jobs(open_jobs, now)
             quotas = self._effective_quotas()
             decision = decide(now, pending, running, view, quotas, self._policy, self._place)
             why = dict(decision.pending_reasons)
             self._report_refusals(why)
-            for job in self._state.jobs():
+            for job in open_jobs:
                 if job.state is not JobState.QUEUED:
                     continue
                 if job.releasing:
@@ -552,14 +551,20 @@ class ControlPlane:
             self._nominated &= {j.id for j in self._state.queued()}
         return launched
 
-    def _view_matrix(self, node: Node) -> TopologyMatrix | None:
-        """The placement matrix of `node`, built once per topology (nodes re-register)."""
-        if node.topology is None:
-            return None
-        cached = self._view_matrices.get(node.name)
-        if cached is None or cached[0] is not node.topology:
-            cached = self._view_matrices[node.name] = (node.topology, build_matrix(node.topology))
-        return cached[1]
+    def _running_jobs(self, jobs: list[Job], now: float) -> list[RunningJob]:
+        """The jobs holding GPUs as the scheduler sees them; their task placements are built
+        once per attempt (only progress changes from cycle to cycle)."""
+        tasks = {}
+        running = []
+        for job in jobs:
+            if not job.holds_gpus:
+                continue
+            assert job.allocation is not None
+            key = (job.id, job.allocation.epoch)
+            tasks[key] = self._running_tasks.get(key) or self._task_placements(job)
+            running.append(self._running_job(job, now, tasks[key]))
+        self._running_tasks = tasks
+        return running
 
     def _report_refusals(self, why: Mapping[str, PendingReason]) -> None:
         """Jobs the cycle found no room for without asking the engine count as placement
@@ -631,19 +636,22 @@ class ControlPlane:
             nominated=job.id in self._nominated,
         )
 
-    def _running_job(self, job: Job, now: float) -> RunningJob:
+    def _task_placements(self, job: Job) -> tuple[TaskPlacement, ...]:
         assert job.allocation is not None
         tasks = []
         for slot in job.allocation.tasks:
             node = self._state.node(slot.node)
             shares = tuple(GpuShare(node.gpu(i), 1000) for i in slot.gpu_indices)
             tasks.append(TaskPlacement(slot.node, shares, slot.numa_nodes, (), _NO_SCORE))
+        return tuple(tasks)
+
+    def _running_job(self, job: Job, now: float, tasks: tuple[TaskPlacement, ...]) -> RunningJob:
         limit = job.spec.time_limit_s
         started = job.started_at if job.started_at is not None else now
         return RunningJob(
             id=job.id,
             tenant=job.spec.tenant,
-            tasks=tuple(tasks),
+            tasks=tasks,
             started_at=started,
             priority=job.spec.priority,
             preemptible=job.spec.preemptible,

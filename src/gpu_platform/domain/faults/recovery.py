@@ -87,6 +87,8 @@ class FaultHandlers:
 
         def _release(self, job: Job, effects: JobEffect) -> None: ...
 
+        def _touch(self, node: str) -> None: ...
+
     def _gpu(self, node_name: str, index: int) -> Gpu:
         node = self.node(node_name)
         try:
@@ -221,6 +223,7 @@ class FaultHandlers:
             self._hot.pop(gpu.uuid, None)
         if hot is was:
             return []
+        self._touch(gpu.node)
         return [GpuThermalChanged(gpu.node, gpu.index, hot, cmd.temperature_c)]
 
     def _reset_done(self, cmd: CompleteGpuReset) -> list[DomainEvent]:

@@ -120,14 +120,18 @@ class ClusterView:
         node: Node,
         free_indices: frozenset[int] | None = None,
         matrix: TopologyMatrix | None = None,
+        hardware: HardwareClass | None = None,
     ) -> None:
         """Index `node` fully free (its GPUs that are not schedulable count as used), or with
-        only `free_indices` free. `matrix`: the node's topology matrix, if the caller has it."""
+        only `free_indices` free. `matrix`: the node's topology matrix, if the caller has it;
+        `hardware`: its hardware class, if the caller keeps them per hardware type."""
         if node.name in self.slots:
             raise ValueError(f"node {node.name} already in the view")
-        if matrix is None and node.topology is not None:
-            matrix = build_matrix(node.topology)
-        hw = HardwareClass.of(node.gpus, matrix)
+        hw = hardware
+        if hw is None:
+            if matrix is None and node.topology is not None:
+                matrix = build_matrix(node.topology)
+            hw = HardwareClass.of(node.gpus, matrix)
         key = hw.key()
         cid = self._class_ids.get(key)
         if cid is None:
