@@ -213,7 +213,8 @@ class ControlPlane:
         self._addresses = server_addresses  # (http url, grpc address, agent address)
         self._leading = False
         self._leader_since = 0.0
-        self._beats: dict[str, float] = {}  # node -> when its last heartbeat was committed
+        # leading: node -> when we last heard its agent; when we last proposed its heartbeat
+        self._beats, self._beats_committed = dict[str, float](), dict[str, float]()
         self._agents_seen: set[str] = set()  # nodes whose agent said hello to this leader
         self._hub = runner if isinstance(runner, AgentHub) else None
         if self._hub is not None:
@@ -952,7 +953,8 @@ class ControlPlane:
         with self._lock:
             self._leader_since = now
             self._agents_seen.clear()
-            self._beats.clear()
+            self._beats.clear()  # every node gets a fresh grace period from `now`
+            self._beats_committed.clear()
             self._runs.clear()
             for job in self._state.jobs():
                 if job.holds_gpus and job.allocation is not None:
@@ -1095,11 +1097,19 @@ class ControlPlane:
                 self._execute(FinishJob(job_id, epoch, None, self._now(), why))
 
     def agent_heartbeat(self, node: str) -> None:
-        """Commit a node's heartbeat at most every third of the suspect period."""
+        """Note a node's heartbeat in memory (the leader judges liveness from these); commit
+        one only when it changes the node's state: a SUSPECT node is READY again (at most
+        once per third of the suspect period while the commit is under way)."""
         now = self._now()
-        if now - self._beats.get(node, 0.0) < self._state.policy.node_suspect_after_s / 3:
-            return
         self._beats[node] = now
+        try:  # no lock: one dict read, and a stale answer only delays or repeats a commit
+            suspect = self._state.node(node).state is NodeState.SUSPECT
+        except NotFound:
+            return
+        last = self._beats_committed.get(node, 0.0)
+        if not suspect or now - last < self._state.policy.node_suspect_after_s / 3:
+            return
+        self._beats_committed[node] = now
         self.report_health(Heartbeat(node))
 
     def agent_finding(self, event: HealthEvent) -> None:
@@ -1155,6 +1165,9 @@ class ControlPlane:
                     self._stop_attempt(event.job_id, stop.epoch, stop.nodes)
             if self._replication is not None:
                 self._release_down_nodes(events)
+                for e in events:  # back in service (an operator's online): a fresh grace
+                    if isinstance(e, NodeStateChanged) and e.new is NodeState.READY:
+                        self._beats[e.node] = max(self._beats.get(e.node, 0.0), self._now())
             self._start_due_resets()
             return events
 
@@ -1240,11 +1253,30 @@ class ControlPlane:
             self._wake.set()
 
     def check_nodes(self) -> None:
-        """Judge node heartbeat ages now (SUSPECT / DOWN per the fault policy)."""
+        """Judge node heartbeat ages now (SUSPECT / DOWN per the fault policy). Replicated,
+        the leader judges the heartbeats it heard (in memory; a node it has not heard since
+        it took the lead counts from then) and commits only the verdicts that change a node."""
         with self._lock:
-            events = self._execute(CheckNodes(self._now()))
+            now = self._now()
+            if self._replication is None:
+                events = self._execute(CheckNodes(now))
+            else:
+                silent = self._silent_nodes(now)
+                events = self._execute(CheckNodes(now, silent)) if silent else []
         if events:  # waking on every check made the loop propose CheckNodes back to back
             self._wake.set()
+
+    def _silent_nodes(self, now: float) -> tuple[tuple[str, float], ...]:
+        """(node, seconds silent) for each node whose state a heartbeat verdict would change."""
+        policy = self._state.policy
+        out = []
+        for node in self._state.nodes:
+            silent = now - self._beats.get(node.name, self._leader_since)
+            if (silent >= policy.node_down_after_s and node.state is not NodeState.DOWN) or (
+                silent >= policy.node_suspect_after_s and node.state is NodeState.READY
+            ):
+                out.append((node.name, silent))
+        return tuple(out)
 
     def _start_due_resets(self) -> None:
         with self._lock:
