@@ -4,7 +4,8 @@ Each submitted command is encoded, applied by a real `ClusterReplica` at the nex
 returned as a completed future — what a single-server Raft log does, minus the disk and the
 network. For tests of the replicated control plane's leader logic (which commands it proposes,
 what it does when it takes or loses the lead); `commands` records every command applied, and
-`leading` can be switched off to simulate losing the lead.
+`leading` can be switched off to simulate losing the lead. With `defer` set, proposals wait
+(unapplied, their futures pending) until `commit_deferred()` — a slow disk or quorum.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class SoloReplication:
         self.server_id = server_id
         self.leading = True
         self.commands: list[Command] = []
+        self.defer = False
+        self._deferred: list[tuple[Command, Future[object]]] = []
         self._index = 0
 
     @property
@@ -44,13 +47,33 @@ class SoloReplication:
         if not self.leading:
             future.set_exception(self.not_leader())
             return future
+        if self.defer:
+            with self.lock:
+                self._deferred.append((command, future))
+            return future
+        self._commit(command, future)
+        return future
+
+    @property
+    def deferred(self) -> int:
+        """Proposals waiting for `commit_deferred`."""
+        with self.lock:
+            return len(self._deferred)
+
+    def commit_deferred(self) -> None:
+        """Apply every waiting proposal in order and complete its future."""
+        with self.lock:
+            waiting, self._deferred = self._deferred, []
+        for command, future in waiting:
+            self._commit(command, future)
+
+    def _commit(self, command: Command, future: Future[object]) -> None:
         with self.lock:
             self._index += 1
             self.commands.append(command)
             entry = self.replica.encode(command, uuid.uuid4().hex)
             applied = self.replica.apply(self._index, entry)
         future.set_result(applied)
-        return future
 
     def read_barrier(self) -> None:
         if not self.leading:

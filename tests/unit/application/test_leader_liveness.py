@@ -1,10 +1,12 @@
 """Replicated, the leader judges node liveness from heartbeats it holds in memory and commits
 only the verdicts that change a node: a heartbeat of a READY node commits nothing, a silent
 node goes SUSPECT then DOWN, a SUSPECT node that beats again is READY, and a newly elected
-leader gives every node a fresh grace period (no mass DOWN after a failover)."""
+leader gives every node a fresh grace period (no mass DOWN after a failover). And no lock is
+held while a proposal waits for its commit."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any, cast
@@ -15,6 +17,7 @@ from gpu_platform.adapters.outbound.sim.inventory import build_node
 from gpu_platform.application.control_plane import ControlPlane
 from gpu_platform.domain.cluster_state import CheckNodes, NodeHeartbeat, RegisterNode
 from gpu_platform.domain.faults.policy import FaultPolicy
+from gpu_platform.domain.model.job import JobSpec
 from gpu_platform.domain.model.node import Inventory, NodeState
 from gpu_platform.testing.fakes import (
     FakeJobRunner,
@@ -103,3 +106,26 @@ def test_a_suspect_node_that_beats_again_is_ready_with_one_commit(leader: Leader
         leader.plane.agent_heartbeat("n1")
     assert leader.states()["n1"] is NodeState.READY
     assert leader.committed(NodeHeartbeat) == 1
+
+
+def test_a_submit_waiting_for_its_commit_holds_no_lock(leader: Leader) -> None:
+    """Applying is separate from acknowledging: while one submit waits for its commit,
+    other calls read and propose, and the waiting submit returns once it is applied."""
+    leader.log.defer = True
+    done: list[str] = []
+    waiter = threading.Thread(
+        target=lambda: done.append(leader.plane.submit(JobSpec(("true",), gpus=0)).id)
+    )
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while leader.log.deferred == 0:
+        assert time.monotonic() < deadline, "the submit never proposed"
+        time.sleep(0.01)
+    reader = threading.Thread(target=lambda: done.append(str(len(leader.plane.list_jobs()))))
+    reader.start()
+    reader.join(timeout=10)
+    assert done == ["0"], "a read was blocked behind a commit wait"
+    leader.log.defer = False
+    leader.log.commit_deferred()
+    waiter.join(timeout=10)
+    assert done[1:] and leader.plane.get(done[1]).state is not None
