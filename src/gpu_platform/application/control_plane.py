@@ -498,7 +498,8 @@ class ControlPlane:
 
         The queue policy (`domain.scheduling.decide`: FIFO or priority with aging, quotas with
         cohorts, DRF fair share, EASY backfill, gang-aware preemption — docs/scheduling.md)
-        runs over an indexed view of the free GPUs built once per cycle (docs/placement.md).
+        runs over an indexed view of the free GPUs kept in step with the state: each cycle
+        re-indexes only the nodes that changed since the last (`LiveView`, docs/placement.md).
         Its binds are launched in its order (a gang whole), its victims are stopped
         gracefully (SIGTERM, grace, SIGKILL) and re-queued, and every job left waiting keeps
         the reason the cycle gave. The cluster state re-validates every bind, so the view can

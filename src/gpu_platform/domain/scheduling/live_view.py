@@ -17,7 +17,9 @@ changed since the last sync (`ClusterState.changed_nodes_since`) and re-indexes 
 A state object other than the one last synced (a snapshot installed, a new replica) is
 re-indexed whole. `sync` returns the view; `decide` leaves its free capacity as it was, so the
 view is only ever changed here. Its contents always equal `rebuild(state, usable)` (the oracle
-the property tests compare against), up to the order among interchangeable nodes.
+the property tests compare against), up to the order among interchangeable nodes and the
+best-fit normalisers (largest GPU and CPU count seen), which only grow: a large node that
+left the view still counts until the state object changes.
 """
 
 from __future__ import annotations
