@@ -132,7 +132,9 @@ class ClusterView:
             if matrix is None and node.topology is not None:
                 matrix = build_matrix(node.topology)
             hw = HardwareClass.of(node.gpus, matrix)
-        key = hw.key()
+        # the engine reads which GPUs are usable from the class's GPUs: nodes share a class
+        # only when the same GPUs are schedulable (else a drained GPU would spread)
+        key = (hw.key(), tuple(g.schedulable for g in hw.gpus))
         cid = self._class_ids.get(key)
         if cid is None:
             cid = self._class_ids[key] = len(self.classes)

@@ -102,11 +102,13 @@ def rebuild(
 
 
 def view_contents(view: ClusterView) -> dict[str, tuple[object, ...]]:
-    """What placement sees of each node: its hardware class key, free shares, CPU and memory
-    (class ids and bucket order aside). Two views place alike when these are equal."""
+    """What placement sees of each node: its hardware class (key and which of its GPUs are
+    schedulable), free shares, CPU and memory (class ids and bucket order aside). Two views
+    place alike when these are equal."""
     return {
         name: (
             view.classes[slot.hw].key(),
+            tuple(g.schedulable for g in view.classes[slot.hw].gpus),
             tuple(slot.free),
             slot.cpu_free,
             slot.memory_free,
