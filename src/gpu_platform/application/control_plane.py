@@ -106,7 +106,6 @@ from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec, JobState, token_job_id
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
-from gpu_platform.domain.model.topology import HostTopology
 from gpu_platform.domain.placement import (
     Affinity,
     ClusterView,
@@ -127,6 +126,7 @@ from gpu_platform.domain.scheduling import (
     SchedulerPolicy,
     decide,
 )
+from gpu_platform.domain.scheduling.live_view import LiveView
 from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
 from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo, ServerInfo
 from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
@@ -214,7 +214,8 @@ class ControlPlane:
         self._addresses = server_addresses  # (http url, grpc address, agent address)
         self._leading = False
         self._leader_since = 0.0
-        self._beats: dict[str, float] = {}  # node -> when its last heartbeat was committed
+        # leading: node -> when we last heard its agent; when we last proposed its heartbeat
+        self._beats, self._beats_committed = dict[str, float](), dict[str, float]()
         self._agents_seen: set[str] = set()  # nodes whose agent said hello to this leader
         self._hub = runner if isinstance(runner, AgentHub) else None
         if self._hub is not None:
@@ -229,7 +230,8 @@ class ControlPlane:
         self._interval = schedule_interval_s
         self._pin = pin_cpus
         self._matrices: dict[str, TopologyMatrix] = {}
-        self._view_matrices: dict[str, tuple[HostTopology, TopologyMatrix]] = {}
+        self._live_view = LiveView()  # the placement view, kept in step with the state
+        self._running_tasks: dict[tuple[str, int], tuple[TaskPlacement, ...]] = {}
         self._lock = replication.lock if replication is not None else threading.RLock()
         self._applied = threading.Condition(self._lock)
         self._wake = threading.Event()
@@ -498,7 +500,8 @@ class ControlPlane:
 
         The queue policy (`domain.scheduling.decide`: FIFO or priority with aging, quotas with
         cohorts, DRF fair share, EASY backfill, gang-aware preemption — docs/scheduling.md)
-        runs over an indexed view of the free GPUs built once per cycle (docs/placement.md).
+        runs over an indexed view of the free GPUs kept in step with the state: each cycle
+        re-indexes only the nodes that changed since the last (`LiveView`, docs/placement.md).
         Its binds are launched in its order (a gang whole), its victims are stopped
         gracefully (SIGTERM, grace, SIGKILL) and re-queued, and every job left waiting keeps
         the reason the cycle gave. The cluster state re-validates every bind, so the view can
@@ -508,20 +511,18 @@ class ControlPlane:
         with self._lock:
             now = self._now()
             self._cancel_broken_dependencies(now)
-            free = {v.name: [g.index for g in v.free] for v in self._state.node_views()}
-            if self._hub is not None:  # replicated: only nodes whose agent can launch now
-                live = self._hub.ready_nodes()
-                free = {n: gpus for n, gpus in free.items() if n in live}
-            ready = [n for n in self._state.nodes if n.name in free]  # READY nodes only
-            view = ClusterView.from_free(ready, free, matrix_of=self._view_matrix)
+            # replicated: only nodes whose agent can launch now
+            live = self._hub.ready_nodes() if self._hub is not None else None
+            view = self._live_view.sync(self._state, live)  # re-indexes changed nodes only
             queued = self._state.queued(now)
             pending = [self._pending_job(j) for j in queued]
-            running = [self._running_job(j, now) for j in self._state.jobs() if j.holds_gpus]
+            open_jobs = self._state.open_jobs()
+            running = self._running_jobs(open_jobs, now)
             quotas = self._effective_quotas()
             decision = decide(now, pending, running, view, quotas, self._policy, self._place)
             why = dict(decision.pending_reasons)
             self._report_refusals(why)
-            for job in self._state.jobs():
+            for job in open_jobs:
                 if job.state is not JobState.QUEUED:
                     continue
                 if job.releasing:
@@ -554,14 +555,20 @@ class ControlPlane:
             self._nominated &= {j.id for j in self._state.queued()}
         return launched
 
-    def _view_matrix(self, node: Node) -> TopologyMatrix | None:
-        """The placement matrix of `node`, built once per topology (nodes re-register)."""
-        if node.topology is None:
-            return None
-        cached = self._view_matrices.get(node.name)
-        if cached is None or cached[0] is not node.topology:
-            cached = self._view_matrices[node.name] = (node.topology, build_matrix(node.topology))
-        return cached[1]
+    def _running_jobs(self, jobs: list[Job], now: float) -> list[RunningJob]:
+        """The jobs holding GPUs as the scheduler sees them; their task placements are built
+        once per attempt (only progress changes from cycle to cycle)."""
+        tasks = {}
+        running = []
+        for job in jobs:
+            if not job.holds_gpus:
+                continue
+            assert job.allocation is not None
+            key = (job.id, job.allocation.epoch)
+            tasks[key] = self._running_tasks.get(key) or self._task_placements(job)
+            running.append(self._running_job(job, now, tasks[key]))
+        self._running_tasks = tasks
+        return running
 
     def _report_refusals(self, why: Mapping[str, PendingReason]) -> None:
         """Jobs the cycle found no room for without asking the engine count as placement
@@ -633,19 +640,22 @@ class ControlPlane:
             nominated=job.id in self._nominated,
         )
 
-    def _running_job(self, job: Job, now: float) -> RunningJob:
+    def _task_placements(self, job: Job) -> tuple[TaskPlacement, ...]:
         assert job.allocation is not None
         tasks = []
         for slot in job.allocation.tasks:
             node = self._state.node(slot.node)
             shares = tuple(GpuShare(node.gpu(i), 1000) for i in slot.gpu_indices)
             tasks.append(TaskPlacement(slot.node, shares, slot.numa_nodes, (), _NO_SCORE))
+        return tuple(tasks)
+
+    def _running_job(self, job: Job, now: float, tasks: tuple[TaskPlacement, ...]) -> RunningJob:
         limit = job.spec.time_limit_s
         started = job.started_at if job.started_at is not None else now
         return RunningJob(
             id=job.id,
             tenant=job.spec.tenant,
-            tasks=tuple(tasks),
+            tasks=tasks,
             started_at=started,
             priority=job.spec.priority,
             preemptible=job.spec.preemptible,
@@ -951,7 +961,8 @@ class ControlPlane:
         with self._lock:
             self._leader_since = now
             self._agents_seen.clear()
-            self._beats.clear()
+            self._beats.clear()  # every node gets a fresh grace period from `now`
+            self._beats_committed.clear()
             self._runs.clear()
             for job in self._state.jobs():
                 if job.holds_gpus and job.allocation is not None:
@@ -1092,11 +1103,19 @@ class ControlPlane:
                 self._execute(FinishJob(job_id, epoch, None, self._now(), why))
 
     def agent_heartbeat(self, node: str) -> None:
-        """Commit a node's heartbeat at most every third of the suspect period."""
+        """Note a node's heartbeat in memory (the leader judges liveness from these); commit
+        one only when it changes the node's state: a SUSPECT node is READY again (at most
+        once per third of the suspect period while the commit is under way)."""
         now = self._now()
-        if now - self._beats.get(node, 0.0) < self._state.policy.node_suspect_after_s / 3:
-            return
         self._beats[node] = now
+        try:  # no lock: one dict read, and a stale answer only delays or repeats a commit
+            suspect = self._state.node(node).state is NodeState.SUSPECT
+        except NotFound:
+            return
+        last = self._beats_committed.get(node, 0.0)
+        if not suspect or now - last < self._state.policy.node_suspect_after_s / 3:
+            return
+        self._beats_committed[node] = now
         self.report_health(Heartbeat(node))
 
     def agent_finding(self, event: HealthEvent) -> None:
@@ -1152,6 +1171,9 @@ class ControlPlane:
                     self._stop_attempt(event.job_id, stop.epoch, stop.nodes)
             if self._replication is not None:
                 self._release_down_nodes(events)
+                for e in events:  # back in service (an operator's online): a fresh grace
+                    if isinstance(e, NodeStateChanged) and e.new is NodeState.READY:
+                        self._beats[e.node] = max(self._beats.get(e.node, 0.0), self._now())
             self._start_due_resets()
             return events
 
@@ -1237,11 +1259,30 @@ class ControlPlane:
             self._wake.set()
 
     def check_nodes(self) -> None:
-        """Judge node heartbeat ages now (SUSPECT / DOWN per the fault policy)."""
+        """Judge node heartbeat ages now (SUSPECT / DOWN per the fault policy). Replicated,
+        the leader judges the heartbeats it heard (in memory; a node it has not heard since
+        it took the lead counts from then) and commits only the verdicts that change a node."""
         with self._lock:
-            events = self._execute(CheckNodes(self._now()))
+            now = self._now()
+            if self._replication is None:
+                events = self._execute(CheckNodes(now))
+            else:
+                silent = self._silent_nodes(now)
+                events = self._execute(CheckNodes(now, silent)) if silent else []
         if events:  # waking on every check made the loop propose CheckNodes back to back
             self._wake.set()
+
+    def _silent_nodes(self, now: float) -> tuple[tuple[str, float], ...]:
+        """(node, seconds silent) for each node whose state a heartbeat verdict would change."""
+        policy = self._state.policy
+        out = []
+        for node in self._state.nodes:
+            silent = now - self._beats.get(node.name, self._leader_since)
+            if (silent >= policy.node_down_after_s and node.state is not NodeState.DOWN) or (
+                silent >= policy.node_suspect_after_s and node.state is NodeState.READY
+            ):
+                out.append((node.name, silent))
+        return tuple(out)
 
     def _start_due_resets(self) -> None:
         with self._lock:

@@ -25,7 +25,14 @@ Membership (`domain.membership`): nodes arrive by RegisterNode (a replicated clu
 Invariants (`check_invariants`): every GPU is held by at most one job; the held-GPU index equals
 the allocations of jobs that hold GPUs (running, or releasing a stopped attempt); epochs are
 unique and below `next_epoch`; no live attempt (SCHEDULED or RUNNING, not being stopped) holds
-a DEGRADED, RESETTING or OFFLINE GPU or runs on a DOWN node.
+a DEGRADED, RESETTING or OFFLINE GPU or runs on a DOWN node; the indexes kept as commands apply
+(RESETTING GPUs, jobs not yet ended) equal a full scan.
+
+Change stamps (for a leader that keeps one placement view in step instead of rebuilding it):
+every change that can alter where new work may land on a node (its state or its GPUs' states,
+a GPU held or let go, a GPU too hot or cool again) moves that node to the end of an ordered
+index with a fresh `change_stamp`; `changed_nodes_since(stamp)` lists them in O(changes). The
+stamps are not replicated state (a restored or snapshot-installed state starts over).
 """
 
 from __future__ import annotations
@@ -215,6 +222,41 @@ class ClusterParts:
     next_seq: int
 
 
+class _NodeTable(dict[str, Node]):
+    """Nodes by name; every write re-indexes the node's RESETTING GPUs and stamps it changed."""
+
+    def __init__(self, owner: ClusterState) -> None:
+        super().__init__()
+        self._owner = owner
+
+    def __setitem__(self, name: str, node: Node) -> None:
+        resetting = self._owner._resetting
+        old = self.get(name)
+        if old is not None:
+            for gpu in old.gpus:
+                resetting.pop(gpu.uuid, None)
+        for gpu in node.gpus:
+            if gpu.state is GpuState.RESETTING:
+                resetting[gpu.uuid] = gpu
+        super().__setitem__(name, node)
+        self._owner._touch(name)
+
+
+class _JobTable(dict[str, Job]):
+    """Jobs by id; keeps the ids of jobs that have not ended (`open`, submission order)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open: dict[str, None] = {}
+
+    def __setitem__(self, job_id: str, job: Job) -> None:
+        if job.terminal and not job.holds_gpus:
+            self.open.pop(job_id, None)
+        else:
+            self.open[job_id] = None
+        super().__setitem__(job_id, job)
+
+
 class ClusterState(FaultHandlers, MembershipHandlers):
     """Nodes, GPUs, jobs and allocations; mutated only through `apply`.
 
@@ -229,8 +271,13 @@ class ClusterState(FaultHandlers, MembershipHandlers):
         hardware: Iterable[HardwareRecord] = (),
         policy: FaultPolicy = FaultPolicy(),
     ) -> None:
-        self._nodes: dict[str, Node] = {n.name: n for n in inventory.nodes}
-        self._jobs: dict[str, Job] = {}
+        self.change_stamp = 0
+        self._changed: dict[str, int] = {}  # node -> stamp of its last change, oldest first
+        self._resetting: dict[str, Gpu] = {}  # uuid -> GPU, while RESETTING
+        self._nodes: dict[str, Node] = _NodeTable(self)
+        for n in inventory.nodes:
+            self._nodes[n.name] = n
+        self._jobs: _JobTable = _JobTable()
         self._held: dict[str, str] = {}  # gpu uuid -> job id
         self.policy = policy
         self._reasons: dict[str, str] = {}  # gpu uuid or node name -> why it is in its state
@@ -256,6 +303,21 @@ class ClusterState(FaultHandlers, MembershipHandlers):
                             f"restored jobs {self._held[uuid]} and {job.id} share {uuid}"
                         )
                     self._held[uuid] = job.id
+
+    def _touch(self, node: str) -> None:
+        """Stamp `node` changed (see the module docstring)."""
+        self.change_stamp += 1
+        self._changed.pop(node, None)
+        self._changed[node] = self.change_stamp
+
+    def changed_nodes_since(self, stamp: int) -> list[str]:
+        """Nodes changed after `stamp` (a `change_stamp` read earlier), newest first."""
+        out = []
+        for node, at in reversed(self._changed.items()):
+            if at <= stamp:
+                break
+            out.append(node)
+        return out
 
     @classmethod
     def empty(cls, policy: FaultPolicy = FaultPolicy()) -> ClusterState:
@@ -332,12 +394,19 @@ class ClusterState(FaultHandlers, MembershipHandlers):
         """All jobs in submission order."""
         return tuple(self._jobs.values())
 
+    def open_jobs(self) -> list[Job]:
+        """Jobs that have not ended, or ended but still hold GPUs (being stopped), in
+        submission order; O(such jobs), however many ended jobs the state keeps."""
+        jobs = self._jobs
+        return [jobs[i] for i in jobs.open]
+
     def queued(self, now: float | None = None) -> list[Job]:
         """QUEUED jobs in FIFO order (submission sequence), leaving out those whose previous
         attempt is still being stopped and, given `now`, those still in restart backoff."""
+        jobs = self._jobs
         ready = (
             j
-            for j in self._jobs.values()
+            for j in (jobs[i] for i in jobs.open)
             if j.state is JobState.QUEUED
             and not j.releasing
             and (now is None or j.not_before <= now)
@@ -368,6 +437,11 @@ class ClusterState(FaultHandlers, MembershipHandlers):
             if n.state is NodeState.READY
         ]
 
+    def free_gpus(self, name: str) -> frozenset[int]:
+        """Indices of node `name`'s GPUs where new work may land now (as `node_views`)."""
+        node = self.node(name)
+        return frozenset(g.index for g in node.gpus if self._placeable(node, g))
+
     def _placeable(self, node: Node, gpu: Gpu) -> bool:
         return (
             node.state is NodeState.READY
@@ -385,13 +459,9 @@ class ClusterState(FaultHandlers, MembershipHandlers):
         return gpu.uuid in self._hot
 
     def resets_due(self) -> list[Gpu]:
-        """RESETTING GPUs that no attempt holds any more: the controller may reset them now."""
-        return [
-            g
-            for n in self._nodes.values()
-            for g in n.gpus
-            if g.state is GpuState.RESETTING and g.uuid not in self._held
-        ]
+        """RESETTING GPUs that no attempt holds any more: the controller may reset them now.
+        O(RESETTING GPUs): the index is kept as GPUs change state."""
+        return [g for g in self._resetting.values() if g.uuid not in self._held]
 
     def max_gpus_per_node(self) -> int:
         return max((len(n.gpus) for n in self._nodes.values()), default=0)
@@ -517,6 +587,8 @@ class ClusterState(FaultHandlers, MembershipHandlers):
         self._jobs[job.id] = job
         for uuid in allocation.all_gpu_uuids:
             self._held[uuid] = job.id
+        for name in allocation.nodes:
+            self._touch(name)
         return [JobBound(job.id, allocation, job.attempt)]
 
     def _slot(self, job: Job, name: str, indices: tuple[int, ...]) -> TaskSlot:
@@ -612,6 +684,8 @@ class ClusterState(FaultHandlers, MembershipHandlers):
         for uuid in allocation.all_gpu_uuids:
             if self._held.get(uuid) == job_id:
                 del self._held[uuid]
+        for name in allocation.nodes:
+            self._touch(name)
 
     # -- invariants ------------------------------------------------------------------------
 
@@ -643,6 +717,14 @@ class ClusterState(FaultHandlers, MembershipHandlers):
                         assert state not in SICK, f"{job.id} live on {state} {node.name}/{index}"
         uuids = {g.uuid for n in self._nodes.values() for g in n.gpus}
         assert set(self._hot) <= uuids, "thermal record for an unknown GPU"
+        resetting = {
+            g.uuid for n in self._nodes.values() for g in n.gpus if g.state is GpuState.RESETTING
+        }
+        assert set(self._resetting) == resetting, "RESETTING index disagrees with the GPUs"
+        for gpu in self._resetting.values():
+            assert self._nodes[gpu.node].gpu(gpu.index) is gpu, "stale RESETTING GPU"
+        open_ids = [j.id for j in self._jobs.values() if not j.terminal or j.holds_gpus]
+        assert list(self._jobs.open) == open_ids, "open-job index disagrees with the jobs"
 
 
 def _seq(job: Job) -> int:

@@ -70,6 +70,9 @@ class InMemoryAuditLog:
             line, self._prev = chain_entry(len(self.lines) + 1, self._prev, fields)
             self.lines.append(line)
 
+    def flush(self) -> None:
+        """Nothing to wait for: every entry is kept as it is appended."""
+
     def tail(self, limit: int) -> list[dict[str, Any]]:
         with self._lock:
             return [json.loads(line) for line in self.lines[-limit:]] if limit > 0 else []

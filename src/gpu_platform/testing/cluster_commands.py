@@ -126,7 +126,12 @@ def command_strategies(
         SetGpuAdmin: st.builds(SetGpuAdmin, node, index, admin, _REASONS, _TIMES, st.booleans()),
         SetNodeAdmin: st.builds(SetNodeAdmin, node, admin, _REASONS, _TIMES, st.booleans()),
         NodeHeartbeat: st.builds(NodeHeartbeat, node, _TIMES),
-        CheckNodes: st.builds(CheckNodes, _TIMES),
+        CheckNodes: st.builds(CheckNodes, _TIMES)
+        | st.builds(  # as a leader that tracks heartbeats in memory proposes it
+            CheckNodes,
+            _TIMES,
+            st.lists(st.tuples(node, st.integers(0, 600).map(float)), max_size=3).map(tuple),
+        ),
         RegisterNode: node.flatmap(lambda n: st.builds(RegisterNode, described_nodes(n), _TIMES)),
         RemoveNode: st.builds(RemoveNode, node, _REASONS, _TIMES),
         SetQuota: st.builds(SetQuota, st.sampled_from(["team-a", "team-b"]), st.none() | quotas()),

@@ -106,9 +106,14 @@ class NodeHeartbeat:
 
 @dataclass(frozen=True, slots=True)
 class CheckNodes:
-    """Judge heartbeat ages at `now`: SUSPECT and DOWN verdicts per the fault policy."""
+    """Judge heartbeat ages at `now`: SUSPECT and DOWN verdicts per the fault policy.
+
+    `silent`, when given, is ((node, seconds without a heartbeat), ...) as a leader that
+    tracks heartbeats in memory saw them: only those nodes are judged, by those ages (nodes
+    unknown to the state are skipped). None: every node, by the committed heartbeats."""
 
     now: float
+    silent: tuple[tuple[str, float], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,8 @@ class FaultHandlers:
 
         def _release(self, job: Job, effects: JobEffect) -> None: ...
 
+        def _touch(self, node: str) -> None: ...
+
     def _gpu(self, node_name: str, index: int) -> Gpu:
         node = self.node(node_name)
         try:
@@ -235,6 +237,7 @@ class FaultHandlers:
             self._hot.pop(gpu.uuid, None)
         if hot is was:
             return []
+        self._touch(gpu.node)
         return [GpuThermalChanged(gpu.node, gpu.index, hot, cmd.temperature_c)]
 
     def _reset_done(self, cmd: CompleteGpuReset) -> list[DomainEvent]:
@@ -284,9 +287,15 @@ class FaultHandlers:
 
     def _check_nodes(self, cmd: CheckNodes) -> list[DomainEvent]:
         events: list[DomainEvent] = []
-        for node in list(self._nodes.values()):
-            last = self._last_heartbeat.setdefault(node.name, cmd.now)
-            silent = cmd.now - last
+        if cmd.silent is None:
+            ages = [
+                (name, cmd.now - self._last_heartbeat.setdefault(name, cmd.now))
+                for name in list(self._nodes)
+            ]
+        else:
+            ages = [(name, s) for name, s in cmd.silent if name in self._nodes]
+        for name, silent in ages:
+            node = self._nodes[name]
             if silent >= self.policy.node_down_after_s and node.state is not NodeState.DOWN:
                 why = f"no heartbeat for {silent:g}s"
                 events += self._node_input(node, NodeInput.TIMEOUT, why, cmd.now)

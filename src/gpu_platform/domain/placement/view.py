@@ -120,15 +120,21 @@ class ClusterView:
         node: Node,
         free_indices: frozenset[int] | None = None,
         matrix: TopologyMatrix | None = None,
+        hardware: HardwareClass | None = None,
     ) -> None:
         """Index `node` fully free (its GPUs that are not schedulable count as used), or with
-        only `free_indices` free. `matrix`: the node's topology matrix, if the caller has it."""
+        only `free_indices` free. `matrix`: the node's topology matrix, if the caller has it;
+        `hardware`: its hardware class, if the caller keeps them per hardware type."""
         if node.name in self.slots:
             raise ValueError(f"node {node.name} already in the view")
-        if matrix is None and node.topology is not None:
-            matrix = build_matrix(node.topology)
-        hw = HardwareClass.of(node.gpus, matrix)
-        key = hw.key()
+        hw = hardware
+        if hw is None:
+            if matrix is None and node.topology is not None:
+                matrix = build_matrix(node.topology)
+            hw = HardwareClass.of(node.gpus, matrix)
+        # the engine reads which GPUs are usable from the class's GPUs: nodes share a class
+        # only when the same GPUs are schedulable (else a drained GPU would spread)
+        key = (hw.key(), tuple(g.schedulable for g in hw.gpus))
         cid = self._class_ids.get(key)
         if cid is None:
             cid = self._class_ids[key] = len(self.classes)

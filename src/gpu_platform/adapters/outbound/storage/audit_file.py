@@ -1,9 +1,16 @@
 """JsonlAuditLog: the audit chain (domain.model.audit_chain) as a JSON-lines file.
 
-Each append writes one line and fsyncs the file, then replaces the head file (`<file>.head`:
-"seq hash") atomically, so `gpu-platform audit verify` also notices a removed last line. On
-open the existing file is verified; a broken chain refuses to start (AuditChainBroken) rather
-than extend a log that can no longer be trusted.
+`append` chains the entry at once (its seq and hash are fixed under a short lock) and queues
+the line; a writer thread writes whatever has queued as one batch, fsyncs the file once, then
+replaces the head file (`<file>.head`: "seq hash") atomically, so `gpu-platform audit verify`
+also notices removed last lines. No lock is held across an fsync, and a request never waits for
+one: `flush()` waits until everything appended so far is on disk, and `tail` and `close` flush
+first (a graceful stop loses nothing; a crash loses at most the batch being written).
+
+On open the existing file is verified; a broken chain refuses to start (AuditChainBroken) rather
+than extend a log that can no longer be trusted. A crash between a batch's fsync and its head
+replace leaves whole, chained lines beyond the head: they are verified against the old head
+and the head is rolled forward over them; a torn last line is cut.
 """
 
 from __future__ import annotations
@@ -46,12 +53,13 @@ def verify_file(path: Path) -> ChainBreak | int:
 
 
 class JsonlAuditLog:
-    """Implements AuditLog."""
+    """Implements AuditLog (batched; see the module docstring)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._seq, self._prev = 0, GENESIS
         if self.path.exists():
             self._recover()
@@ -65,6 +73,13 @@ class JsonlAuditLog:
                     *_, last = f
                 self._seq, self._prev = result, json.loads(last)["hash"]
         self._file = self.path.open("a", encoding="utf-8")
+        self._queued: list[str] = []  # chained lines not yet handed to the writer
+        self._durable = self._seq  # the last seq on disk, head included
+        self._error: OSError | None = None
+        self._closing = False
+        self._writer = threading.Thread(target=self._write_batches, name="audit-writer")
+        self._writer.daemon = True
+        self._writer.start()
 
     def _recover(self) -> None:
         data = self.path.read_bytes()
@@ -83,42 +98,88 @@ class JsonlAuditLog:
         if head is None or head[0] < 0:
             return
         lines = data.decode("utf-8").splitlines(keepends=True)
-        if len(lines) != head[0] + 1 or verify(lines[:-1], head) != head[0]:
+        if len(lines) <= head[0] or verify(lines[: head[0]], head) != head[0]:
             return
         count = verify(lines, None)
-        if count == head[0] + 1:
+        if count == len(lines):
             self._seq, self._prev = count, json.loads(lines[-1])["hash"]
-            self._write_head()
+            self._write_head(self._seq, self._prev)
             log.warning(
-                "audit log: rolled the head forward over the last entry (a crash "
-                "after it was written)",
+                "audit log: rolled the head forward over the last entries (a crash "
+                "after they were written)",
                 path=str(self.path),
                 seq=count,
+                entries=count - head[0],
             )
 
     def append(self, fields: Mapping[str, Any]) -> None:
+        """Chain and queue one entry; it is on disk once a later `flush()` returns."""
         with self._lock:
+            if self._closing:
+                raise RuntimeError(f"audit log {self.path} is closed")
             line, digest = chain_entry(self._seq + 1, self._prev, fields)
-            self._file.write(line + "\n")
-            self._file.flush()
-            os.fsync(self._file.fileno())
             self._seq, self._prev = self._seq + 1, digest
-            self._write_head()
+            self._queued.append(line + "\n")
+            self._changed.notify_all()
 
-    def _write_head(self) -> None:
+    def flush(self, timeout: float | None = None) -> None:
+        """Return once every entry appended before the call is on disk (OSError if the
+        writer failed; TimeoutError after `timeout` seconds)."""
+        with self._lock:
+            target = self._seq
+            if not self._changed.wait_for(
+                lambda: self._durable >= target or self._error is not None, timeout
+            ):
+                raise TimeoutError(f"audit log {self.path}: flush timed out")
+            if self._error is not None:
+                raise self._error
+
+    def _write_batches(self) -> None:
+        while True:
+            with self._lock:
+                self._changed.wait_for(lambda: bool(self._queued) or self._closing)
+                if not self._queued:
+                    return  # closing, and everything is written
+                # the batch is everything queued, so it ends at the newest entry
+                batch, self._queued = self._queued, []
+                last_seq, last_hash = self._seq, self._prev
+            try:  # no lock held: appends go on queueing behind this batch
+                self._file.write("".join(batch))
+                self._file.flush()
+                os.fsync(self._file.fileno())
+                self._write_head(last_seq, last_hash)
+            except OSError as exc:
+                log.exception("audit log: a batch could not be written", path=str(self.path))
+                with self._lock:
+                    self._error = exc
+                    self._changed.notify_all()
+                return
+            with self._lock:
+                self._durable = last_seq
+                self._changed.notify_all()
+
+    def _write_head(self, seq: int, digest: str) -> None:
         head = self.path.with_name(self.path.name + ".head")
         tmp = head.with_name(head.name + ".tmp")
         with tmp.open("w") as f:
-            f.write(f"{self._seq} {self._prev}\n")
+            f.write(f"{seq} {digest}\n")
             f.flush()
             os.fsync(f.fileno())
         tmp.replace(head)
 
     def tail(self, limit: int) -> list[dict[str, Any]]:
-        with self._lock, self.path.open(encoding="utf-8") as f:
+        self.flush()
+        with self.path.open(encoding="utf-8") as f:
             lines = f.readlines()[-limit:] if limit > 0 else []
         return [json.loads(line) for line in lines]
 
     def close(self) -> None:
+        """Write what is queued, stop the writer and close the file (idempotent)."""
         with self._lock:
+            self._closing = True
+            self._changed.notify_all()
+        self._writer.join()
+        if not self._file.closed:
             self._file.close()
+        if self._error is not None:
+            raise self._error

@@ -1,0 +1,180 @@
+"""One placement view kept in step with the cluster state, instead of one built per cycle.
+
+Theory of operation: the leader's scheduling cycle needs a `ClusterView` of the GPUs where new
+work may land (READY nodes whose agent can launch, free, AVAILABLE and cool GPUs). Building it
+from scratch costs O(GPUs) per cycle and throws away the engine's caches (orderings per request
+shape, GPU sets per free-share signature). `LiveView.sync` instead asks the state which nodes
+changed since the last sync (`ClusterState.changed_nodes_since`) and re-indexes only those:
+
+* a node whose `Node` value is unchanged has only had GPUs taken or given back: the view binds
+  or releases the difference (O(GPUs of the node));
+* a node whose value changed (its state, a GPU's state, a re-registration) is removed and
+  added again; its hardware class (GPU-pair scores from the topology matrix) comes from a cache
+  keyed by the node's hardware signature (topology and GPU models, names and uuids aside), so a
+  cluster of a few hardware types computes a few classes, not one per node;
+* a node that left the usable set (not READY, agent gone) is removed.
+
+A state object other than the one last synced (a snapshot installed, a new replica) is
+re-indexed whole. `sync` returns the view; `decide` leaves its free capacity as it was, so the
+view is only ever changed here. Its contents always equal `rebuild(state, usable)` (the oracle
+the property tests compare against), up to the order among interchangeable nodes and the
+best-fit normalisers (largest GPU and CPU count seen), which only grow: a large node that
+left the view still counts until the state object changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import replace
+
+from gpu_platform.domain.cluster_state import ClusterState
+from gpu_platform.domain.errors import NotFound
+from gpu_platform.domain.model.node import Node, NodeState
+from gpu_platform.domain.model.topology import HostTopology
+from gpu_platform.domain.placement.fragmentation import TypicalTasks
+from gpu_platform.domain.placement.node_choice import HardwareClass
+from gpu_platform.domain.placement.request import MILLI, GpuShare, Score, TaskPlacement
+from gpu_platform.domain.placement.view import DEFAULT_TYPICAL, ClusterView
+from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
+
+__all__ = ["HardwareCache", "LiveView", "rebuild", "view_contents"]
+
+_NO_SCORE = Score(0, 0, 0, 0.0, 0, False)
+
+
+def _topology_signature(topo: HostTopology) -> HostTopology:
+    """`topo` with what differs between identical hosts blanked (names, uuids, notes)."""
+    gpus = tuple(replace(g, uuid="") for g in topo.gpus)
+    return replace(topo, node="", source="", notes=(), gpus=gpus)
+
+
+class HardwareCache:
+    """Topology matrices and hardware classes by hardware signature (pure memoisation)."""
+
+    def __init__(self) -> None:
+        self._matrices: dict[HostTopology, TopologyMatrix] = {}
+        self._classes: dict[tuple[object, ...], HardwareClass] = {}
+
+    def matrix(self, node: Node) -> TopologyMatrix | None:
+        if node.topology is None:
+            return None
+        sig = _topology_signature(node.topology)
+        matrix = self._matrices.get(sig)
+        if matrix is None:
+            matrix = self._matrices[sig] = build_matrix(node.topology)
+        return matrix
+
+    def hardware(self, node: Node) -> HardwareClass:
+        gpus = tuple(
+            (g.index, g.model, g.vendor, g.memory_bytes, g.numa_node, g.schedulable)
+            for g in node.gpus
+        )
+        topo = _topology_signature(node.topology) if node.topology is not None else None
+        key = (gpus, topo)
+        hw = self._classes.get(key)
+        if hw is None:
+            hw = self._classes[key] = HardwareClass.of(node.gpus, self.matrix(node))
+        return hw
+
+
+def _usable(state: ClusterState, name: str, usable: Collection[str] | None) -> Node | None:
+    """The node if new work may land on it now, else None."""
+    try:
+        node = state.node(name)
+    except NotFound:  # the node is gone
+        return None
+    if node.state is not NodeState.READY or (usable is not None and name not in usable):
+        return None
+    return node
+
+
+def rebuild(
+    state: ClusterState,
+    usable: Collection[str] | None = None,
+    typical: TypicalTasks = DEFAULT_TYPICAL,
+) -> ClusterView:
+    """The view built from scratch (what each cycle used to do; the oracle of `LiveView`)."""
+    view = ClusterView((), typical)
+    for node in state.nodes:
+        if _usable(state, node.name, usable) is not None:
+            view.add_node(node, free_indices=state.free_gpus(node.name))
+    return view
+
+
+def view_contents(view: ClusterView) -> dict[str, tuple[object, ...]]:
+    """What placement sees of each node: its hardware class (key and which of its GPUs are
+    schedulable), free shares, CPU and memory (class ids and bucket order aside). Two views
+    place alike when these are equal."""
+    return {
+        name: (
+            view.classes[slot.hw].key(),
+            tuple(g.schedulable for g in view.classes[slot.hw].gpus),
+            tuple(slot.free),
+            slot.cpu_free,
+            slot.memory_free,
+            tuple(sorted(slot.labels.items())),
+        )
+        for name, slot in view.slots.items()
+    }
+
+
+class LiveView:
+    """A `ClusterView` kept in step with a `ClusterState` (see the module docstring)."""
+
+    def __init__(self, typical: TypicalTasks = DEFAULT_TYPICAL) -> None:
+        self.typical = typical
+        self.hardware = HardwareCache()
+        self.view = ClusterView((), typical)
+        self._state: ClusterState | None = None
+        self._stamp = 0
+        self._usable: frozenset[str] | None = None
+        self._indexed: dict[str, tuple[Node, frozenset[int]]] = {}  # as last put in the view
+
+    def sync(self, state: ClusterState, usable: Collection[str] | None = None) -> ClusterView:
+        """Bring the view up to `state`, counting only nodes in `usable` (None: all); O(nodes
+        changed since the last sync, plus nodes entering or leaving `usable`)."""
+        now_usable = frozenset(usable) if usable is not None else None
+        if state is not self._state:
+            self.view = ClusterView((), self.typical)
+            self._indexed.clear()
+            dirty: set[str] = {n.name for n in state.nodes}
+        else:
+            dirty = set(state.changed_nodes_since(self._stamp))
+            if now_usable != self._usable:
+                everyone = {n.name for n in state.nodes}
+                before = self._usable if self._usable is not None else everyone
+                after = now_usable if now_usable is not None else everyone
+                dirty |= before ^ after
+        self._state, self._stamp, self._usable = state, state.change_stamp, now_usable
+        for name in dirty:
+            self._refresh(state, name, now_usable)
+        return self.view
+
+    def _refresh(self, state: ClusterState, name: str, usable: frozenset[str] | None) -> None:
+        node = _usable(state, name, usable)
+        current = self._indexed.get(name)
+        if node is None:
+            if current is not None:
+                self.view.remove_node(name)
+                del self._indexed[name]
+            return
+        free = state.free_gpus(name)
+        if current is not None and current[0] is node:
+            if current[1] != free:
+                self._adjust(node, current[1], free)
+        else:
+            if current is not None:
+                self.view.remove_node(name)
+            matrix = self.hardware.matrix(node)
+            hw = self.hardware.hardware(node)
+            self.view.add_node(node, free_indices=free, matrix=matrix, hardware=hw)
+        self._indexed[name] = (node, free)
+
+    def _adjust(self, node: Node, before: frozenset[int], after: frozenset[int]) -> None:
+        taken, given = sorted(before - after), sorted(after - before)
+        if taken:
+            shares = tuple(GpuShare(node.gpu(i), MILLI) for i in taken)
+            self.view.bind(TaskPlacement(node.name, shares, (), (), _NO_SCORE))
+        if given:
+            shares = tuple(GpuShare(node.gpu(i), MILLI) for i in given)
+            self.view.release(TaskPlacement(node.name, shares, (), (), _NO_SCORE))
