@@ -64,6 +64,7 @@ from gpu_platform.domain.faults.policy import (
     FaultPolicy,
 )
 from gpu_platform.domain.faults.recovery import LIVE, SICK, FaultHandlers
+from gpu_platform.domain.job_arrays import ArrayHandlers, CancelArray, SubmitArray
 from gpu_platform.domain.membership import (
     AnnounceServer,
     MembershipHandlers,
@@ -72,6 +73,7 @@ from gpu_platform.domain.membership import (
 )
 from gpu_platform.domain.model.gpu import Gpu, GpuState
 from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState, TaskSlot
+from gpu_platform.domain.model.job_array import ArraySpec
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
 from gpu_platform.domain.placement.first_fit import NodeView
 from gpu_platform.domain.scheduling.model import Quota
@@ -80,6 +82,7 @@ __all__ = [
     "AbortJob",
     "AnnounceServer",
     "BindJob",
+    "CancelArray",
     "CancelJob",
     "CheckNodes",
     "ClusterParts",
@@ -98,6 +101,7 @@ __all__ = [
     "SetNodeAdmin",
     "SetQuota",
     "StartJob",
+    "SubmitArray",
     "SubmitJob",
 ]
 
@@ -187,6 +191,8 @@ Command = (
     | RegisterNode
     | SetQuota
     | AnnounceServer
+    | SubmitArray
+    | CancelArray
 )
 
 
@@ -210,7 +216,7 @@ class ClusterParts:
     next_seq: int
 
 
-class ClusterState(FaultHandlers, MembershipHandlers):
+class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
     """Nodes, GPUs, jobs and allocations; mutated only through `apply`.
 
     `hardware` restores persisted GPU and node states (records naming unknown GPUs or nodes
@@ -235,6 +241,7 @@ class ClusterState(FaultHandlers, MembershipHandlers):
         self._last_heartbeat: dict[str, float] = {}
         self._quotas: dict[str, Quota] = {}
         self._servers: dict[int, tuple[str, str, str]] = {}
+        self._arrays: dict[str, ArraySpec] = {}  # array id -> spec (derived from its tasks)
         self._restore_hardware(hardware)
         self.next_epoch = 1
         self.next_seq = 1
@@ -251,6 +258,7 @@ class ClusterState(FaultHandlers, MembershipHandlers):
                             f"restored jobs {self._held[uuid]} and {job.id} share {uuid}"
                         )
                     self._held[uuid] = job.id
+        self._index_arrays(self._jobs.values())
 
     @classmethod
     def empty(cls, policy: FaultPolicy = FaultPolicy()) -> ClusterState:
@@ -435,12 +443,25 @@ class ClusterState(FaultHandlers, MembershipHandlers):
                 return self._set_quota(command)
             case AnnounceServer():
                 return self._announce(command)
+            case SubmitArray():
+                return self._submit_array(command)
+            case CancelArray():
+                return self._cancel_array(command)
         raise TypeError(f"unknown command {command!r}")  # pragma: no cover
 
     def _submit(self, cmd: SubmitJob) -> list[DomainEvent]:
         if cmd.job_id in self._jobs:
             raise Conflict(f"job {cmd.job_id} already exists")
         spec = cmd.spec
+        self._check_spec(spec)
+        job = Job(cmd.job_id, spec, JobState.PENDING, cmd.now, seq=self.next_seq)
+        job, _ = transition(job, JobInput.ACCEPT, cmd.now, reason="admitted")
+        self.next_seq += 1
+        self._jobs[job.id] = job
+        return [JobSubmitted(job.id, spec.gpus * spec.tasks)]
+
+    def _check_spec(self, spec: JobSpec) -> None:
+        """Refuse (InvalidRequest) a spec this cluster could never run."""
         if spec.gpu_models and spec.gpus:
             known = {g.model for n in self._nodes.values() for g in n.gpus}
             if not known & set(spec.gpu_models):
@@ -470,11 +491,6 @@ class ClusterState(FaultHandlers, MembershipHandlers):
         unknown = [d for d in spec.depends_on if d not in self._jobs]
         if unknown:
             raise InvalidRequest("depends_on", f"no such job: {', '.join(unknown)}")
-        job = Job(cmd.job_id, spec, JobState.PENDING, cmd.now, seq=self.next_seq)
-        job, _ = transition(job, JobInput.ACCEPT, cmd.now, reason="admitted")
-        self.next_seq += 1
-        self._jobs[job.id] = job
-        return [JobSubmitted(job.id, spec.gpus * spec.tasks)]
 
     def _bind(self, cmd: BindJob) -> list[DomainEvent]:
         job = self.job(cmd.job_id)

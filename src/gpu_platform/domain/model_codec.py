@@ -12,6 +12,7 @@ from typing import Any
 
 from gpu_platform.domain.model.gpu import Gpu, GpuState, Vendor
 from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState, TaskSlot
+from gpu_platform.domain.model.job_array import ArrayTask, format_array, parse_stored_array
 from gpu_platform.domain.model.node import Node, NodeState, NumaNode
 from gpu_platform.domain.model.topology import (
     FabricKind,
@@ -69,6 +70,9 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "borrowing": job.borrowing,
         "history": [[t, s.value, r] for t, s, r in job.history],
         "spec": encode_spec(spec),
+        "array": None
+        if job.array is None
+        else [job.array.array_id, job.array.index, format_array(job.array.array)],
         "allocation": None
         if alloc is None
         else {
@@ -116,7 +120,15 @@ def job_from_dict(data: dict[str, Any]) -> Job:
         not_before=data.get("not_before", 0.0),
         borrowing=data.get("borrowing", False),
         history=tuple((t, JobState(st), r) for t, st, r in data["history"]),
+        array=_decode_array(data.get("array")),
     )
+
+
+def _decode_array(value: Any) -> ArrayTask | None:
+    if value is None:
+        return None
+    array_id, index, text = value
+    return ArrayTask(str(array_id), int(index), parse_stored_array(str(text)))
 
 
 def encode_spec(spec: JobSpec) -> dict[str, Any]:
