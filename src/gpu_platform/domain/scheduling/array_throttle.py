@@ -44,6 +44,6 @@ def hold_back_throttled(
         else:
             held[job.id] = PendingReason(
                 PendingCode.ARRAY_THROTTLE,
-                f"array {task.array_id} throttle: at most {limit} tasks at once",
+                f"array {task.array_id} runs at most {limit} tasks at once (%{limit})",
             )
     return eligible, held
