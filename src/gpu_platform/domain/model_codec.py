@@ -51,10 +51,12 @@ def _check_version(data: dict[str, Any], what: str) -> None:
 # -- jobs ------------------------------------------------------------------------------------
 
 
-def job_to_dict(job: Job) -> dict[str, Any]:
+def job_to_dict(job: Job, *, with_spec: bool = True) -> dict[str, Any]:
+    """The job record; without `with_spec` the "spec" key is left out (a caller that writes
+    many jobs sharing one spec, an array's tasks, encodes it once and adds it itself)."""
     spec = job.spec
     alloc = job.allocation
-    return {
+    record: dict[str, Any] = {
         "v": SCHEMA_VERSION,
         "id": job.id,
         "seq": job.seq,
@@ -69,7 +71,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "not_before": job.not_before,
         "borrowing": job.borrowing,
         "history": [[t, s.value, r] for t, s, r in job.history],
-        "spec": encode_spec(spec),
+        "spec": encode_spec(spec) if with_spec else None,
         "array": None
         if job.array is None
         else [job.array.array_id, job.array.index, format_array(job.array.array)],
@@ -87,6 +89,9 @@ def job_to_dict(job: Job) -> dict[str, Any]:
             ],
         },
     }
+    if not with_spec:
+        del record["spec"]
+    return record
 
 
 def job_from_dict(data: dict[str, Any]) -> Job:

@@ -68,7 +68,8 @@ def test_the_largest_index_is_configurable() -> None:
 def test_formatting_writes_runs_as_ranges_and_steps() -> None:
     assert format_array(parse_array("1,3,5,7")) == "1-7:2"
     assert format_array(parse_array("0-3,10,20%2")) == "0-3,10,20%2"
-    assert format_array(ArraySpec((0, 2, 3))) == "0,2,3"
+    assert format_array(ArraySpec((0, 2, 3))) == "0,2-3"
+    assert format_array(ArraySpec((4, 5))) == "4-5"
 
 
 def test_task_ids_are_the_array_id_and_index_like_slurm() -> None:

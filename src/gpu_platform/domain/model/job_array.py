@@ -137,7 +137,8 @@ def parse_stored_array(text: str) -> ArraySpec:
 
 
 def format_array(array: ArraySpec) -> str:
-    """The text of `array`: arithmetic runs of 3+ indices as `A-B` or `A-B:S`, then `%N`."""
+    """The text of `array`: consecutive runs as `A-B`, other arithmetic runs of 3+ indices as
+    `A-B:S`, then `%N`."""
     return array.text
 
 
@@ -145,9 +146,10 @@ def _format(idx: tuple[int, ...], throttle: int) -> str:
     items: list[str] = []
     i, n = 0, len(idx)
     while i < n:
-        if i + 2 < n and idx[i + 1] - idx[i] == idx[i + 2] - idx[i + 1]:
+        consecutive = i + 1 < n and idx[i + 1] - idx[i] == 1  # A-B from two on, as Slurm
+        if consecutive or (i + 2 < n and idx[i + 1] - idx[i] == idx[i + 2] - idx[i + 1]):
             step = idx[i + 1] - idx[i]
-            j = i + 2
+            j = i + 1
             while j + 1 < n and idx[j + 1] - idx[j] == step:
                 j += 1
             items.append(f"{idx[i]}-{idx[j]}" + (f":{step}" if step != 1 else ""))

@@ -9,6 +9,7 @@ from pathlib import Path
 from gpu_platform.adapters.outbound.storage.codec import job_from_dict, job_to_dict
 from gpu_platform.adapters.outbound.storage.sqlite_db import SqliteDb
 from gpu_platform.domain.model.job import Job
+from gpu_platform.domain.model_codec import encode_spec
 
 __all__ = ["SqliteJobStore"]
 
@@ -33,7 +34,8 @@ class SqliteJobStore:
     def save(self, jobs: Sequence[Job]) -> None:
         if not jobs:
             return
-        rows = [(j.id, j.seq, j.state.value, json.dumps(job_to_dict(j))) for j in jobs]
+        specs: dict[int, str] = {}  # id(spec) -> its JSON: an array's tasks share one spec
+        rows = [(j.id, j.seq, j.state.value, _body(j, specs)) for j in jobs]
         with self._sql.transaction() as db:
             db.executemany(
                 "INSERT INTO jobs(id, seq, state, body) VALUES (?, ?, ?, ?) "
@@ -54,3 +56,12 @@ class SqliteJobStore:
 
     def close(self) -> None:
         self._sql.close()
+
+
+def _body(job: Job, specs: dict[int, str]) -> str:
+    """The job's JSON record, its spec's JSON encoded once per spec object."""
+    spec = specs.get(id(job.spec))
+    if spec is None:
+        spec = specs[id(job.spec)] = json.dumps(encode_spec(job.spec))
+    rest = json.dumps(job_to_dict(job, with_spec=False))
+    return f'{rest[:-1]}, "spec": {spec}}}'
