@@ -52,9 +52,7 @@ def sizes(quick: bool) -> tuple[tuple[int, ...], int]:
 
 
 def rows_for(path: str, n: int, seconds: float, singles_us: list[float]) -> list[dict[str, Any]]:
-    single = result(
-        "arrays.single_submits", {"path": path, "submits": len(singles_us)}, singles_us
-    )
+    single = result("arrays.single_submits", {"path": path, "submits": len(singles_us)}, singles_us)
     per_job_us = seconds * 1e6 / n
     array = result(
         "arrays.create",
