@@ -111,3 +111,15 @@ def test_tenants_and_admission_limits_apply_to_every_task(rig: Rig) -> None:
         other.cancel_array(made.id)
     with pytest.raises(Forbidden):
         other.submit_array(SPEC, "0-1")  # SPEC names team-a
+
+
+def test_each_task_of_an_array_of_gangs_starts_whole(rig: Rig) -> None:
+    made = rig.plane.submit_array(JobSpec(("fake-forever",), gpus=2, tasks=2), "0-1")
+    assert rig.plane.schedule_once() == 2
+    ranks = sorted((s.job_id, s.rank, dict(s.env)["ARRAY_TASK_ID"]) for s in rig.runner.started)
+    assert ranks == [
+        (f"{made.id}_0", 0, "0"),
+        (f"{made.id}_0", 1, "0"),
+        (f"{made.id}_1", 0, "1"),
+        (f"{made.id}_1", 1, "1"),
+    ]
