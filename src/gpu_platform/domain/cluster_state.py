@@ -18,8 +18,10 @@ allocation, so it always restarts whole. New binds land only on AVAILABLE, cool 
 nodes.
 
 Membership (`domain.membership`): nodes arrive by RegisterNode (a replicated cluster starts
-`empty`), tenant quotas by SetQuota, API server addresses by AnnounceServer. `parts()` and
-`from_parts()` expose the whole state as plain values for snapshots (`domain.cluster_codec`).
+`empty`), tenant quotas by SetQuota, API server addresses by AnnounceServer. Job arrays
+(`domain.job_arrays`): SubmitArray creates every task of an array in one command, CancelArray
+cancels them all. `parts()` and `from_parts()` expose the whole state as plain values for
+snapshots (`domain.cluster_codec`).
 
 Invariants (`check_invariants`): every GPU is held by at most one job; the held-GPU index equals
 the allocations of jobs that hold GPUs (running, or releasing a stopped attempt); epochs are
