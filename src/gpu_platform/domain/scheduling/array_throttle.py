@@ -32,6 +32,7 @@ def hold_back_throttled(
     )
     eligible: list[Job] = []
     held: dict[str, PendingReason] = {}
+    reasons: dict[str, PendingReason] = {}  # one per array: its tasks share it
     for job in queued:
         task = job.array
         if task is None or not task.array.throttle:
@@ -41,9 +42,12 @@ def hold_back_throttled(
         if used[task.array_id] < limit:
             used[task.array_id] += 1
             eligible.append(job)
-        else:
-            held[job.id] = PendingReason(
+            continue
+        reason = reasons.get(task.array_id)
+        if reason is None:
+            reason = reasons[task.array_id] = PendingReason(
                 PendingCode.ARRAY_THROTTLE,
                 f"array {task.array_id} runs at most {limit} tasks at once (%{limit})",
             )
+        held[job.id] = reason
     return eligible, held
