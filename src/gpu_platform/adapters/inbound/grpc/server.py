@@ -153,12 +153,9 @@ class JobServicer(pb_grpc.JobServiceServicer):
         self, request: pb.SubmitArrayRequest, context: grpc.ServicerContext
     ) -> pb.JobArray:
         jobs = self._service
-        tenant = jobs.principal.tenant
-        return array_to_pb(
-            _call(
-                context, lambda: jobs.submit_array(spec_from_pb(request.job, tenant), request.array)
-            )
-        )
+        job, tenant = request.job, jobs.principal.tenant
+        made = _call(context, lambda: jobs.submit_array(spec_from_pb(job, tenant), request.array))
+        return array_to_pb(made)
 
     def GetArray(self, request: pb.GetArrayRequest, context: grpc.ServicerContext) -> pb.JobArray:
         jobs = self._service
