@@ -4,7 +4,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 # System packages the system tests need (Debian names); `make deps` installs them as root.
-SYSTEM_DEPS := hwloc-nox golang-etcd-server-dev iproute2 procps prometheus
+SYSTEM_DEPS := hwloc-nox golang-etcd-server-dev iproute2 procps prometheus etcd-server chromium
+# A single-node Slurm beside us in `make bench` (tests/benchmarks/bench_slurm_peer.py).
+SYSTEM_DEPS += slurmctld slurmd slurm-client munge
 
 .PHONY: run test lint typecheck contracts unit bench chaos deps clean help proto openapi
 

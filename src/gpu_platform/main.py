@@ -1,17 +1,48 @@
-"""Entry point: the `gpu-platform` console script. Wires the CLI to the composition root."""
+"""Entry point: the `gpu-platform` console script. Wires the CLI to the composition root.
+
+The hooks import the composition root only when a command that needs it runs (`serve`,
+`agent`, `topology`, `simulate`): a client command such as `jobs list` or `--help` loads
+the CLI and its HTTP client alone (tests/unit/test_cli_imports.py checks the import graph).
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpu_platform.adapters.inbound.cli import AgentOptions, ServeOptions, SimulateOptions
 
 __all__ = ["main"]
 
 
-def main() -> None:
-    from gpu_platform.adapters.inbound.cli import CliHooks, build_cli
-    from gpu_platform.infrastructure.agent_main import run_agent
-    from gpu_platform.infrastructure.server import serve, topology
+def _serve(options: ServeOptions) -> None:
+    from gpu_platform.infrastructure.server import serve
+
+    serve(options)
+
+
+def _topology(node: str | None, xml: str | None, as_json: bool) -> str:
+    from gpu_platform.infrastructure.server import topology
+
+    return topology(node, xml, as_json)
+
+
+def _simulate(options: SimulateOptions) -> str:
     from gpu_platform.infrastructure.simulate import simulate_command
 
-    hooks = CliHooks(serve=serve, topology=topology, simulate=simulate_command, agent=run_agent)
+    return simulate_command(options)
+
+
+def _agent(options: AgentOptions) -> None:
+    from gpu_platform.infrastructure.agent_main import run_agent
+
+    run_agent(options)
+
+
+def main() -> None:
+    from gpu_platform.adapters.inbound.cli import CliHooks, build_cli
+
+    hooks = CliHooks(serve=_serve, topology=_topology, simulate=_simulate, agent=_agent)
     build_cli(hooks)()
 
 

@@ -1,17 +1,16 @@
-"""Raft runtime (issue 10): commit latency and commits/s with fsync on, and leader failover,
-on a 3-node cluster of real processes on loopback (gRPC between peers, SQLite WAL with
-synchronous=FULL for the log).
+"""Raft runtime: a client's commit latency through HTTP, and leader failover, on a 3-node
+cluster of real `raft_kv` processes on loopback (gRPC streams between peers, SQLite WAL with
+synchronous=FULL for the log) at the server's DEFAULT timing settings (`raft_tick_seconds` =
+15 ms heartbeat, `raft_election_ticks` = 10: election timeout random in [150, 300) ms, pre-vote
+and check-quorum on). The in-process figures beside etcd and PySyncObj are `bench_raft_peers`.
 
-* `raft.grpc.commit_latency` (client=in-process): one client, one proposal at a time, on the leader (node 1
-  runs in this process; nodes 2 and 3 are `raft_kv` processes): propose -> fsync on the
-  leader and a follower -> commit -> applied -> future resolved. Baseline: pysyncobj (if
-  installed) on the same shape, 3 processes, with its journal file (mmap, no fsync).
-* `raft.grpc.commit_latency` (client=http): the same through `raft_kv`'s HTTP interface (what a
-  client process sees), all three nodes in their own processes.
-* `raft.grpc.throughput`: proposals kept `window` in flight; ops_per_s = commits/s.
-* `raft.failover`: kill -9 the leader; time until a survivor reports itself leader
-  of a newer term (`extra`: time until the first write is acknowledged again). The killed
-  node is restarted and caught up before the next kill.
+* `raft.grpc.commit_latency` (client=http): one client, one write at a time, through
+  `raft_kv`'s HTTP interface (what a client process sees), all three nodes in their own
+  processes.
+* `raft.failover`: kill -9 the leader; time until a survivor reports itself leader of a newer
+  term (`extra`: time until the first write is acknowledged again, and the survivors' term
+  increase per kill: 1 means no split vote). The killed node is restarted and caught up before
+  the next kill.
 """
 
 from __future__ import annotations
@@ -24,24 +23,17 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import httpx
 from _harness import percentile, result
 
-from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
-from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
-from gpu_platform.application.raft_node import RaftNode, RaftNodeConfig
-from gpu_platform.domain.consensus import Role
-from gpu_platform.testing.raft_kv import KvStateMachine
+from gpu_platform.application.raft_node import RaftNodeConfig
 
-TICK = 0.05
-ELECTION_TICK = 10
+DEFAULTS = RaftNodeConfig(id=0, voters=())  # the server's timing defaults
 
 
 def _free_port() -> int:
@@ -62,8 +54,7 @@ def _wait(cond: Callable[[], bool], timeout: float = 60.0, step: float = 0.005) 
 def _kv_proc(i: int, peers: str, data: Path, http: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "gpu_platform.testing.raft_kv", "--id", str(i), "--peers", peers,
-         "--data", str(data / f"n{i}"), "--http", str(http), "--tick", str(TICK),
-         "--election-tick", str(ELECTION_TICK)],
+         "--data", str(data / f"n{i}"), "--http", str(http)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -77,146 +68,6 @@ def _kill(p: subprocess.Popen[bytes]) -> None:
 
 def _put(i: int) -> bytes:
     return json.dumps({"key": f"k{i % 1000}", "value": "x" * 64}).encode()
-
-
-# ---------------------------------------------------------------------- ours, in-process leader
-def _ours(n_latency: int, n_throughput: int, window: int, data: Path) -> list[dict[str, Any]]:
-    data.mkdir(parents=True, exist_ok=True)
-    raft = {i: _free_port() for i in (1, 2, 3)}
-    peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in raft.items())
-    procs = [_kv_proc(i, peers, data, _free_port()) for i in (2, 3)]
-    storage = SqliteRaftStorage(data / "n1" / "raft.db")
-    node = RaftNode(
-        RaftNodeConfig(id=1, voters=(1, 2, 3), tick_interval=TICK, election_tick=ELECTION_TICK),
-        storage,
-        GrpcRaftTransport(1, {i: f"127.0.0.1:{p}" for i, p in raft.items()}),
-        KvStateMachine(),
-    )
-    try:
-        node.start()
-        for _ in range(20):
-            if _wait(lambda: node.status().role is Role.LEADER, timeout=3):
-                break
-            node.transfer_leadership(1)  # whoever won the first election hands over to us
-        else:
-            raise RuntimeError("node 1 never became the leader")
-        for i in range(20):  # warm up: connections, caches
-            node.propose(_put(i)).result(timeout=30)
-        lat: list[float] = []
-        for i in range(n_latency):
-            t0 = time.perf_counter_ns()
-            node.propose(_put(i)).result(timeout=30)
-            lat.append((time.perf_counter_ns() - t0) / 1000)
-        sem = threading.Semaphore(window)
-        done: list[Future[object]] = []
-        t0 = time.perf_counter()
-        for i in range(n_throughput):
-            sem.acquire()
-            f = node.propose(_put(i))
-            f.add_done_callback(lambda _: sem.release())
-            done.append(f)
-        for f in done:
-            f.result(timeout=60)
-        elapsed = time.perf_counter() - t0
-    finally:
-        node.stop()
-        storage.close()
-        for p in procs:
-            _kill(p)
-    return [
-        {"lat": lat, "commits_per_s": n_throughput / elapsed},
-    ]
-
-
-# ---------------------------------------------------------------------- pysyncobj baseline
-# Every pysyncobj node runs in its own process (node 0 also measures and prints JSON): keeping
-# pysyncobj's threads and poller out of this process, where our own cluster runs next.
-_PSO = r"""
-import json, sys, threading, time
-from pysyncobj import SyncObj, SyncObjConf, SyncObjException, replicated
-
-class KV(SyncObj):
-    def __init__(self, me, others, journal):
-        super().__init__(me, others, SyncObjConf(journalFile=journal))
-        self.kv = {}
-
-    @replicated
-    def put(self, k, v):
-        self.kv[k] = v
-        return len(self.kv)
-
-me, others, journal, measure = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4]
-obj = KV(me, others, journal)
-if measure == "-":
-    while True:
-        time.sleep(3600)
-n_lat, n_tp, window = map(int, measure.split(":"))
-while obj._getLeader() is None:
-    time.sleep(0.01)
-warm = 0
-while warm < 20:  # early commands may be discarded while the cluster settles
-    try:
-        obj.put(f"k{warm}", "x" * 64, sync=True, timeout=30)
-        warm += 1
-    except SyncObjException:
-        time.sleep(0.1)
-leader_local = str(obj._getLeader()) == me
-lat = []
-for i in range(n_lat):
-    t0 = time.perf_counter_ns()
-    obj.put(f"k{i % 1000}", "x" * 64, sync=True, timeout=30)
-    lat.append((time.perf_counter_ns() - t0) / 1000)
-sem, remaining = threading.Semaphore(window), threading.Semaphore(0)
-def cb(_res, _err):
-    sem.release()
-    remaining.release()
-t0 = time.perf_counter()
-for i in range(n_tp):
-    sem.acquire()
-    obj.put(f"k{i % 1000}", "x" * 64, callback=cb)
-for _ in range(n_tp):
-    remaining.acquire(timeout=60)
-elapsed = time.perf_counter() - t0
-print(json.dumps({"lat": lat, "commits_per_s": n_tp / elapsed, "leader_local": leader_local}))
-obj.destroy()
-"""
-
-
-def _pysyncobj(n_latency: int, n_throughput: int, window: int, data: Path) -> dict[str, Any]:
-    try:
-        import pysyncobj  # noqa: F401
-    except ImportError:
-        return {"skipped": "pysyncobj not installed (pip install pysyncobj)"}
-    data.mkdir(parents=True, exist_ok=True)
-    addrs = [f"127.0.0.1:{_free_port()}" for _ in range(3)]
-
-    def node(i: int, measure: str) -> list[str]:
-        others = ",".join(a for a in addrs if a != addrs[i])
-        return [sys.executable, "-c", _PSO, addrs[i], others, str(data / f"pso{i}.j"), measure]
-
-    quiet = subprocess.DEVNULL
-    procs = [subprocess.Popen(node(i, "-"), stdout=quiet, stderr=quiet) for i in (1, 2)]
-    try:
-        out = subprocess.run(
-            node(0, f"{n_latency}:{n_throughput}:{window}"),
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=True,
-        ).stdout
-    finally:
-        for p in procs:
-            _kill(p)
-    doc = json.loads(out.strip().splitlines()[-1])
-    lat = doc["lat"]
-    return {
-        "p50_us": round(percentile(lat, 50), 3),
-        "p99_us": round(percentile(lat, 99), 3),
-        "commits_per_s": round(doc["commits_per_s"], 1),
-        "leader_local": doc["leader_local"],
-        "fsync": False,
-        "note": "pysyncobj 0.3.x journal is an mmap'd file, not fsynced per write",
-    }
 
 
 # ---------------------------------------------------------------------- HTTP cluster, failover
@@ -270,9 +121,10 @@ def _http_latency(c: _Cluster, n: int) -> list[float]:
     return lat
 
 
-def _failover(c: _Cluster, kills: int) -> tuple[list[float], list[float]]:
+def _failover(c: _Cluster, kills: int) -> tuple[list[float], list[float], list[int]]:
     elect: list[float] = []
     write: list[float] = []
+    terms: list[int] = []
     n = 0
     for _ in range(kills):
         assert _wait(lambda: c.leader() is not None)
@@ -291,6 +143,7 @@ def _failover(c: _Cluster, kills: int) -> tuple[list[float], list[float]]:
         elect.append((time.perf_counter() - t0) * 1e6)
         got = c.leader(survivors)
         assert got is not None
+        terms.append(got[1] - term)
         while not c.put(got[0], n):
             n += 1
         write.append((time.perf_counter() - t0) * 1e6)
@@ -302,63 +155,40 @@ def _failover(c: _Cluster, kills: int) -> tuple[list[float], list[float]]:
             return a is not None and b is not None and a["applied"] >= b["commit"]
 
         assert _wait(caught_up, step=0.05)
-    return elect, write
+    return elect, write, terms
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
-    n_lat, n_tp, window, kills = (20, 100, 64, 1) if quick else (500, 3000, 64, 20)
+    n_lat, kills = (20, 3) if quick else (500, 25)
     rows: list[dict[str, Any]] = []
     tmp = Path(tempfile.mkdtemp(prefix="bench-raft-runtime-"))
+    timing = {"tick_s": DEFAULTS.tick_interval, "election_tick": DEFAULTS.election_tick}
     try:
-        if quick:  # the smoke run checks our rows; the baseline costs a cluster more
-            base: dict[str, Any] = {"skipped": "not measured in --quick"}
-        else:
-            base = _pysyncobj(n_lat, n_tp, window, tmp / "pso")
-        ours = _ours(n_lat, n_tp, window, tmp / "ours")[0]
-        params = {"nodes": 3, "fsync": True, "payload_bytes": 80, "transport": "grpc-loopback"}
-        rows.append(
-            result(
-                "raft.grpc.commit_latency",
-                {**params, "client": "in-process", "commits": n_lat},
-                ours["lat"],
-                baseline={"name": "PySyncObj 3-node loopback", **base},
-            )
-        )
-        tp = result(
-            "raft.grpc.throughput",
-            {**params, "window": window, "commits": n_tp},
-            [1e6 / ours["commits_per_s"]],
-            baseline={"name": "PySyncObj 3-node loopback", "ops_per_s": base.get("commits_per_s")},
-        )
-        tp["ops_per_s"] = round(ours["commits_per_s"], 1)
-        rows.append(tp)
         c = _Cluster(tmp / "http")
         try:
             lat = _http_latency(c, n_lat)
-            rows.append(
-                result(
-                    "raft.grpc.commit_latency",
-                    {**params, "client": "http", "commits": n_lat},
-                    lat,
-                )
-            )
-            elect, write = _failover(c, kills)
+            elect, write, terms = _failover(c, kills)
         finally:
             c.close()
+        params = {"nodes": 3, "fsync": True, "payload_bytes": 80, "transport": "grpc-stream"}
         rows.append(
-            result(
-                "raft.failover",
-                {"nodes": 3, "kills": kills, "tick_s": TICK, "election_tick": ELECTION_TICK},
-                elect,
-                extra={
-                    "first_write_p50_us": round(percentile(write, 50), 1),
-                    "first_write_p99_us": round(percentile(write, 99), 1),
-                },
-            )
+            result("raft.grpc.commit_latency", {**params, "client": "http", "commits": n_lat}, lat)
         )
-        for r in rows:
-            if r["name"] == "raft.failover":
-                r["ops_per_s"] = None  # a time, not a rate
+        failover = result(
+            "raft.failover",
+            {"nodes": 3, "kills": kills, "settings": "server defaults", **timing},
+            elect,
+            extra={
+                "max_us": round(max(elect), 1),
+                "first_write_p50_us": round(percentile(write, 50), 1),
+                "first_write_p99_us": round(percentile(write, 99), 1),
+                # {term increase: kills}; more than 1 = a split vote, another timeout
+                "term_increase_per_kill": {str(t): terms.count(t) for t in sorted(set(terms))},
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+            },
+        )
+        failover["ops_per_s"] = None  # a time, not a rate
+        rows.append(failover)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rows

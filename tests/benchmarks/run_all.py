@@ -173,6 +173,9 @@ def main() -> int:
     parser.add_argument("--only", default="", help="substring of benchmark module names to run")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
+    out = Path(args.out)
+    # where benchmarks put files beside results.json (bench_offered_load.py's PNG)
+    os.environ["GPU_PLATFORM_BENCH_DIR"] = str(out.parent)
     rows: list[dict[str, Any]] = []
     started = time.monotonic()
     for path in sorted(HERE.glob("bench_*.py")):
@@ -180,7 +183,6 @@ def main() -> int:
             continue
         print(f"== {path.stem}", flush=True)
         rows.extend(load(path).run(quick=args.quick))
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     data = {"machine": machine(), "results": [clean(r) for r in rows]}
     out.write_text(json.dumps(data, indent=2) + "\n")

@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import random
-import signal
 import sys
 import tempfile
 import time
@@ -28,6 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import fencing  # tests/chaos/fencing.py, beside this script
 
 from gpu_platform.testing import netns
 from gpu_platform.testing.cluster_procs import JobStoreClients, ReplicatedCluster
@@ -225,8 +226,10 @@ def control_plane_leader_kills(opts: Options) -> dict[str, Any]:
                 wait_until(lambda old=old: c.cluster(old) is not None, WAIT)  # type: ignore[misc]
         finally:
             history = clients.stop()
-        jobs = {j["id"]: j for j in c.jobs()}
+        listed = c.jobs()
+        jobs = {j["id"]: j for j in listed}
         lost = [j for j in clients.acked if j not in jobs]
+        duplicated = JobStoreClients.duplicates(listed)
         held: dict[str, str] = {}
         double = 0
         for job in jobs.values():
@@ -236,6 +239,7 @@ def control_plane_leader_kills(opts: Options) -> dict[str, Any]:
                         double += uuid in held
                         held[uuid] = job["id"]
         result = check(JobStoreModel(), history, timeout_s=opts.check_timeout_s)
+        ok = result.verdict is Verdict.LINEARIZABLE and not lost and not double and not duplicated
         return _leader_figures(times) | {
             "kills": len(times),
             "servers": 3,
@@ -243,41 +247,26 @@ def control_plane_leader_kills(opts: Options) -> dict[str, Any]:
             "ops": len(history),
             "acknowledged_jobs": len(clients.acked),
             "acknowledged_jobs_lost": len(lost),
+            "jobs_duplicated": duplicated,
             "gpus_double_booked": double,
             "verdict": result.verdict.name,
-            "linearizable": result.verdict is Verdict.LINEARIZABLE and not lost and not double,
+            "linearizable": ok,
         }
 
 
 def control_plane_node_loss(opts: Options) -> dict[str, Any]:
-    """A whole-node job on an agent; SIGSTOP that agent: time until the job runs on another
-    node (node_down_after 4 s, heartbeats 0.5 s in this harness). Repeated on fresh nodes."""
-    rounds = max(1, min(5, opts.kills // 4))
-    with control_plane(agents=2 * rounds) as c:  # each round: one node stopped, one taken
-        times: list[float] = []
-        for _ in range(rounds):
-            job = c.submit(["sleep", "3600"], gpus=8)
-            wait_until(lambda job=job: c.job(job["id"])["state"] == "RUNNING", WAIT)  # type: ignore[misc]
-            node = c.job(job["id"])["allocation"]["node"]
-            t0 = time.monotonic()
-            c.signal_agent(node, signal.SIGSTOP)
+    """A frozen agent (SIGSTOP) `kills` times: its job runs elsewhere, never two at once."""
+    return fencing.frozen_agents(max(opts.kills, 1))
 
-            def moved(job: dict[str, Any] = job, node: str = node) -> bool:
-                j = c.job(job["id"])
-                return bool(j["state"] == "RUNNING" and j["allocation"]["node"] != node)
 
-            if wait_until(moved, WAIT):
-                times.append(time.monotonic() - t0)
-        secs = sorted(times)
-        return {
-            "rounds": rounds,
-            "recovered": len(times),
-            "node_recovery_s": {
-                "p50": None if not secs else round(percentile(secs, 50) or 0, 2),
-                "max": None if not secs else round(secs[-1], 2),
-            },
-            "linearizable": len(times) == rounds,  # every job ran again elsewhere
-        }
+def control_plane_node_loss_defaults(opts: Options) -> dict[str, Any]:
+    """As node_loss, with the server's default timing (5 rounds): recovery under 10 s?"""
+    return fencing.frozen_agents(5, fencing.DEFAULTS)
+
+
+def control_plane_agent_partitions(opts: Options) -> dict[str, Any]:
+    """An agent cut off from every server `kills` times (network namespaces), as above."""
+    return fencing.cut_off_agents(max(opts.kills, 1))
 
 
 def control_plane_partitions(opts: Options) -> dict[str, Any]:
@@ -335,8 +324,10 @@ def _partition_rounds(c: NetnsControlPlane, opts: Options) -> dict[str, Any]:
     finally:
         history = clients.stop()
         watcher.stop()
-    jobs = {j["id"]: j for j in c.jobs()}
+    listed = c.jobs()
+    jobs = {j["id"]: j for j in listed}
     lost = [j for j in clients.acked if j not in jobs]
+    duplicated = JobStoreClients.duplicates(listed)
     double = double_booked(jobs.values())
     two = {str(t): sorted(n) for t, n in watcher.two_leaders().items()}
     result = check(JobStoreModel(), history, timeout_s=opts.check_timeout_s)
@@ -351,12 +342,18 @@ def _partition_rounds(c: NetnsControlPlane, opts: Options) -> dict[str, Any]:
         "ops": len(history),
         "acknowledged_jobs": len(clients.acked),
         "acknowledged_jobs_lost": len(lost),
+        "jobs_duplicated": duplicated,
         "gpus_double_booked": len(double),
         "minority_commit_moved_rounds": minority_commits,
         "two_leaders_in_a_term": two,
         "terms_seen": len(watcher.leaders_by_term()),
         "verdict": result.verdict.name,
-        "linearizable": ok and not lost and not double and not two and not minority_commits,
+        "linearizable": ok
+        and not lost
+        and not duplicated
+        and not double
+        and not two
+        and not minority_commits,
     }
 
 
@@ -365,6 +362,8 @@ SCENARIOS: list[Scenario] = [
     Scenario("raft_kv.partitions", partitions),
     Scenario("control_plane.leader_kills", control_plane_leader_kills),
     Scenario("control_plane.node_loss", control_plane_node_loss),
+    Scenario("control_plane.node_loss_defaults", control_plane_node_loss_defaults),
+    Scenario("control_plane.agent_partitions", control_plane_agent_partitions),
     Scenario("control_plane.partitions", control_plane_partitions),
 ]
 

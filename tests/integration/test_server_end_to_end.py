@@ -263,3 +263,27 @@ def test_processes_left_by_a_crashed_server_are_reaped_when_it_comes_back(
     again = server_factory(server.data_dir, GPU_PLATFORM_ISOLATION="none")
     assert wait_for(lambda: not pid_alive(escaped)), "the leftover process was not reaped"
     again.wait_job(job_id, lambda j: j["attempt"] == 2 and j["state"] == "RUNNING")
+
+
+def test_restarts_of_the_control_plane_do_not_use_up_a_one_attempt_budget(
+    server_factory: Callable[..., Server],
+) -> None:
+    server = server_factory()
+    job_id = submitted_id(
+        server.cli(
+            "submit", "-q", "--gpus", "1", "--max-attempts", "1", "--",
+            sys.executable, "-c", SLEEPER,
+        )
+    )  # fmt: skip
+    server.wait_job(job_id, lambda j: j["state"] == "RUNNING")
+    for attempt, how in ((2, signal.SIGTERM), (3, signal.SIGKILL), (4, signal.SIGKILL)):
+        server.stop(how)
+        server = server_factory(server.data_dir)
+        server.wait_job(job_id, lambda j, a=attempt: j["state"] == "RUNNING" and j["attempt"] == a)
+    job = server.get(f"/v1/jobs/{job_id}")
+    assert (job["faults"], job["interruptions"]) == (0, 3)
+    lines = server.cli("jobs", "describe", job_id).stdout.splitlines()
+    assert "Attempt:        4" in lines
+    assert "Faults:         0 of at most 1" in lines
+    assert server.cli("jobs", "cancel", job_id).returncode == 0
+    server.wait_job(job_id, lambda j: j["state"] == "CANCELLED")

@@ -6,6 +6,10 @@ the tasks running now, and the exits not yet acknowledged), `launch`, `stop`, `r
 `ack`, `reset_gpu`, `inject`. Everything the agent has to say goes out through the `emit`
 callable the adapter binds while a stream is up.
 
+Fencing: with a `NodeLease`, the transport renews the lease whenever the leader acknowledges a
+heartbeat (`renew_lease`); a node that stops hearing the leader has its tasks stopped by the
+lease's own process once the lease ends, so the leader may run them elsewhere without overlap.
+
 Nothing is lost while no leader is reachable: an exit stays in the unacknowledged set until the
 leader acknowledges it (it is re-sent in the next hello), and health findings other than
 heartbeats are kept (up to `max_findings`) until a stream takes them. Tasks keep running across
@@ -36,6 +40,7 @@ from gpu_platform.domain.model.node import Node
 from gpu_platform.ports.outbound.gpu_reset import GpuReset, GpuResetError
 from gpu_platform.ports.outbound.health_monitor import FaultInjector, HealthMonitor
 from gpu_platform.ports.outbound.job_runner import ExitReport, JobRunner, LaunchError, LaunchSpec
+from gpu_platform.ports.outbound.node_lease import NodeLease
 
 __all__ = ["Agent", "AgentHello", "ExitNotice"]
 
@@ -72,8 +77,10 @@ class Agent:
         max_findings: int = 1000,
         gpu_reset: GpuReset | None = None,
         injector: FaultInjector | None = None,
+        lease: NodeLease | None = None,
     ) -> None:
         self.node = node
+        self._lease = lease
         self._runner = runner
         self._monitors = tuple(monitors)
         self._gpu_reset = gpu_reset
@@ -109,6 +116,12 @@ class Agent:
             self._findings.clear()
         for event in kept:
             self._finding(event)
+
+    def renew_lease(self, until_monotonic: float) -> None:
+        """The leader acknowledged a heartbeat: the lease now ends at `until_monotonic`
+        (tasks are stopped by the node's fence once it has passed; no-op without one)."""
+        if self._lease is not None:
+            self._lease.renew(until_monotonic)
 
     def hello(self) -> AgentHello:
         with self._lock:

@@ -58,6 +58,7 @@ from gpu_platform.domain.cluster_state import (
     Command,
     FinishJob,
     RegisterNode,
+    RemoveNode,
     RequeueJob,
     SetQuota,
     StartJob,
@@ -106,7 +107,7 @@ from gpu_platform.domain.faults.health import (
 )
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
-from gpu_platform.domain.model.job import Job, JobSpec, JobState
+from gpu_platform.domain.model.job import Job, JobSpec, JobState, token_job_id
 from gpu_platform.domain.model.job_array import ArraySpec, array_env, parse_array
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
 from gpu_platform.domain.model.topology import HostTopology
@@ -400,7 +401,8 @@ class ControlPlane:
     def submit(self, spec: JobSpec) -> Job:
         if self._stopping.is_set():
             raise InvalidRequest("server", "shutting down")
-        job_id = self._ids.new_job_id()
+        token = spec.client_token
+        job_id = self._ids.new_job_id() if token is None else token_job_id(spec.tenant, token)
         with self._lock:
             self._execute(SubmitJob(job_id, spec, self._now()))
             job = self._state.job(job_id)
@@ -883,7 +885,12 @@ class ControlPlane:
 
     def _on_exit(self, report: ExitReport) -> None:
         """A task ended. The attempt's exit is recorded when its last task has ended: with the
-        first failing task's code and reason (the rest of a gang is stopped at once)."""
+        first failing task's code and reason (the rest of a gang is stopped at once). A task its
+        node's lease fence stopped was lost with the node, not failed: the job is re-queued."""
+        if report.fenced:
+            self._lost(report.job_id, report.epoch, {report.rank}, report.reason, ended=True)
+            self._wake.set()
+            return
         with self._lock:
             key = (report.job_id, report.epoch)
             self._record_start(report)
@@ -1053,8 +1060,8 @@ class ControlPlane:
         """Register the node, take the exits its agent kept while it had no leader, then
         reconcile: stop what the cluster no longer owns or is stopping, record the start of
         what was launched just before a failover, and treat every task the cluster places
-        here that the agent neither runs nor reported ended as lost with the node (a fault:
-        the job is re-queued while it has attempts left)."""
+        here that the agent neither runs nor reported ended as lost with the node (an
+        interruption: the job is re-queued without using up its attempts)."""
         now = self._now()
         self._execute(RegisterNode(node, now))
         self._beats[node.name] = now
@@ -1102,10 +1109,12 @@ class ControlPlane:
             self._lost(job_id, epoch, ranks, f"lost: the agent on {node.name} no longer runs it")
         self._wake.set()
 
-    def _lost(self, job_id: str, epoch: int, ranks: set[int], why: str) -> None:
-        """Tasks of an attempt vanished with their node's processes: stop the attempt as a
-        fault (re-queued while attempts are left, else failed), and once none of its tasks
-        runs any more, record its end so its GPUs are free."""
+    def _lost(
+        self, job_id: str, epoch: int, ranks: set[int], why: str, *, ended: bool = False
+    ) -> None:
+        """Tasks of an attempt vanished with their node's processes (an agent or control plane
+        restarted): re-queue the job as an interruption, not a fault of its own work, and once
+        none of its tasks runs any more, record its end so its GPUs are free."""
         with self._lock:
             job = self._state.job(job_id)
             run = self._runs.get((job_id, epoch))
@@ -1113,14 +1122,10 @@ class ControlPlane:
                 run.live -= ranks
             log.warning("tasks lost", job_id=job_id, epoch=epoch, ranks=sorted(ranks), why=why)
             if not job.releasing:
-                now = self._now()
-                if job.attempt < job.spec.max_attempts:
-                    self._execute(RequeueJob(job_id, epoch, now, why))
-                else:
-                    self._execute(AbortJob(job_id, epoch, now, f"{why}; no attempts left"))
+                self._execute(RequeueJob(job_id, epoch, self._now(), why))
             run = self._runs.get((job_id, epoch))
-            if run is not None and not run.live:
-                del self._runs[(job_id, epoch)]
+            if (run is None and ended) or (run is not None and not run.live):
+                self._runs.pop((job_id, epoch), None)
                 self._execute(FinishJob(job_id, epoch, None, self._now(), why))
 
     def agent_heartbeat(self, node: str) -> None:
@@ -1339,6 +1344,16 @@ class ControlPlane:
         command = SetNodeAdmin(node, action, why, self._now(), force)
         self._admin(command, actor, verb, f"node {node}", reason)
 
+    def remove_node(self, node: str, *, reason: str, actor: str) -> None:
+        """Remove a node that holds no work and whose agent is not connected (it would
+        register the node again at once)."""
+        if self._hub is not None and node in self._hub.connected():
+            why = f"node {node}: its agent is connected and would register it again; stop it first"
+            self._record(actor, "remove", f"node {node}", reason, f"refused: {why}")
+            raise Conflict(why)
+        why = f"removed by {actor}: {reason}" if reason else f"removed by {actor}"
+        self._admin(RemoveNode(node, why, self._now()), actor, "remove", f"node {node}", reason)
+
     def _admin(self, command: Command, actor: str, verb: str, target: str, reason: str) -> None:
         with self._lock:
             try:
@@ -1380,6 +1395,12 @@ class ControlPlane:
                 NodeInfo(n.name, n.state, self._state.reason(n.name), len(n.gpus), jobs[n.name])
                 for n in self._state.nodes
             ]
+
+    def topology(self, node: str) -> TopologyMatrix | None:
+        """The `nvidia-smi topo -m` matrix of `node` (None: unknown node or no topology)."""
+        with self._lock:
+            found = next((n for n in self._state.nodes if n.name == node), None)
+            return None if found is None else self._view_matrix(found)
 
     def audit(self, limit: int = 100) -> list[AuditRecord]:
         if self._hardware is not None:

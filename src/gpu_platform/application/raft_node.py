@@ -3,15 +3,26 @@ replicated state machine, on one thread.
 
 Theory of operation. Everything that touches the `RawNode` runs on one thread, the *Raft
 loop*. Other threads talk to it through an inbox queue: messages from the transport, client
-proposals and reads, transport reports, stop. The loop takes whatever is queued (a burst of
-proposals becomes one append and one fsync), ticks the `RawNode` every `tick_interval`
-seconds, and handles each `Ready` in the order Raft's safety needs:
+proposals and reads, transport reports, stop. The loop takes whatever is queued — proposals
+from every caller go into one `ProposalBatch` appended with a single `propose_many` (group
+commit: one append, one storage write, one fsync per batch, see `raft_proposals`) — ticks the
+`RawNode` every `tick_interval` seconds, and handles each `Ready` in the order Raft's safety
+needs:
 
+0. **send early (leader only)** — a leader's AppendEntries and heartbeats go out *before* its
+   own write, so the followers' fsyncs overlap the leader's (Raft thesis §10.2.1; etcd does
+   the same). This cannot commit anything the leader has not made durable: acknowledgements
+   are handled on this same thread, after step 1 returns, so the quorum that commits an entry
+   always includes the leader's durable copy. Only when the Ready changes neither term nor
+   vote; everything else waits for step 2;
 1. **persist** — `storage.save(hard_state, entries_to_persist, snapshot, sync)`: one atomic
-   write, fsynced when the Ready says `must_sync` (new entries, term or vote; a commit-index
-   move alone need not be); a received snapshot is also restored into the state machine here;
-2. **send** — `transport.send(messages)`: never before 1, so no vote or acknowledgement
-   outruns the disk;
+   write, fsynced when the Ready says `must_sync` (new entries, term or vote); a received
+   snapshot is also restored into the state machine here. A Ready that only moves the commit
+   index writes nothing: the commit index is volatile state in Raft (Figure 2), so it rides
+   along with the next write (or a snapshot, or stop) instead of costing a transaction per
+   commit on every node;
+2. **send** — `transport.send(messages)` for the rest: never before 1, so no vote or
+   follower's acknowledgement outruns the disk;
 3. **apply** — committed entries go to `StateMachine.apply(index, data)` (conf changes to the
    `RawNode`); the proposal future for that index is resolved with the result; read-index
    futures are resolved once the applied index reaches them;
@@ -72,6 +83,11 @@ from gpu_platform.application.raft_membership import (
     unwrap_snapshot,
     wrap_snapshot,
 )
+from gpu_platform.application.raft_proposals import (
+    PendingProposals,
+    ProposalBatch,
+    fail_future,
+)
 from gpu_platform.domain.consensus import (
     NONE,
     ConfChange,
@@ -82,6 +98,7 @@ from gpu_platform.domain.consensus import (
     EntryType,
     HardState,
     Message,
+    MessageType,
     ProposalDroppedError,
     RawNode,
     ReadOnlyOption,
@@ -167,7 +184,9 @@ class RaftNodeConfig:
 
     id: int
     voters: tuple[int, ...]
-    tick_interval: float = 0.05
+    # Defaults = the server's (`raft_tick_seconds`, `raft_election_ticks`): 15 ms heartbeat,
+    # election timeout random in [150, 300) ms; see docs/raft.md for the timing budget.
+    tick_interval: float = 0.015
     election_tick: int = 10
     heartbeat_tick: int = 1
     pre_vote: bool = True
@@ -202,6 +221,8 @@ class RaftNodeStatus:
 
 
 _Item = tuple[str, object, object]
+# What a leader may send before its own write (step 0): they vouch for nothing on its disk.
+_EARLY = frozenset({MessageType.APP, MessageType.HEARTBEAT})
 
 
 class RaftNode:
@@ -217,14 +238,13 @@ class RaftNode:
     ) -> None:
         self.config = config
         self.metrics = metrics or NoRaftMetrics()
-        self._proposed_at: dict[int, float] = {}  # index -> monotonic time of the proposal
         self._lead = NONE
         self.storage = storage
         self.transport = transport
         self.state_machine = state_machine
         self._inbox: queue.SimpleQueue[_Item] = queue.SimpleQueue()
-        self._proposals: dict[int, tuple[int, Future[Any]]] = {}
-        self._conf_proposals: set[int] = set()  # indexes in _proposals that are conf changes
+        self._batch = ProposalBatch()  # proposals taken this drain, not yet appended
+        self._proposals = PendingProposals()  # appended, awaiting apply
         self._reads: dict[bytes, Future[int]] = {}
         self._ready_reads: list[tuple[int, Future[int]]] = []
         self._read_seq = 0
@@ -233,6 +253,8 @@ class RaftNode:
         self._running = False
         self._was_leader = False
         self._bootstrap_if_empty()
+        self._hard, _ = storage.initial_state()  # the durable hard state
+        self._unsaved_commit: HardState | None = None  # a commit move not written yet
         snap = storage.snapshot()
         self._restore(snap)
         self._applied = snap.metadata.index
@@ -391,6 +413,8 @@ class RaftNode:
                             break
                         if not self._handle(more):
                             return
+                if self._batch:
+                    self._append_batch()
                 now = time.monotonic()
                 if now >= next_tick:
                     self.rawnode.tick()
@@ -405,13 +429,14 @@ class RaftNode:
 
     def _shutdown(self) -> None:
         self._running = False
+        try:
+            self._save_commit()
+        except Exception:  # the storage failed (maybe why we stop): it is volatile state anyway
+            log.exception("node %d: could not save the commit index on stop", self.config.id)
         self._stopped.set()
         err = NodeStopped()
-        for _, fut in self._proposals.values():
-            _fail(fut, err)
-        self._proposals.clear()
-        self._conf_proposals.clear()
-        self._proposed_at.clear()
+        self._batch.fail(err)
+        self._proposals.fail_all(err)
         for rfut in [*self._reads.values(), *(f for _, f in self._ready_reads)]:
             _fail(rfut, err)
         self._reads.clear()
@@ -467,19 +492,28 @@ class RaftNode:
         if r.state is not Role.LEADER or r.lead_transferee != NONE:
             _fail(fut, self._not_leader())
             return
-        try:
-            self.rawnode.propose(data)
-        except ProposalDroppedError:
-            _fail(fut, self._not_leader())
+        self._batch.add(data, fut, time.monotonic())
+
+    def _append_batch(self) -> None:
+        """Append the queued proposals as one batch (see `raft_proposals`)."""
+        batch, r = self._batch, self.rawnode.raft
+        if r.state is not Role.LEADER or r.lead_transferee != NONE:
+            batch.fail(self._not_leader())
             return
-        self._proposals[r.raft_log.last_index()] = (r.term, fut)
-        self._proposed_at[r.raft_log.last_index()] = time.monotonic()
+        try:
+            self.rawnode.propose_many(batch.payloads)
+        except ProposalDroppedError:
+            batch.fail(self._not_leader())
+            return
+        self._proposals.add_batch(batch, r.raft_log.last_index(), r.term)
 
     def _propose_conf(self, change: ConfChange, fut: Future[ConfState]) -> None:
         r = self.rawnode.raft
         if r.state is not Role.LEADER or r.lead_transferee != NONE:
             _fail(fut, self._not_leader())
             return
+        if self._batch:  # keep log order = arrival order
+            self._append_batch()
         why = refusal(r, change)
         if why is not None:
             pending = why == PENDING
@@ -490,10 +524,7 @@ class RaftNode:
         except ProposalDroppedError:
             _fail(fut, self._not_leader())
             return
-        index = r.raft_log.last_index()
-        self._proposals[index] = (r.term, fut)
-        self._conf_proposals.add(index)
-        self._proposed_at[index] = time.monotonic()
+        self._proposals.add(r.raft_log.last_index(), r.term, fut, time.monotonic(), conf=True)
 
     def _read(self, fut: Future[int]) -> None:
         if self.rawnode.raft.state is not Role.LEADER:
@@ -508,9 +539,12 @@ class RaftNode:
         rn = self.rawnode
         while rn.has_ready():
             rd = rn.ready()
+            early, late = self._split_messages(rd)
+            if early:
+                self.transport.send(early)
             self._persist(rd)
-            if rd.messages:
-                self.transport.send(rd.messages)
+            if late:
+                self.transport.send(late)
             self._apply(rd)
             if rd.soft_state is not None:
                 self._observe_leader(rd.soft_state)
@@ -518,10 +552,34 @@ class RaftNode:
             rn.advance(rd)
             self._maybe_snapshot()
 
+    def _split_messages(self, rd: Ready) -> tuple[list[Message], list[Message]]:
+        """(sent before the write, sent after it): see step 0 of the module docstring."""
+        if not rd.messages:
+            return [], []
+        hs, durable = rd.hard_state, self._hard
+        same_vote = hs is None or (hs.term == durable.term and hs.vote == durable.vote)
+        if self.rawnode.raft.state is not Role.LEADER or not same_vote:
+            return [], list(rd.messages)
+        early: list[Message] = []
+        late: list[Message] = []
+        for m in rd.messages:
+            (early if m.type in _EARLY and m.term == durable.term else late).append(m)
+        return early, late
+
     def _persist(self, rd: Ready) -> None:
-        if rd.snapshot is not None or rd.entries_to_persist or rd.hard_state is not None:
+        hs, durable = rd.hard_state, self._hard
+        commit_only = rd.snapshot is None and not rd.entries_to_persist and hs is not None
+        if commit_only and hs is not None and (hs.term, hs.vote) == (durable.term, durable.vote):
+            self._unsaved_commit = hs  # a commit move alone: written with the next save
+            return
+        if hs is None:
+            hs = self._unsaved_commit
+        if rd.snapshot is not None or rd.entries_to_persist or hs is not None:
             sync = rd.must_sync or rd.snapshot is not None
-            self.storage.save(rd.hard_state, rd.entries_to_persist, rd.snapshot, sync=sync)
+            self.storage.save(hs, rd.entries_to_persist, rd.snapshot, sync=sync)
+            if hs is not None:
+                self._hard = hs
+            self._unsaved_commit = None
         if rd.snapshot is not None:
             md = rd.snapshot.metadata
             self._restore(rd.snapshot)
@@ -529,12 +587,19 @@ class RaftNode:
             self._conf_state = md.conf_state
             self._fail_proposals_up_to(md.index)
 
+    def _save_commit(self) -> None:
+        """Write a pending commit move (before a snapshot, whose index it must cover; on stop)."""
+        hs = self._unsaved_commit
+        if hs is not None:
+            self.storage.save(hs, (), None, sync=False)
+            self._hard = hs
+            self._unsaved_commit = None
+
     def _apply(self, rd: Ready) -> None:
         for e in rd.committed_entries:
             result: object = None
             error: BaseException | None = None
-            was_conf = e.index in self._conf_proposals
-            self._conf_proposals.discard(e.index)
+            was_conf = self._proposals.is_conf(e.index)
             if e.type is EntryType.CONF_CHANGE:
                 try:
                     result = self._apply_conf_change(e.index, ConfChange.decode(e.data))
@@ -549,18 +614,10 @@ class RaftNode:
                 except Exception as exc:  # a command the state machine rejects
                     error = exc
             self._applied = e.index
-            pending = self._proposals.pop(e.index, None)
-            proposed_at = self._proposed_at.pop(e.index, None)
-            if pending is not None:
-                term, fut = pending
-                if term != e.term:
-                    _fail(fut, self._not_leader())
-                elif error is not None:
-                    _fail(fut, error)
-                elif not fut.done():
-                    fut.set_result(result)
-                if term == e.term and proposed_at is not None:
-                    self.metrics.committed(time.monotonic() - proposed_at)
+            if e.index in self._proposals:
+                at = self._proposals.resolve(e.index, e.term, result, error, self._not_leader())
+                if at is not None:
+                    self.metrics.committed(time.monotonic() - at)
         for rs in rd.read_states:
             rfut = self._reads.pop(rs.request_ctx, None)
             if rfut is not None:
@@ -600,6 +657,7 @@ class RaftNode:
         named = {*snap.conf_state.voters, *snap.conf_state.learners}
         members = {*cs.voters, *cs.learners, *cs.voters_outgoing, *cs.learners_next}
         if not members <= named and index > snap.index:
+            self._save_commit()
             s.create_snapshot(index, cs, self._snapshot_data(cs))
         return cs
 
@@ -628,21 +686,15 @@ class RaftNode:
         leader = role is Role.LEADER
         if self._was_leader and not leader:
             err = self._not_leader()
-            for _, fut in self._proposals.values():
-                _fail(fut, err)
-            self._proposals.clear()
-            self._conf_proposals.clear()
-            self._proposed_at.clear()
+            self._batch.fail(err)
+            self._proposals.fail_all(err)
             for rfut in self._reads.values():
                 _fail(rfut, err)
             self._reads.clear()
         self._was_leader = leader
 
     def _fail_proposals_up_to(self, index: int) -> None:
-        for i in [i for i in self._proposals if i <= index]:
-            _fail(self._proposals.pop(i)[1], self._not_leader())
-            self._proposed_at.pop(i, None)
-            self._conf_proposals.discard(i)
+        self._proposals.fail_up_to(index, self._not_leader())
 
     def _maybe_snapshot(self) -> None:
         every = self.config.snapshot_entries
@@ -652,6 +704,7 @@ class RaftNode:
         snap_index = s.snapshot().metadata.index
         if self._applied - snap_index < every or self._applied > s.last_index():
             return
+        self._save_commit()
         s.create_snapshot(self._applied, self._conf_state, self._snapshot_data(self._conf_state))
         compact_to = self._applied - self.config.compact_keep
         if compact_to >= s.first_index():
@@ -685,6 +738,4 @@ def _failed(err: BaseException) -> Future[Any]:
     return fut
 
 
-def _fail(fut: Future[Any], err: BaseException) -> None:
-    if not fut.done():
-        fut.set_exception(err)
+_fail = fail_future

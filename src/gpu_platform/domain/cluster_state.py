@@ -12,8 +12,9 @@ A stopped attempt (cancel, preempt, abort) keeps its GPUs until its process is r
 
 Faults and operations (`domain.faults.commands`) move GPUs and nodes through their own tables
 (`faults.gpu_fsm`, `faults.node_fsm`). When a table says STOP_JOBS, every live attempt on the
-GPU or node is stopped: the job is re-queued while it has attempts left (`JobSpec.max_attempts`,
-after a backoff), else it ends FAILED with the fault as its reason. A multi-GPU job is one
+GPU or node is stopped: the job is re-queued while it has attempts left (`JobSpec.max_attempts`
+counts faults only, after a backoff), else it ends FAILED with the fault as its reason;
+preemptions, forced offlines and lost attempts re-queue it as interruptions. A multi-GPU job is one
 allocation, so it always restarts whole. New binds land only on AVAILABLE, cool GPUs of READY
 nodes.
 
@@ -71,6 +72,7 @@ from gpu_platform.domain.membership import (
     AnnounceServer,
     MembershipHandlers,
     RegisterNode,
+    RemoveNode,
     SetQuota,
 )
 from gpu_platform.domain.model.gpu import Gpu, GpuState
@@ -94,6 +96,7 @@ __all__ = [
     "FinishJob",
     "NodeHeartbeat",
     "RegisterNode",
+    "RemoveNode",
     "ReportEcc",
     "ReportGpuLost",
     "ReportThermal",
@@ -165,7 +168,8 @@ class AbortJob:
 
 @dataclass(frozen=True, slots=True)
 class RequeueJob:
-    """Attempt `epoch` was lost or preempted; put the job back in the queue."""
+    """Attempt `epoch` was lost or preempted; put the job back in the queue. Not the job's
+    fault: it counts as an interruption, never against `JobSpec.max_attempts`."""
 
     job_id: str
     epoch: int
@@ -191,6 +195,7 @@ Command = (
     | NodeHeartbeat
     | CheckNodes
     | RegisterNode
+    | RemoveNode
     | SetQuota
     | AnnounceServer
     | SubmitArray
@@ -441,6 +446,8 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
                 return self._check_nodes(command)
             case RegisterNode():
                 return self._register(command)
+            case RemoveNode():
+                return self._remove_node(command)
             case SetQuota():
                 return self._set_quota(command)
             case AnnounceServer():
@@ -453,6 +460,12 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
 
     def _submit(self, cmd: SubmitJob) -> list[DomainEvent]:
         if cmd.job_id in self._jobs:
+            first = self._jobs[cmd.job_id].spec
+            token = cmd.spec.client_token
+            if token is not None and first.client_token == token:
+                if first == cmd.spec:  # a retry of one submission: the job exists once
+                    return []
+                raise Conflict(f"client token {token!r} was used for a different request")
             raise Conflict(f"job {cmd.job_id} already exists")
         spec = cmd.spec
         self._check_spec(spec)
@@ -605,7 +618,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
         job, effects = transition(job, JobInput.PREEMPT, cmd.now, reason=cmd.reason)
         self._release(job, effects)
         job, _ = transition(job, JobInput.REQUEUE, cmd.now, reason=cmd.reason)
-        self._jobs[job.id] = job
+        self._jobs[job.id] = replace(job, interruptions=job.interruptions + 1)
         return [JobRequeued(job.id, stop, cmd.reason)]
 
     def _release(self, job: Job, effects: JobEffect) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "JobStarted",
     "JobSubmitted",
     "NodeRegistered",
+    "NodeRemoved",
     "NodeStateChanged",
     "QuotaChanged",
     "ServerAnnounced",
@@ -169,6 +170,14 @@ class GpuThermalChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeRemoved:
+    """An operator removed node `node` (it held no work) from the cluster."""
+
+    node: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class NodeRegistered:
     """A node's agent registered it: new (`replaced` False) or with changed hardware."""
 
@@ -210,6 +219,6 @@ HardwareEvent = (
     GpuStateChanged | NodeStateChanged | XidReported | EccAlertRaised | GpuThermalChanged
 )
 
-ClusterEvent = NodeRegistered | QuotaChanged | ServerAnnounced | ArraySubmitted
+ClusterEvent = NodeRegistered | NodeRemoved | QuotaChanged | ServerAnnounced | ArraySubmitted
 
 DomainEvent = JobEvent | HardwareEvent | ClusterEvent

@@ -19,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from gpu_platform.domain.errors import Conflict, InvalidRequest
+from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
 from gpu_platform.domain.events import (
     DomainEvent,
     NodeRegistered,
+    NodeRemoved,
     QuotaChanged,
     ServerAnnounced,
 )
@@ -34,7 +35,7 @@ from gpu_platform.domain.scheduling.model import Quota
 if TYPE_CHECKING:
     from gpu_platform.domain.model.job import Job
 
-__all__ = ["AnnounceServer", "MembershipHandlers", "RegisterNode", "SetQuota"]
+__all__ = ["AnnounceServer", "MembershipHandlers", "RegisterNode", "RemoveNode", "SetQuota"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,16 @@ class RegisterNode:
     """A node's agent reports its node (GPUs, topology) at `now` (seconds since the epoch)."""
 
     node: Node
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveNode:
+    """An operator removes node `node` for good (a retired host, a stray registration):
+    refused while any job holds its GPUs or runs there. Its agent may register it again."""
+
+    node: str
+    reason: str
     now: float
 
 
@@ -133,6 +144,32 @@ class MembershipHandlers:
                 self._ecc_alerted.discard(gpu.uuid)
         events: list[DomainEvent] = [NodeRegistered(new.name, len(new.gpus), replaced=True)]
         return events + self._heartbeat(NodeHeartbeat(new.name, cmd.now))
+
+    def _remove_node(self, cmd: RemoveNode) -> list[DomainEvent]:
+        node = self._nodes.get(cmd.node)
+        if node is None:
+            raise NotFound("node", cmd.node)
+        uuids = {g.uuid for g in node.gpus}
+        busy = sorted(
+            j.id
+            for j in self._jobs.values()
+            if j.holds_gpus
+            and j.allocation is not None
+            and (cmd.node in j.allocation.nodes or uuids & set(j.allocation.all_gpu_uuids))
+        )
+        if busy:
+            raise Conflict(
+                f"node {cmd.node} holds work (job {busy[0]}{', ...' if len(busy) > 1 else ''}): "
+                "drain it and let the work finish, or offline --force, before removing it"
+            )
+        del self._nodes[cmd.node]
+        for key in (cmd.node, *uuids):
+            self._reasons.pop(key, None)
+            self._hot.pop(key, None)
+            self._ecc_seen.pop(key, None)
+            self._ecc_alerted.discard(key)
+        self._last_heartbeat.pop(cmd.node, None)
+        return [NodeRemoved(cmd.node, cmd.reason)]
 
     def _set_quota(self, cmd: SetQuota) -> list[DomainEvent]:
         if not cmd.tenant:

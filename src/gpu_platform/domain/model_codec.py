@@ -63,6 +63,8 @@ def job_to_dict(job: Job, *, with_spec: bool = True) -> dict[str, Any]:
         "state": job.state.value,
         "submitted_at": job.submitted_at,
         "attempt": job.attempt,
+        "faults": job.faults,
+        "interruptions": job.interruptions,
         "started_at": job.started_at,
         "finished_at": job.finished_at,
         "exit_code": job.exit_code,
@@ -104,6 +106,8 @@ def job_from_dict(data: dict[str, Any]) -> Job:
         state=JobState(data["state"]),
         submitted_at=data["submitted_at"],
         attempt=data["attempt"],
+        faults=data.get("faults", 0),
+        interruptions=data.get("interruptions", 0),
         allocation=None
         if a is None
         else Allocation(
@@ -159,6 +163,7 @@ def encode_spec(spec: JobSpec) -> dict[str, Any]:
         "numa": spec.numa,
         "same_rack": spec.same_rack,
         "mig_profile": spec.mig_profile,
+        "client_token": spec.client_token,
     }
 
 
@@ -184,6 +189,7 @@ def decode_spec(s: dict[str, Any]) -> JobSpec:
         numa=s.get("numa", "preferred"),
         same_rack=s.get("same_rack", "preferred"),
         mig_profile=s.get("mig_profile"),
+        client_token=s.get("client_token"),
     )
 
 

@@ -27,6 +27,7 @@ from gpu_platform.application.agent import Agent
 from gpu_platform.domain.model.node import Inventory
 from gpu_platform.domain.model.telemetry import TelemetrySnapshot
 from gpu_platform.infrastructure.agent_metrics import agent_registry, serve_agent_metrics
+from gpu_platform.infrastructure.cluster_token import cluster_token
 from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
 from gpu_platform.infrastructure.container import (
     HealthParts,
@@ -54,18 +55,30 @@ def run_agent(options: AgentOptions) -> None:
     if options.fault_injection is not None:
         settings = settings.model_copy(update={"fault_injection": options.fault_injection})
     configure_logging(settings.log_level, settings.log_format)
+    try:
+        token = cluster_token(settings, server=False)
+    except ConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
     lock = lock_data_dir(settings.data_dir)
     inventory, telemetry, health = _node_hardware(options, settings)
     node = agent_node(inventory, options.address or "127.0.0.1")
     isolation = job_isolation(settings)
-    runner_gen = process_runner(settings, isolation, inventory)
+    runner_gen = process_runner(settings, isolation, inventory, agent=True)
     runner = next(runner_gen)
-    agent = Agent(node, runner, health.monitors, gpu_reset=health.reset, injector=health.injector)
+    agent = Agent(
+        node,
+        runner,
+        health.monitors,
+        gpu_reset=health.reset,
+        injector=health.injector,
+        lease=getattr(runner, "fence", None),
+    )
     tls = tls_files(settings)
     client = AgentClient(
         agent,
         options.servers,
         credentials=tls.grpc_channel_credentials() if tls is not None else None,
+        token=token,
     )
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

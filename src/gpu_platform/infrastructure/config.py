@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -166,12 +166,15 @@ class Settings(BaseSettings):
         description="NVML field-polling period, and the heartbeat period of the health monitor.",
     )
     node_suspect_after_seconds: float = Field(
-        15.0, gt=0, description="A node with no heartbeat for this long turns SUSPECT."
+        3.0, gt=0, description="A node with no heartbeat for this long turns SUSPECT."
     )
     node_down_after_seconds: float = Field(
-        20.0,
+        8.0,
         gt=0,
-        description="A node with no heartbeat for this long goes DOWN; its jobs are re-queued.",
+        description="A node with no heartbeat for this long goes DOWN; its jobs are re-queued. "
+        "Replicated, it must cover the agents' lease: at least agent_lease_seconds + "
+        "agent_fence_grace_seconds + node_suspect_after_seconds/3 + 1 s + two election "
+        "timeouts (docs/replication.md, 'Timing budget').",
     )
     ecc_corrected_alert: int = Field(
         1000, ge=1, description="Corrected (single-bit) ECC errors on a GPU that raise an alert."
@@ -233,16 +236,42 @@ class Settings(BaseSettings):
         "one-voter cluster (peers empty), off when peers are given.",
     )
     raft_tick_seconds: float = Field(
-        0.1, gt=0, description="Raft tick length (heartbeats go out every tick)."
+        0.015,
+        gt=0,
+        description="Raft tick length; the leader heartbeats every tick (etcd's low-latency "
+        "setting: 15 ms heartbeat, 10x election timeout; docs/raft.md has the budget).",
     )
     raft_election_ticks: int = Field(
-        10, ge=2, description="Ticks without a leader before a follower campaigns."
+        10,
+        ge=2,
+        description="Election timeout in ticks: a follower that hears no leader for a random "
+        "time in [N, 2N) ticks campaigns (pre-vote and check-quorum on; 150-300 ms by default).",
     )
     raft_snapshot_entries: int = Field(
         10_000, ge=0, description="Applied log entries between state snapshots (0 = never)."
     )
     agent_heartbeat_seconds: float = Field(
-        2.0, gt=0, description="How often agents send a heartbeat on their stream."
+        1.0, gt=0, description="How often agents send a heartbeat on their stream."
+    )
+    agent_lease_seconds: float = Field(
+        3.0,
+        gt=0,
+        description="An agent whose heartbeats the leader has not acknowledged for this long "
+        "(counted from the sending of the last acknowledged one) stops its tasks itself.",
+    )
+    cluster_token: str | None = Field(
+        None,
+        min_length=16,
+        description="The cluster's shared secret: agents and joining servers present it; a "
+        "one-voter server with none creates <data_dir>/cluster-token (docs/replication.md).",
+    )
+    cluster_token_file: Path | None = Field(
+        None, description="Read the cluster token from this file (e.g. a server's cluster-token)."
+    )
+    agent_fence_grace_seconds: float = Field(
+        1.0,
+        gt=0,
+        description="SIGTERM-to-SIGKILL grace when an agent's lease has run out.",
     )
 
     # -- APIs, tenancy and security (docs/api.md) ---------------------------------------------
@@ -302,6 +331,42 @@ class Settings(BaseSettings):
         if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
             return "on" if value.lower() in ("true", "1", "yes") else "off"
         return value
+
+    @model_validator(mode="after")
+    def _timing_budget(self) -> Settings:
+        """Node loss must not re-run work before a cut-off agent has stopped it (fencing)."""
+        if self.node_down_after_seconds <= self.node_suspect_after_seconds:
+            raise ValueError(
+                f"node_down_after_seconds ({self.node_down_after_seconds:g}) must exceed "
+                f"node_suspect_after_seconds ({self.node_suspect_after_seconds:g})"
+            )
+        if self.node_suspect_after_seconds <= self.agent_heartbeat_seconds:
+            raise ValueError(
+                f"node_suspect_after_seconds ({self.node_suspect_after_seconds:g}) must exceed "
+                f"agent_heartbeat_seconds ({self.agent_heartbeat_seconds:g})"
+            )
+        need = self.fence_budget_seconds
+        if self.server_id != 0 and self.node_down_after_seconds < need:
+            raise ValueError(
+                f"node_down_after_seconds ({self.node_down_after_seconds:g}) must be at least "
+                f"{need:g}: agent_lease_seconds + agent_fence_grace_seconds + "
+                "node_suspect_after_seconds/3 + 1 s + two election timeouts, or a cut-off "
+                "agent's tasks could still run when their jobs start elsewhere"
+            )
+        return self
+
+    @property
+    def fence_budget_seconds(self) -> float:
+        """The least node_down_after_seconds that keeps fencing safe (docs/replication.md)."""
+        election = self.raft_tick_seconds * self.raft_election_ticks
+        return round(
+            self.agent_lease_seconds
+            + self.agent_fence_grace_seconds
+            + self.node_suspect_after_seconds / 3
+            + 1.0
+            + 2 * election,
+            3,
+        )
 
     @property
     def runs_local_agent(self) -> bool:

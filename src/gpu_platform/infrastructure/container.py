@@ -21,6 +21,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from gpu_platform.adapters.inbound.grpc import GrpcServer
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.adapters.inbound.rest import create_app
+from gpu_platform.adapters.inbound.web import Site, install_dashboard
+from gpu_platform.adapters.inbound.web.session import WebAuth
 from gpu_platform.adapters.outbound.cgroups import (
     CgroupV1Isolation,
     CgroupV2Isolation,
@@ -33,6 +35,7 @@ from gpu_platform.adapters.outbound.nvml.mig import NvmlMigController
 from gpu_platform.adapters.outbound.observability import OtelJobTracer, StructlogEventPublisher
 from gpu_platform.adapters.outbound.observability.event_hub import EventHub
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
+from gpu_platform.adapters.outbound.process.fence import ProcessLeaseFence
 from gpu_platform.adapters.outbound.sim import SimulatedHardware
 from gpu_platform.adapters.outbound.sim.agent_injector import AgentRoutedInjector
 from gpu_platform.adapters.outbound.storage import (
@@ -268,7 +271,7 @@ def select_health(settings: Settings, inventory: Inventory, discovery: GpuDiscov
     node = inventory.nodes[0].name if inventory.nodes else "local"
     sim = SimulatedHardware(
         inventory,
-        heartbeat_interval_s=settings.health_poll_seconds,
+        heartbeat_interval_s=min(settings.health_poll_seconds, settings.agent_heartbeat_seconds),
         heartbeats=source == "sim",
     )
     reset: GpuReset | None = None
@@ -334,25 +337,31 @@ def _local_runner(
     if not settings.runs_local_agent:
         yield None
         return
-    yield from process_runner(settings, isolation, inventory)
+    yield from process_runner(settings, isolation, inventory, agent=True)
 
 
 def process_runner(
-    settings: Settings, isolation: Isolation, inventory: Inventory
+    settings: Settings, isolation: Isolation, inventory: Inventory, *, agent: bool = False
 ) -> Iterator[JobRunner]:
     swept = isolation.sweep()  # confinement left by a crashed earlier run
     if swept:
         structlog.get_logger(__name__).warning("removed stale job cgroups", names=swept)
+    fence = None  # an agent's tasks stop by themselves when its lease from the leader ends
+    if agent:
+        fence = ProcessLeaseFence(settings.data_dir / "fence", settings.agent_fence_grace_seconds)
     runner = ProcessJobRunner(
         settings.data_dir / "jobs",
         isolation=isolation,
         visible_devices=settings.visible_devices,
         log_max_bytes=settings.job_log_max_bytes,
         pids_max=settings.job_pids_max,
+        fence=fence,
     )
     if settings.mig_controller == "nvml":  # MIG jobs get an instance on this node's GPUs
         local = inventory.nodes[0].gpus if inventory.nodes else ()
-        yield MigJobRunner(runner, NvmlMigController(), {g.index: g.model for g in local})
+        mig = MigJobRunner(runner, NvmlMigController(), {g.index: g.model for g in local})
+        mig.fence = fence  # type: ignore[attr-defined]
+        yield mig
     else:
         yield runner
     runner.close(settings.stop_grace_seconds)
@@ -476,12 +485,14 @@ def _rest_app(
     jobs: AdmissionControl,
     access: AccessControl,
     trail: AuditTrail,
+    events: EventHub,
 ) -> FastAPI:
     metrics.watch(lambda: plane)
     metrics.watch_usage(lambda: usage)
-    if isinstance(discovery, GpuTelemetry):
-        metrics.watch_gpus(DcgmCollector(discovery.snapshot, service_labels(lambda: plane)))
-    return create_app(
+    telemetry = discovery if isinstance(discovery, GpuTelemetry) else None
+    if telemetry is not None:
+        metrics.watch_gpus(DcgmCollector(telemetry.snapshot, service_labels(lambda: plane)))
+    app = create_app(
         jobs,
         admin=plane,
         metrics=metrics.render,
@@ -491,6 +502,18 @@ def _rest_app(
         access=access,
         trail=trail,
     )
+    site = Site(
+        jobs,
+        WebAuth(access),
+        trail,
+        admin=plane,
+        usage=usage,
+        events=events,
+        topology=plane.topology,
+        telemetry=None if telemetry is None else telemetry.snapshot,
+    )
+    install_dashboard(app, site)
+    return app
 
 
 def _grpc_server(
@@ -620,4 +643,5 @@ class Container(containers.DeclarativeContainer):
         jobs_api,
         access,
         audit_trail,
+        observability.event_hub,
     )

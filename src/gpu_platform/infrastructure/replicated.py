@@ -29,6 +29,7 @@ from gpu_platform.application.raft_node import RaftNode, RaftNodeConfig
 from gpu_platform.application.replication import RaftReplication
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.node import Inventory, Node
+from gpu_platform.infrastructure.cluster_token import cluster_token
 from gpu_platform.infrastructure.config import ConfigError, Settings
 from gpu_platform.ports.outbound.gpu_reset import GpuReset
 from gpu_platform.ports.outbound.health_monitor import FaultInjector, HealthMonitor
@@ -147,6 +148,8 @@ def running_agent_server(
         settings.agent_port,
         server_id=settings.server_id,
         heartbeat_s=settings.agent_heartbeat_seconds,
+        lease_s=settings.agent_lease_seconds,
+        token=cluster_token(settings, server=True),
         tls=tls,
         local_socket=local_agent_socket(settings, tls),
     )
@@ -201,13 +204,15 @@ def running_local_agent(
         yield None
         return
     node = agent_node(inventory, "127.0.0.1")
-    agent = Agent(node, runner, monitors, gpu_reset=gpu_reset, injector=injector)
+    lease = getattr(runner, "fence", None)  # process_runner's lease fence, when it made one
+    agent = Agent(node, runner, monitors, gpu_reset=gpu_reset, injector=injector, lease=lease)
     target = advertised(settings, tls, (settings.port, settings.grpc_port, agent_server.port))
     socket = local_agent_socket(settings, tls)
     client = AgentClient(
         agent,
         [f"unix:{socket}" if socket is not None else target.agent_address],
         credentials=tls.grpc_channel_credentials() if tls is not None else None,
+        token=cluster_token(settings, server=True),
     )
     agent.start()
     client.start()

@@ -195,6 +195,7 @@ def serve_settings(settings: Settings) -> None:
             log_config=None,
             access_log=False,
             lifespan="off",
+            timeout_graceful_shutdown=5,  # open streams (log follow, dashboard events) end
             **(tls.uvicorn_options() if tls is not None else {}),  # type: ignore[arg-type]
         )
         received: list[int] = []

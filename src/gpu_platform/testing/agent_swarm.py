@@ -1,7 +1,7 @@
 """Many simulated agents in one process, each with its own real gRPC stream to the leader.
 
-    python -m gpu_platform.testing.agent_swarm --servers H:P[,H:P...] --nodes 128 \
-        [--profile dgx-a100] [--prefix node-] [--tick 0.05]
+    GPU_PLATFORM_CLUSTER_TOKEN=... python -m gpu_platform.testing.agent_swarm \
+        --servers H:P[,H:P...] --nodes 128 [--profile dgx-a100] [--prefix node-] [--tick 0.05]
 
 Each node is a simulated profile node running jobs on `FakeJobRunner` (held to the JobRunner
 contract): `fake-exit CODE` ends at the next tick, `fake-forever` runs until stopped. All
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import threading
 import time
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tick", type=float, default=0.05)
     args = parser.parse_args(argv)
     servers = [s for s in args.servers.split(",") if s]
+    token = os.environ.get("GPU_PLATFORM_CLUSTER_TOKEN")  # the cluster's (ReplicatedCluster's)
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, name="swarm-loop", daemon=True).start()
     pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="swarm")
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     for n in range(1, args.nodes + 1):
         runner = FakeJobRunner()
         agent = Agent(profile_node(args.profile, f"{args.prefix}{n}"), runner)
-        client = AgentClient(agent, servers, loop=loop, pool=pool)
+        client = AgentClient(agent, servers, loop=loop, pool=pool, token=token)
         runners.append(runner)
         clients.append(client)
         client.start()

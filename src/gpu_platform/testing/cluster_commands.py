@@ -23,6 +23,7 @@ from gpu_platform.domain.cluster_state import (
     FinishJob,
     NodeHeartbeat,
     RegisterNode,
+    RemoveNode,
     ReportEcc,
     ReportGpuLost,
     ReportThermal,
@@ -130,6 +131,7 @@ def command_strategies(
         NodeHeartbeat: st.builds(NodeHeartbeat, node, _TIMES),
         CheckNodes: st.builds(CheckNodes, _TIMES),
         RegisterNode: node.flatmap(lambda n: st.builds(RegisterNode, described_nodes(n), _TIMES)),
+        RemoveNode: st.builds(RemoveNode, node, _REASONS, _TIMES),
         SetQuota: st.builds(SetQuota, st.sampled_from(["team-a", "team-b"]), st.none() | quotas()),
         AnnounceServer: st.builds(
             AnnounceServer,

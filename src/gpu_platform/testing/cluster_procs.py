@@ -14,6 +14,8 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,11 +31,14 @@ __all__ = ["JobStoreClients", "ReplicatedCluster", "free_port", "wait_until"]
 _BIN = Path(sys.executable).with_name("gpu-platform")
 ENTRY = [str(_BIN)] if _BIN.exists() else [sys.executable, "-m", "gpu_platform.main"]
 
-#: Fast failure detection for tests: a silent node is SUSPECT after 2 s and DOWN after 4 s.
+#: Fast failure detection for tests: a silent node is SUSPECT after 2 s and DOWN after 6 s;
+#: a cut-off agent's tasks are stopped 1.5 s (+0.5 s grace) after its last acknowledged beat.
 FAST_ENV = {
     "GPU_PLATFORM_NODE_SUSPECT_AFTER_SECONDS": "2",
-    "GPU_PLATFORM_NODE_DOWN_AFTER_SECONDS": "4",
+    "GPU_PLATFORM_NODE_DOWN_AFTER_SECONDS": "6",
     "GPU_PLATFORM_AGENT_HEARTBEAT_SECONDS": "0.5",
+    "GPU_PLATFORM_AGENT_LEASE_SECONDS": "1.5",
+    "GPU_PLATFORM_AGENT_FENCE_GRACE_SECONDS": "0.5",
     "GPU_PLATFORM_SCHEDULE_INTERVAL_SECONDS": "0.2",
     "GPU_PLATFORM_STOP_GRACE_SECONDS": "2",
     "GPU_PLATFORM_ISOLATION": "none",
@@ -81,6 +86,7 @@ class ReplicatedCluster:
         self.nodes = [f"node-{n}" for n in range(1, agents + 1)]
         self.profile = profile
         self.env = {**os.environ, **FAST_ENV, **(env or {})}
+        self.env.setdefault("GPU_PLATFORM_CLUSTER_TOKEN", "gpc_test_" + uuid.uuid4().hex)
         self.servers: dict[int, subprocess.Popen[bytes]] = {}
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
         self.agent_metrics = {node: free_port() for node in self.nodes}
@@ -247,9 +253,11 @@ class JobStoreClients:
     """Client threads that submit (kept QUEUED: each job depends on `blocker`, a job that runs
     on), cancel and read jobs through any live server, recording a history for the
     linearizability checker. A mutation whose answer says nothing of its outcome (timeout,
-    5xx) is pending; a failed read or a submit with an unknown id records nothing. Each job is
-    cancelled at most once, so no key collects many pending operations (each one doubles the
-    checker's search)."""
+    5xx) is pending; a failed read records nothing. A submit carries an `Idempotency-Key` and a
+    unique name, and is retried through any live server until it is acknowledged (one
+    operation spanning its retries): `duplicates` then counts intended submissions that became
+    more than one job. Each job is cancelled at most once, so no key collects many pending
+    operations (each one doubles the checker's search)."""
 
     def __init__(self, cluster: ReplicatedCluster, blocker: str, clients: int = 3) -> None:
         self._c = cluster
@@ -279,6 +287,42 @@ class JobStoreClients:
         with self._lock:
             self.history.append(op)
 
+    @staticmethod
+    def duplicates(jobs: list[dict[str, Any]]) -> int:
+        """Jobs beyond the first of each intended submission (by the clients' unique names)."""
+        names = Counter(j["name"] for j in jobs if str(j.get("name", "")).startswith("chaos-"))
+        return sum(n - 1 for n in names.values())
+
+    def _submit(self, http: httpx.Client, me: int, n: int) -> str | None:
+        """One intended submission, retried under one key until acknowledged; its job id."""
+        body = {
+            "command": ["true"],
+            "gpus": 1,
+            "depends_on": [self._blocker],
+            "name": f"chaos-{me}-{n}",
+        }
+        headers = {"Idempotency-Key": f"chaos-{me}-{n}-{uuid.uuid4().hex[:8]}"}
+        give_up = None
+        tries = 0
+        while True:
+            alive = self._c.alive()
+            url = self._c.url(alive[(n + tries) % len(alive)]) if alive else None
+            tries += 1
+            try:
+                if url is not None:
+                    r = http.post(url + "/v1/jobs", json=body, headers=headers)
+                    if r.status_code == 201:
+                        return str(r.json()["id"])
+                    if 400 <= r.status_code < 500:
+                        return None  # refused: no job was created
+            except httpx.HTTPError:
+                pass
+            if self._stop.is_set():  # finish what is in flight, bounded
+                give_up = give_up or time.monotonic() + 20.0
+                if time.monotonic() >= give_up:
+                    return None
+            time.sleep(0.05)
+
     def _loop(self, me: int) -> None:
         http = httpx.Client(timeout=5.0, follow_redirects=True)
         rng = random.Random(me)
@@ -300,10 +344,9 @@ class JobStoreClients:
             call = time.monotonic()
             try:
                 if kind == "submit":
-                    body = {"command": ["true"], "gpus": 1, "depends_on": [self._blocker]}
-                    r = http.post(url + "/v1/jobs", json=body)
-                    if r.status_code == 201:
-                        job_id = r.json()["id"]
+                    acked = self._submit(http, me, n)
+                    if acked is not None:
+                        job_id = acked
                         op = JobInput(JobOp.SUBMIT, job_id)
                         self._record(Operation(op, JobOutput(True), call, time.monotonic(), me))
                         with self._lock:

@@ -55,6 +55,8 @@ AGENTS = 2
 PARTITION_ENV = {
     "GPU_PLATFORM_NODE_SUSPECT_AFTER_SECONDS": "10",
     "GPU_PLATFORM_NODE_DOWN_AFTER_SECONDS": "20",
+    # the agents of a cut-off leader find the new one in a few seconds: keep their tasks
+    "GPU_PLATFORM_AGENT_LEASE_SECONDS": "8",
 }
 
 

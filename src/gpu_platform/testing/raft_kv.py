@@ -210,8 +210,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data", required=True, help="directory for raft.db")
     p.add_argument("--http", type=int, required=True, help="HTTP port")
     p.add_argument("--http-host", default="127.0.0.1", help="HTTP address (netns tests: 0.0.0.0)")
-    p.add_argument("--tick", type=float, default=0.05, help="seconds per Raft tick")
-    p.add_argument("--election-tick", type=int, default=10)
+    defaults = RaftNodeConfig(id=0, voters=())  # the server's defaults, unless told otherwise
+    p.add_argument("--tick", type=float, default=defaults.tick_interval, help="seconds per tick")
+    p.add_argument("--election-tick", type=int, default=defaults.election_tick)
     p.add_argument("--snapshot-entries", type=int, default=10_000)
     p.add_argument("--compact-keep", type=int, default=1_000)
     p.add_argument("--timeout", type=float, default=10.0, help="seconds a request may wait")

@@ -202,6 +202,44 @@ def test_a_peer_that_comes_back_receives_again_after_backoff() -> None:
         a.stop()
 
 
+def test_batches_to_a_peer_share_one_stream_that_is_reopened_in_order_after_a_restart() -> None:
+    peers = {1: f"127.0.0.1:{free_port()}", 2: f"127.0.0.1:{free_port()}"}
+    a = GrpcRaftTransport(1, peers, backoff_max=0.2)
+    ca, cb = Collector(), Collector()
+    ca.start(a)
+    b = GrpcRaftTransport(2, peers)
+    cb.start(b)
+    try:
+        for i in range(100):
+            a.send([app(i)])
+        assert [cb.messages.get(timeout=WAIT) for _ in range(100)] == [app(i) for i in range(100)]
+        assert a.stats.streams == 1  # a hundred batches, one stream
+        b.stop()
+        restarted, cr = GrpcRaftTransport(2, peers), Collector()
+        cr.start(restarted)
+        try:
+            first = None
+            for i in range(100, 400):  # Raft would retransmit; so do we until one lands
+                a.send([app(i)])
+                try:
+                    first = cr.messages.get(timeout=0.5)
+                    break
+                except queue.Empty:
+                    continue
+            assert first is not None
+            for i in range(1000, 1200):
+                a.send([app(i)])
+            later = [cr.messages.get(timeout=WAIT) for _ in range(200)]
+            after = [m.index for m in later if m.index >= 1000]
+            assert after == list(range(1000, 1200))  # nothing lost or reordered once back
+            assert a.stats.streams >= 2  # a new stream to the restarted peer
+        finally:
+            restarted.stop()
+    finally:
+        b.stop()
+        a.stop()
+
+
 def test_send_never_blocks_and_drops_when_a_peer_outbox_is_full() -> None:
     peers = {1: f"127.0.0.1:{free_port()}", 2: f"127.0.0.1:{free_port()}"}
     a = GrpcRaftTransport(1, peers, outbox_limit=10, rpc_timeout=1.0, backoff_initial=5.0)

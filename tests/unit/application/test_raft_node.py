@@ -59,7 +59,10 @@ class CheckedTransport(InMemoryRaftTransport):
             prevote = m.type in (MessageType.PRE_VOTE, MessageType.PRE_VOTE_RESP)
             if m.term > hs.term and not prevote:  # a pre-vote names the next term unpersisted
                 self.violations.append(f"sent term {m.term} before persisting it ({hs.term})")
-            if m.entries and m.entries[-1].index > self.storage.last_index():
+            # A leader's AppendEntries may go out before its own write (its fsync overlaps
+            # the followers'); anything else vouching for entries must wait for the disk.
+            early = m.type is MessageType.APP and m.term == hs.term
+            if m.entries and m.entries[-1].index > self.storage.last_index() and not early:
                 self.violations.append(f"sent entry {m.entries[-1].index} before persisting")
             if m.type is MessageType.VOTE_RESP and not m.reject and hs.vote != m.to:
                 self.violations.append(f"granted a vote to {m.to} before persisting it")
@@ -67,13 +70,15 @@ class CheckedTransport(InMemoryRaftTransport):
 
 
 class CheckedMachine(KvStateMachine):
-    """Checks, at apply time, that the entry and its commit are durable."""
+    """Checks, at apply time, that the entry is durable."""
 
     storage: CheckedStorage
     violations: list[str]
 
     def apply(self, index: int, data: bytes) -> object:
-        if self.storage.last_index() < index or self.storage.hard_state.commit < index:
+        # The entry must be on this node's disk; the commit index need not be (it is volatile
+        # state in Raft, Figure 2: the driver writes it with the next write).
+        if self.storage.last_index() < index:
             self.violations.append(f"applied {index} before it was durable")
         return super().apply(index, data)
 
@@ -319,3 +324,18 @@ def test_leadership_can_be_transferred_to_a_named_follower(cluster: Cluster) -> 
         time.sleep(0.2)
     cluster.propose(put("moved", "1"))
     wait_for(lambda: all(m.get("moved") == "1" for m in cluster.machines.values()))
+
+
+def test_a_commit_index_held_back_from_the_disk_is_written_on_stop() -> None:
+    c = Cluster()
+    try:
+        for i in range(10):
+            c.propose(put(f"k{i}", "v"))
+        lead = c.wait_leader()
+        commit = c.nodes[lead].status().commit
+        wait_for(lambda: all(n.status().applied >= commit for n in c.nodes.values()))
+    finally:
+        c.stop()
+    # a commit move alone is not written at once (volatile state); stop writes the last one
+    assert all(s.hard_state.commit >= commit for s in c.storages.values())
+    assert c.violations == []

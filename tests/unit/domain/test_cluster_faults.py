@@ -111,7 +111,7 @@ def test_a_job_out_of_attempts_fails_with_the_fault_as_its_reason(state: Cluster
     (aborted,) = [e for e in events if isinstance(e, JobAborted)]
     job = state.job("j")
     assert job.state is JobState.FAILED
-    assert "GPU is lost" in job.reason and "no attempts left (1 of 1)" in job.reason
+    assert "GPU is lost" in job.reason and "no attempts left (1 of 1 ended by faults)" in job.reason
     assert aborted.stop is not None and aborted.stop.epoch == epoch
     assert job.releasing  # its process is still being stopped
     state.apply(FinishJob("j", epoch, None, 6.0))

@@ -20,6 +20,7 @@ from gpu_platform.domain.model.tenancy import (
 )
 
 EXPECTED = {  # the whole table, spelled out: (role, permission) -> allowed
+    Role.VIEWER: {Permission.JOBS_READ, Permission.CLUSTER_READ},
     Role.USER: {Permission.JOBS_READ, Permission.JOBS_WRITE, Permission.CLUSTER_READ},
     Role.OPERATOR: {
         Permission.JOBS_READ,

@@ -112,6 +112,7 @@ def exit_to_pb(seq: int, report: ExitReport) -> pb.TaskExit:
         signal=report.signal or 0,
         timed_out_after_s=report.timed_out_after_s or 0.0,
         detail=report.detail,
+        fenced=report.fenced,
     )
 
 
@@ -124,4 +125,5 @@ def exit_from_pb(msg: pb.TaskExit) -> ExitReport:
         timed_out_after_s=msg.timed_out_after_s or None,
         rank=msg.rank,
         detail=msg.detail,
+        fenced=msg.fenced,
     )

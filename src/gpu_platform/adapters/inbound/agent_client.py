@@ -1,8 +1,11 @@
 """`AgentClient`: the agent's end of its stream to the leader (grpcio asyncio, own thread).
 
 It dials the servers in turn; a server that does not lead answers FAILED_PRECONDITION with
-the leader's address in `gpu-platform-leader`, which is dialled next. While a stream is up it
-sends a heartbeat every interval the server asked for (Welcome), forwards the agent's exits and
+the leader's address in `gpu-platform-leader`, which is dialled next; a server that says nothing
+for three heartbeat intervals (cut off, stopped) is given up and the next one dialled, so the
+agent finds a new leader well within its lease. While a stream is up it
+sends a heartbeat every interval the server asked for (Welcome) and renews the agent's lease
+from the sending time of each heartbeat the leader acknowledges; forwards the agent's exits and
 findings, and carries out the leader's launches, stops, log reads, GPU resets and fault
 scripts (blocking agent calls run on a small pool, never on the event loop). When the stream
 breaks, it backs off (`backoff_initial_s` doubling up to `backoff_max_s`) and dials again; the
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -30,6 +34,7 @@ from gpu_platform.adapters.agent_wire.codec import (
 )
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
+from gpu_platform.adapters.cluster_identity import TOKEN_METADATA
 from gpu_platform.adapters.inbound.grpc.agent_service import (
     KEEPALIVE_CLIENT_OPTIONS,
     LEADER_METADATA,
@@ -39,6 +44,32 @@ from gpu_platform.application.agent import Agent, ExitNotice, Outgoing
 __all__ = ["AgentClient"]
 
 log = structlog.get_logger(__name__)
+
+#: A server that has not welcomed the agent this long after the dial is given up (a
+#: cut-off or stopped server answers nothing, and TCP keepalive would take far longer).
+WELCOME_TIMEOUT_S = 5.0
+#: Heartbeat intervals without a word from the server before the agent dials another: it must
+#: find the new leader well within its lease, or its tasks are fenced.
+SILENT_BEATS = 3
+
+
+class _Silence:
+    """Abandons a stream on which the server has said nothing for `limit_s` seconds."""
+
+    def __init__(self, call: grpc.aio.StreamStreamCall, limit_s: float) -> None:
+        self._call = call
+        self.limit_s = limit_s
+        self.heard = time.monotonic()
+        self.abandoned = False
+
+    def hear(self) -> None:
+        self.heard = time.monotonic()
+
+    async def watch(self) -> None:
+        while time.monotonic() - self.heard <= self.limit_s:
+            await asyncio.sleep(0.1)
+        self.abandoned = True
+        self._call.cancel()
 
 
 class AgentClient:
@@ -54,12 +85,14 @@ class AgentClient:
         backoff_max_s: float = 2.0,
         loop: asyncio.AbstractEventLoop | None = None,
         pool: ThreadPoolExecutor | None = None,
+        token: str | None = None,
     ) -> None:
         """`loop`/`pool`: run on a shared event loop (already running on its own thread) and
         worker pool instead of owning them — many simulated agents in one process."""
         if not servers:
             raise ValueError("servers: at least one host:port is needed")
         self._agent = agent
+        self._metadata = ((TOKEN_METADATA, token),) if token else ()
         self._servers = list(servers)
         self._credentials = credentials
         self._backoff = (backoff_initial_s, backoff_max_s)
@@ -71,6 +104,8 @@ class AgentClient:
         self._stopping = False
         self.connected_to = ""  # the server of the current stream ('' while none)
         self.streams = 0  # streams opened so far
+        self._beats = itertools.count(1)
+        self._sent: dict[int, float] = {}  # heartbeat seq -> monotonic time it was queued
 
     def start(self) -> None:
         if self._shared:
@@ -114,7 +149,11 @@ class AgentClient:
                     hint = leader
                     delay = self._backoff[0]
                     continue
-                log.debug("agent stream ended", server=target, code=str(exc.code()))
+                if exc.code() is grpc.StatusCode.UNAUTHENTICATED:
+                    log.error("refused by the server", server=target, why=exc.details())
+                    delay = self._backoff[1]
+                else:
+                    log.debug("agent stream ended", server=target, code=str(exc.code()))
             finally:
                 self._agent.bind(None)
                 self.connected_to = ""
@@ -132,6 +171,8 @@ class AgentClient:
             channel = grpc.aio.insecure_channel(target, options=options)
         async with channel:
             outbox: asyncio.Queue[pb.AgentMessage | None] = asyncio.Queue()
+            hello_sent = time.monotonic()  # the leader's welcome means it heard us after this
+            lease_s = 0.0
             hello = self._agent.hello()
             first = pb.AgentMessage(
                 hello=pb.Hello(
@@ -151,11 +192,15 @@ class AgentClient:
                 while (item := await outbox.get()) is not None:
                     yield item
 
-            call = pb_grpc.AgentServiceStub(channel).Connect(requests())  # type: ignore[no-untyped-call]
+            stub = pb_grpc.AgentServiceStub(channel)  # type: ignore[no-untyped-call]
+            call = stub.Connect(requests(), metadata=self._metadata)
             beat: asyncio.Task[None] | None = None
             work: set[asyncio.Future[None]] = set()  # launches, log reads, resets in flight
+            silence = _Silence(call, WELCOME_TIMEOUT_S)
+            watch = asyncio.create_task(silence.watch())
             try:
                 async for msg in call:
+                    silence.hear()
                     work = {w for w in work if not w.done()}
                     kind = msg.WhichOneof("kind")
                     if kind == "welcome":
@@ -163,6 +208,10 @@ class AgentClient:
                         self.streams += 1
                         self._agent.bind(self._emitter(outbox))
                         interval = msg.welcome.heartbeat_interval_s or 2.0
+                        lease_s = msg.welcome.lease_s
+                        silence.limit_s = max(SILENT_BEATS * interval, 2.0)
+                        if lease_s > 0:
+                            self._agent.renew_lease(hello_sent + lease_s)
                         beat = asyncio.create_task(self._beat(outbox, interval))
                         log.info("agent connected", server=target)
                     elif kind == "launch":
@@ -174,11 +223,22 @@ class AgentClient:
                         work.add(asyncio.ensure_future(self._read_log(outbox, msg.read_log)))
                     elif kind == "exit_ack":
                         self._agent.ack(msg.exit_ack.seq)
+                    elif kind == "heartbeat_ack":
+                        sent = self._sent.pop(msg.heartbeat_ack.seq, None)
+                        for old in [s for s in self._sent if s < msg.heartbeat_ack.seq]:
+                            del self._sent[old]
+                        if sent is not None and lease_s > 0:  # from the sending, not the ack
+                            self._agent.renew_lease(sent + lease_s)
                     elif kind == "reset_gpu":
                         work.add(asyncio.ensure_future(self._reset(outbox, msg.reset_gpu)))
                     elif kind == "inject":
                         work.add(asyncio.ensure_future(self._inject(outbox, msg.inject)))
+            except (asyncio.CancelledError, grpc.aio.AioRpcError):
+                if not silence.abandoned:
+                    raise
+                log.warning("agent stream silent: dialling again", server=target)
             finally:
+                watch.cancel()
                 if beat is not None:
                     beat.cancel()
                 outbox.put_nowait(None)
@@ -202,7 +262,10 @@ class AgentClient:
 
     async def _beat(self, outbox: asyncio.Queue[pb.AgentMessage | None], interval: float) -> None:
         while True:
-            outbox.put_nowait(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_at=time.time())))
+            seq = next(self._beats)
+            self._sent[seq] = time.monotonic()
+            beat = pb.Heartbeat(sent_at=time.time(), seq=seq)
+            outbox.put_nowait(pb.AgentMessage(heartbeat=beat))
             await asyncio.sleep(interval)
 
     async def _launch(self, outbox: asyncio.Queue[pb.AgentMessage | None], msg: pb.Launch) -> None:

@@ -130,24 +130,38 @@ class FaultHandlers:
             and node in j.allocation.nodes
         ]
 
-    def _fault_stop(self, job: Job, reason: str, now: float) -> list[DomainEvent]:
-        """Stop the live attempt of `job`: re-queue it if it has attempts left, else fail it."""
+    def _fault_stop(
+        self, job: Job, reason: str, now: float, *, fault: bool = True
+    ) -> list[DomainEvent]:
+        """Stop the live attempt of `job`. A `fault` uses up one of its `max_attempts`: the job is
+        re-queued (after the backoff) while some are left, else it fails. Anything else (an
+        operator's forced offline) re-queues it at once and counts as an interruption."""
         if job.state not in LIVE or job.releasing or job.allocation is None:
             return []
         stop = job.allocation
-        if job.attempt < job.spec.max_attempts:
+        if not fault:
             job, effects = transition(job, JobInput.PREEMPT, now, reason=reason)
             self._release(job, effects)
             job, _ = transition(job, JobInput.REQUEUE, now, reason=reason)
-            delay = retry_delay_s(self.policy, job.spec.retry_backoff_s, job.attempt)
-            self._jobs[job.id] = replace(job, not_before=now + delay)
+            self._jobs[job.id] = replace(job, interruptions=job.interruptions + 1)
             return [JobRequeued(job.id, stop, reason)]
-        why = f"{reason}; no attempts left ({job.attempt} of {job.spec.max_attempts})"
+        faults = job.faults + 1
+        if faults < job.spec.max_attempts:
+            job, effects = transition(job, JobInput.PREEMPT, now, reason=reason)
+            self._release(job, effects)
+            job, _ = transition(job, JobInput.REQUEUE, now, reason=reason)
+            delay = retry_delay_s(self.policy, job.spec.retry_backoff_s, faults)
+            self._jobs[job.id] = replace(job, faults=faults, not_before=now + delay)
+            return [JobRequeued(job.id, stop, reason)]
+        why = f"{reason}; no attempts left ({faults} of {job.spec.max_attempts} ended by faults)"
         job, effects = transition(job, JobInput.ABORT, now, reason=why)
         self._release(job, effects)
+        self._jobs[job.id] = replace(job, faults=faults)
         return [JobAborted(job.id, stop, why)]
 
-    def _gpu_input(self, gpu: Gpu, event: GpuInput, reason: str, now: float) -> list[DomainEvent]:
+    def _gpu_input(
+        self, gpu: Gpu, event: GpuInput, reason: str, now: float, *, fault: bool = True
+    ) -> list[DomainEvent]:
         new, effects = gpu_transition(gpu.state, event)
         events: list[DomainEvent] = []
         if new is not gpu.state:
@@ -157,11 +171,11 @@ class FaultHandlers:
         if GpuEffect.STOP_JOBS in effects:
             where = f"gpu {gpu.node}:{gpu.index}"
             for job in self._live_on({gpu.uuid}):
-                events += self._fault_stop(job, f"{where}: {reason}", now)
+                events += self._fault_stop(job, f"{where}: {reason}", now, fault=fault)
         return events
 
     def _node_input(
-        self, node: Node, event: NodeInput, reason: str, now: float
+        self, node: Node, event: NodeInput, reason: str, now: float, *, fault: bool = True
     ) -> list[DomainEvent]:
         new, effects = node_transition(node.state, event)
         events: list[DomainEvent] = []
@@ -171,7 +185,7 @@ class FaultHandlers:
             events.append(NodeStateChanged(node.name, node.state, new, reason))
         if NodeEffect.STOP_JOBS in effects:
             for job in self._live_on_node(node.name):
-                events += self._fault_stop(job, f"node {node.name}: {reason}", now)
+                events += self._fault_stop(job, f"node {node.name}: {reason}", now, fault=fault)
         return events
 
     def _xid(self, cmd: ReportXid) -> list[DomainEvent]:
@@ -245,7 +259,7 @@ class FaultHandlers:
                     f"gpu {gpu.node}:{gpu.index} runs job {busy[0].id}: drain it, or offline "
                     "with force to stop and re-queue the job"
                 )
-        return self._gpu_input(gpu, event, cmd.reason, cmd.now)
+        return self._gpu_input(gpu, event, cmd.reason, cmd.now, fault=False)
 
     def _node_admin(self, cmd: SetNodeAdmin) -> list[DomainEvent]:
         node = self.node(cmd.node)
@@ -261,7 +275,7 @@ class FaultHandlers:
                 )
         if cmd.action == "online":
             self._last_heartbeat[node.name] = cmd.now
-        return self._node_input(node, event, cmd.reason, cmd.now)
+        return self._node_input(node, event, cmd.reason, cmd.now, fault=False)
 
     def _heartbeat(self, cmd: NodeHeartbeat) -> list[DomainEvent]:
         node = self.node(cmd.node)

@@ -8,11 +8,14 @@ API always agree on one value.
 from __future__ import annotations
 
 import enum
+import hashlib
+import re
 from dataclasses import dataclass, field
 
 from gpu_platform.domain.model.job_array import ArrayTask
 
 __all__ = [
+    "CLIENT_TOKEN_PATTERN",
     "MAX_TASKS",
     "TERMINAL_JOB_STATES",
     "Allocation",
@@ -20,6 +23,8 @@ __all__ = [
     "JobSpec",
     "JobState",
     "TaskSlot",
+    "token_job_id",
+    "valid_client_token",
 ]
 
 
@@ -40,6 +45,19 @@ class JobState(enum.StrEnum):
 TERMINAL_JOB_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
 MAX_TASKS = 4096
 AFFINITIES = ("none", "preferred", "required")
+CLIENT_TOKEN_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+_CLIENT_TOKEN = re.compile(CLIENT_TOKEN_PATTERN)
+
+
+def valid_client_token(token: str) -> bool:
+    """A client's idempotency token: 1-128 of letters, digits and `_.:-` (a UUID fits)."""
+    return _CLIENT_TOKEN.fullmatch(token) is not None
+
+
+def token_job_id(tenant: str, token: str) -> str:
+    """The job id of an idempotent submission: a function of its tenant and client token, so
+    every retry of it, through any server, names the same job."""
+    return "j-" + hashlib.sha256(f"{tenant}\0{token}".encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +68,13 @@ class JobSpec:
     each attempt in seconds (None = unbounded); `user` is the account the job runs as (None =
     the node agent's own).
 
-    Restart policy: an attempt stopped by a fault (a failed GPU or node) is re-queued while the
-    job has started fewer than `max_attempts` attempts, waiting `retry_backoff_s *
-    2**(attempt-1)` seconds (capped by the fault policy); after that the job ends FAILED with
-    the fault as its reason.
+    Restart policy: `max_attempts` is a budget of faults, not of starts. An attempt stopped by
+    a fault of the hardware it ran on (a failed GPU, an XID, a node that went DOWN) is re-queued
+    while fewer than `max_attempts` attempts have ended by a fault, waiting `retry_backoff_s *
+    2**(faults-1)` seconds (capped by the fault policy); the `max_attempts`-th fault ends the
+    job FAILED with the fault as its reason. Interruptions that are not the job's fault
+    (preemption, quota reclaim, an operator's forced offline, a control-plane restart or a lost
+    agent) re-queue the job without touching the budget.
 
     Scheduling: `priority` orders the queue (higher first; aging raises it while the job
     waits); `preemptible` jobs may be stopped and re-queued to make room for higher-priority
@@ -67,7 +88,12 @@ class JobSpec:
 
     MIG: `mig_profile` (e.g. "1g.10gb") asks for one MIG instance of that profile; the job
     holds one whole GPU of a model that has the profile (gpus must be 1) and sees only the
-    instance (docs/allocation.md, "Jobs on MIG instances")."""
+    instance (docs/allocation.md, "Jobs on MIG instances").
+
+    Idempotency: `client_token` (REST `Idempotency-Key`, gRPC `request_id`) names one intended
+    submission; a submit repeating a token its tenant already used returns the job the first
+    one created (a different request under the same token is refused), as long as that job
+    exists."""
 
     command: tuple[str, ...]
     gpus: int = 0
@@ -89,6 +115,7 @@ class JobSpec:
     numa: str = "preferred"
     same_rack: str = "preferred"
     mig_profile: str | None = None
+    client_token: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("nvlink", "numa", "same_rack"):
@@ -110,6 +137,8 @@ class JobSpec:
             raise ValueError(f"memory_bytes must be > 0, got {self.memory_bytes}")
         if self.time_limit_s is not None and self.time_limit_s <= 0:
             raise ValueError(f"time_limit_s must be > 0, got {self.time_limit_s}")
+        if self.client_token is not None and not valid_client_token(self.client_token):
+            raise ValueError(f"client_token must match {CLIENT_TOKEN_PATTERN}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +201,9 @@ class Job:
     """A job snapshot. Times are seconds since the epoch as given by the caller's clock.
 
     `seq` is the submission order; `attempt` counts starts (0 before the first bind);
+    `faults` counts attempts ended by a fault (the restart budget, `JobSpec.max_attempts`);
+    `interruptions` counts attempts stopped and re-queued for reasons that are not the job's
+    fault (preemption, reclaim, forced offline, control-plane restart, lost agent);
     `allocation` is set while SCHEDULED or RUNNING and kept afterwards as a record of where
     the last attempt ran. `releasing` is true while that attempt is being stopped: its GPUs
     stay held until the runner reports the process ended, whatever the job's state says.
@@ -187,6 +219,8 @@ class Job:
     submitted_at: float
     seq: int = 0
     attempt: int = 0
+    faults: int = 0
+    interruptions: int = 0
     allocation: Allocation | None = None
     started_at: float | None = None
     finished_at: float | None = None

@@ -1,8 +1,9 @@
 """Tenants, roles, principals and what each role may do.
 
-A bearer token maps to one `Principal`: a tenant and a `Role`. Users see and act on their own
-tenant's jobs only; operators and admins see every tenant and may drain/offline/online GPUs and
-nodes; only admins manage tenants and tokens. The rules are one table (`ALLOWED`).
+A bearer token maps to one `Principal`: a tenant and a `Role`. Viewers only read (their own
+tenant's jobs, the cluster); users see and act on their own tenant's jobs only; operators and
+admins see every tenant and may drain/offline/online GPUs and nodes; only admins manage tenants
+and tokens. The rules are one table (`ALLOWED`).
 
 Errors (all `DomainError`):
 
@@ -40,6 +41,7 @@ class Role(StrEnum):
     ADMIN = "admin"
     OPERATOR = "operator"
     USER = "user"
+    VIEWER = "viewer"
 
 
 class Permission(StrEnum):
@@ -52,10 +54,12 @@ class Permission(StrEnum):
     ACCESS_ADMIN = "access.admin"  # tenants and tokens
 
 
-_USER = frozenset({Permission.JOBS_READ, Permission.JOBS_WRITE, Permission.CLUSTER_READ})
+_VIEWER = frozenset({Permission.JOBS_READ, Permission.CLUSTER_READ})
+_USER = _VIEWER | {Permission.JOBS_WRITE}
 _OPERATOR = _USER | {Permission.JOBS_ANY_TENANT, Permission.HARDWARE_ADMIN, Permission.AUDIT_READ}
 ALLOWED: dict[Role, frozenset[Permission]] = {
-    Role.USER: _USER,
+    Role.VIEWER: _VIEWER,
+    Role.USER: frozenset(_USER),
     Role.OPERATOR: frozenset(_OPERATOR),
     Role.ADMIN: frozenset(_OPERATOR | {Permission.ACCESS_ADMIN}),
 }

@@ -82,7 +82,9 @@ class LaunchSpec:
 @dataclass(frozen=True, slots=True)
 class ExitReport:
     """How task `rank` of an attempt ended: `exit_code` for a normal exit, `signal` when
-    killed by one; `detail` says why when neither is known (the task was lost)."""
+    killed by one; `detail` says why when neither is known (the task was lost). `fenced`: the
+    node's lease fence stopped it (its agent lost touch with the leader), so the attempt was
+    lost with the node, not failed by the job."""
 
     job_id: str
     epoch: int
@@ -91,6 +93,7 @@ class ExitReport:
     timed_out_after_s: float | None = None
     rank: int = 0
     detail: str = ""
+    fenced: bool = False
 
     @property
     def reason(self) -> str:

@@ -11,15 +11,18 @@ plane already has codecs for (the node with its topology, a launch spec, a healt
 travel as versioned JSON documents in `bytes` fields.
 """
 
-import builtins as _builtins
-import typing as _typing
 from collections import abc as _abc
-from typing import Never as _Never
-from typing import TypeAlias as _TypeAlias
-
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+import builtins as _builtins
+import sys
+import typing as _typing
+
+if sys.version_info >= (3, 11):
+    from typing import TypeAlias as _TypeAlias, Never as _Never
+else:
+    from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -45,9 +48,7 @@ class Attempt(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal[
-        "attempt", b"attempt", "epoch", b"epoch", "job_id", b"job_id", "rank", b"rank"
-    ]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "epoch", b"epoch", "job_id", b"job_id", "rank", b"rank"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -87,18 +88,7 @@ class Hello(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal[
-        "exited",
-        b"exited",
-        "node",
-        b"node",
-        "node_json",
-        b"node_json",
-        "running",
-        b"running",
-        "version",
-        b"version",
-    ]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exited", b"exited", "node", b"node", "node_json", b"node_json", "running", b"running", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -109,16 +99,20 @@ class Heartbeat(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SENT_AT_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
     sent_at: _builtins.float
     """agent wall clock, seconds"""
+    seq: _builtins.int
+    """acknowledged by HeartbeatAck: renews the agent's lease"""
     def __init__(
         self,
         *,
         sent_at: _builtins.float = ...,
+        seq: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["sent_at", b"sent_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sent_at", b"sent_at", "seq", b"seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -140,6 +134,7 @@ class TaskExit(_message.Message):
     SIGNAL_FIELD_NUMBER: _builtins.int
     TIMED_OUT_AFTER_S_FIELD_NUMBER: _builtins.int
     DETAIL_FIELD_NUMBER: _builtins.int
+    FENCED_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     job_id: _builtins.str
     epoch: _builtins.int
@@ -152,6 +147,8 @@ class TaskExit(_message.Message):
     """0: not timed out"""
     detail: _builtins.str
     """why, when neither code nor signal is known"""
+    fenced: _builtins.bool
+    """stopped by the agent's lease fence (no word from the leader)"""
     def __init__(
         self,
         *,
@@ -165,31 +162,11 @@ class TaskExit(_message.Message):
         signal: _builtins.int = ...,
         timed_out_after_s: _builtins.float = ...,
         detail: _builtins.str = ...,
+        fenced: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal[
-        "detail",
-        b"detail",
-        "epoch",
-        b"epoch",
-        "exit_code",
-        b"exit_code",
-        "has_exit_code",
-        b"has_exit_code",
-        "has_signal",
-        b"has_signal",
-        "job_id",
-        b"job_id",
-        "rank",
-        b"rank",
-        "seq",
-        b"seq",
-        "signal",
-        b"signal",
-        "timed_out_after_s",
-        b"timed_out_after_s",
-    ]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "epoch", b"epoch", "exit_code", b"exit_code", "fenced", b"fenced", "has_exit_code", b"has_exit_code", "has_signal", b"has_signal", "job_id", b"job_id", "rank", b"rank", "seq", b"seq", "signal", b"signal", "timed_out_after_s", b"timed_out_after_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -256,9 +233,7 @@ class LogData(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal[
-        "data", b"data", "error", b"error", "request_id", b"request_id"
-    ]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "error", b"error", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -314,9 +289,7 @@ class InjectResult(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal[
-        "error", b"error", "lines", b"lines", "request_id", b"request_id"
-    ]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "lines", b"lines", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -362,55 +335,13 @@ class AgentMessage(_message.Message):
         reset_result: Global___ResetResult | None = ...,
         injected: Global___InjectResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal[
-        "exit",
-        b"exit",
-        "health",
-        b"health",
-        "heartbeat",
-        b"heartbeat",
-        "hello",
-        b"hello",
-        "injected",
-        b"injected",
-        "kind",
-        b"kind",
-        "launched",
-        b"launched",
-        "log",
-        b"log",
-        "reset_result",
-        b"reset_result",
-    ]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["exit", b"exit", "health", b"health", "heartbeat", b"heartbeat", "hello", b"hello", "injected", b"injected", "kind", b"kind", "launched", b"launched", "log", b"log", "reset_result", b"reset_result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal[
-        "exit",
-        b"exit",
-        "health",
-        b"health",
-        "heartbeat",
-        b"heartbeat",
-        "hello",
-        b"hello",
-        "injected",
-        b"injected",
-        "kind",
-        b"kind",
-        "launched",
-        b"launched",
-        "log",
-        b"log",
-        "reset_result",
-        b"reset_result",
-    ]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exit", b"exit", "health", b"health", "heartbeat", b"heartbeat", "hello", b"hello", "injected", b"injected", "kind", b"kind", "launched", b"launched", "log", b"log", "reset_result", b"reset_result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal[
-        "hello", "heartbeat", "exit", "health", "launched", "log", "reset_result", "injected"
-    ]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["hello", "heartbeat", "exit", "health", "launched", "log", "reset_result", "injected"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
-    def WhichOneof(
-        self, oneof_group: _WhichOneofArgType_kind
-    ) -> _WhichOneofReturnType_kind | None: ...
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___AgentMessage: _TypeAlias = AgentMessage  # noqa: Y015
 
@@ -420,23 +351,46 @@ class Welcome(_message.Message):
 
     SERVER_ID_FIELD_NUMBER: _builtins.int
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _builtins.int
+    LEASE_S_FIELD_NUMBER: _builtins.int
     server_id: _builtins.int
     heartbeat_interval_s: _builtins.float
+    lease_s: _builtins.float
+    """0: no lease; else tasks stop this long after the last"""
     def __init__(
         self,
         *,
         server_id: _builtins.int = ...,
         heartbeat_interval_s: _builtins.float = ...,
+        lease_s: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal[
-        "heartbeat_interval_s", b"heartbeat_interval_s", "server_id", b"server_id"
-    ]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval_s", b"heartbeat_interval_s", "lease_s", b"lease_s", "server_id", b"server_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Welcome: _TypeAlias = Welcome  # noqa: Y015
+
+@_typing.final
+class HeartbeatAck(_message.Message):
+    """The leader heard heartbeat `seq`: the agent's lease runs from that heartbeat's sending."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["seq", b"seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HeartbeatAck: _TypeAlias = HeartbeatAck  # noqa: Y015
 
 @_typing.final
 class Launch(_message.Message):
@@ -455,9 +409,7 @@ class Launch(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal[
-        "request_id", b"request_id", "spec_json", b"spec_json"
-    ]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "spec_json", b"spec_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -482,9 +434,7 @@ class Stop(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal[
-        "epoch", b"epoch", "grace_s", b"grace_s", "job_id", b"job_id"
-    ]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "grace_s", b"grace_s", "job_id", b"job_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -519,20 +469,7 @@ class ReadLog(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal[
-        "attempt",
-        b"attempt",
-        "job_id",
-        b"job_id",
-        "max_bytes",
-        b"max_bytes",
-        "offset",
-        b"offset",
-        "rank",
-        b"rank",
-        "request_id",
-        b"request_id",
-    ]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "job_id", b"job_id", "max_bytes", b"max_bytes", "offset", b"offset", "rank", b"rank", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -580,9 +517,7 @@ class ResetGpu(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal[
-        "index", b"index", "request_id", b"request_id", "uuid", b"uuid"
-    ]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "request_id", b"request_id", "uuid", b"uuid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -606,9 +541,7 @@ class Inject(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal[
-        "request_id", b"request_id", "script", b"script"
-    ]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "script", b"script"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -625,6 +558,7 @@ class ServerMessage(_message.Message):
     EXIT_ACK_FIELD_NUMBER: _builtins.int
     RESET_GPU_FIELD_NUMBER: _builtins.int
     INJECT_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_ACK_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
@@ -639,6 +573,8 @@ class ServerMessage(_message.Message):
     def reset_gpu(self) -> Global___ResetGpu: ...
     @_builtins.property
     def inject(self) -> Global___Inject: ...
+    @_builtins.property
+    def heartbeat_ack(self) -> Global___HeartbeatAck: ...
     def __init__(
         self,
         *,
@@ -649,51 +585,14 @@ class ServerMessage(_message.Message):
         exit_ack: Global___ExitAck | None = ...,
         reset_gpu: Global___ResetGpu | None = ...,
         inject: Global___Inject | None = ...,
+        heartbeat_ack: Global___HeartbeatAck | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal[
-        "exit_ack",
-        b"exit_ack",
-        "inject",
-        b"inject",
-        "kind",
-        b"kind",
-        "launch",
-        b"launch",
-        "read_log",
-        b"read_log",
-        "reset_gpu",
-        b"reset_gpu",
-        "stop",
-        b"stop",
-        "welcome",
-        b"welcome",
-    ]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["exit_ack", b"exit_ack", "heartbeat_ack", b"heartbeat_ack", "inject", b"inject", "kind", b"kind", "launch", b"launch", "read_log", b"read_log", "reset_gpu", b"reset_gpu", "stop", b"stop", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal[
-        "exit_ack",
-        b"exit_ack",
-        "inject",
-        b"inject",
-        "kind",
-        b"kind",
-        "launch",
-        b"launch",
-        "read_log",
-        b"read_log",
-        "reset_gpu",
-        b"reset_gpu",
-        "stop",
-        b"stop",
-        "welcome",
-        b"welcome",
-    ]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exit_ack", b"exit_ack", "heartbeat_ack", b"heartbeat_ack", "inject", b"inject", "kind", b"kind", "launch", b"launch", "read_log", b"read_log", "reset_gpu", b"reset_gpu", "stop", b"stop", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal[
-        "welcome", "launch", "stop", "read_log", "exit_ack", "reset_gpu", "inject"
-    ]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "launch", "stop", "read_log", "exit_ack", "reset_gpu", "inject", "heartbeat_ack"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
-    def WhichOneof(
-        self, oneof_group: _WhichOneofArgType_kind
-    ) -> _WhichOneofReturnType_kind | None: ...
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___ServerMessage: _TypeAlias = ServerMessage  # noqa: Y015

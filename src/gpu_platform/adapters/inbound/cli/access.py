@@ -31,6 +31,7 @@ class RoleName(StrEnum):
     admin = "admin"
     operator = "operator"
     user = "user"
+    viewer = "viewer"
 
 
 def _when(ts: float | None) -> str:
@@ -85,7 +86,9 @@ def register_access(
     def tokens_create(
         name: Annotated[str, typer.Option(help="Who will hold it (the audit log's actor).")],
         tenant: Annotated[str, typer.Option(help="The tenant it acts for.")],
-        role: Annotated[RoleName, typer.Option(help="admin, operator or user.")] = RoleName.user,
+        role: Annotated[
+            RoleName, typer.Option(help="admin, operator, user or viewer (read-only).")
+        ] = RoleName.user,
         server: ServerOpt = DEFAULT_SERVER,
         output: OutputOpt = Output.table,
     ) -> None:

@@ -20,7 +20,8 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote
 
 import typer
 from rich.console import Console
@@ -28,7 +29,9 @@ from rich.table import Table
 
 from gpu_platform.adapters.inbound.cli.client import EXIT
 from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, fail
-from gpu_platform.domain.model.audit_chain import ChainBreak, verify
+
+if TYPE_CHECKING:
+    from gpu_platform.domain.model.audit_chain import ChainBreak
 
 __all__ = ["parse_gpu_ref", "register_admin", "resolve_gpu", "verify_audit_file"]
 
@@ -56,6 +59,8 @@ def resolve_gpu(text: str, gpus: Callable[[], list[dict[str, Any]]]) -> tuple[st
 
 def verify_audit_file(path: Path) -> ChainBreak | int:
     """Verify the audit log at `path` against its head file `<path>.head` when present."""
+    from gpu_platform.domain.model.audit_chain import ChainBreak, verify
+
     head_path = path.with_name(path.name + ".head")
     head: tuple[int, str] | None = None
     if head_path.exists():
@@ -175,9 +180,33 @@ def register_admin(
         """Return a drained, degraded or offline GPU (or a node) to service."""
         act("online", gpu, node, reason, actor, False, server, output)
 
-    @app.command()
-    def nodes(server: ServerOpt = DEFAULT_SERVER, output: OutputOpt = Output.table) -> None:
+    nodes_app = typer.Typer(
+        help="Every node with its state, why, and how many jobs hold GPUs there; "
+        "`nodes remove NODE` removes one.",
+        invoke_without_command=True,
+    )
+    app.add_typer(nodes_app, name="nodes")
+
+    @nodes_app.command("remove")
+    def nodes_remove(
+        node: Annotated[str, typer.Argument(help="The node to remove.")],
+        reason: ReasonOpt = "",
+        actor: ActorOpt = None,
+        server: ServerOpt = DEFAULT_SERVER,
+    ) -> None:
+        """Remove a node for good (refused while it holds work or its agent is connected)."""
+        headers = {"X-Actor": actor or _default_actor()}
+        path = f"/v1/nodes/{quote(node, safe='')}?reason={quote(reason, safe='')}"
+        call(server, "DELETE", path, headers=headers)
+        out.print(f"node {node} removed", soft_wrap=True)
+
+    @nodes_app.callback()
+    def nodes(
+        ctx: typer.Context, server: ServerOpt = DEFAULT_SERVER, output: OutputOpt = Output.table
+    ) -> None:
         """Every node with its state, why, and how many jobs hold GPUs there."""
+        if ctx.invoked_subcommand is not None:
+            return
         rows = call(server, "GET", "/v1/nodes")
         if emit(output, rows):
             return
@@ -206,6 +235,8 @@ def register_admin(
         output: OutputOpt = Output.table,
     ) -> None:
         """Exit 0 when every line chains; else exit 8 naming the first bad line."""
+        from gpu_platform.domain.model.audit_chain import ChainBreak
+
         path = file or _default_audit_file()
         try:
             result = verify_audit_file(path)

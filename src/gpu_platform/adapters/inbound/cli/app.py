@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -29,6 +31,7 @@ from gpu_platform.adapters.inbound.cli.admin import DEFAULT_SERVER, ServerOpt, r
 from gpu_platform.adapters.inbound.cli.arrays import array_fields, group_pending_tasks
 from gpu_platform.adapters.inbound.cli.client import EXIT, ApiError
 from gpu_platform.adapters.inbound.cli.cluster import register_cluster
+from gpu_platform.adapters.inbound.cli.jobs_view import jobs_table
 from gpu_platform.adapters.inbound.cli.ops import register_ops
 from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, Session, fail
 
@@ -194,11 +197,6 @@ def _pending(job: dict[str, Any]) -> str:
     return f"{p['code']}: {p['message']}"
 
 
-def _reason(job: dict[str, Any]) -> str:
-    """A queued job's reason is why it waits; any other job's is its last transition's."""
-    return _pending(job) if job.get("pending") else str(job["reason"])
-
-
 def _gpus_of(job: dict[str, Any]) -> str:
     a = job.get("allocation")
     if not a:
@@ -217,8 +215,9 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     )
     jobs = typer.Typer(help="List, describe, follow and cancel jobs.", no_args_is_help=True)
     app.add_typer(jobs, name="jobs")
-    # Off a terminal (pipes, CI logs) rich would squeeze tables into 80 columns.
-    out = Console(highlight=False, width=None if sys.stdout.isatty() else 220)
+    # Off a terminal (pipes, CI logs) rich would squeeze tables into 80 columns; COLUMNS wins.
+    wide = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
+    out = Console(highlight=False, width=None if wide else 220)
 
     session = Session()
 
@@ -422,7 +421,11 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         ] = None,
         user: Annotated[str | None, typer.Option(help="Run as this account on the node.")] = None,
         max_attempts: Annotated[
-            int, typer.Option(help="Attempts before a job hit by GPU/node faults ends FAILED.")
+            int,
+            typer.Option(
+                help="Faults (GPU, XID, node loss) before the job ends FAILED; preemptions "
+                "and restarts do not count."
+            ),
         ] = 3,
         retry_backoff: Annotated[
             float, typer.Option(help="Seconds before a re-queued attempt, doubled per attempt.")
@@ -486,7 +489,10 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 line = f"submitted array {made['id']}: {made['count']} tasks ({made['array']})"
                 out.print(made["id"] if quiet else line)
             return
-        job = call(server, "POST", "/v1/jobs", json=body)
+        try:
+            job = session.client(server).submit(body)
+        except ApiError as exc:
+            raise _fail(str(exc), exc.exit_code) from None
         if wait:
             job = wait_job(server, job["id"])
         if emit(output, job):
@@ -495,7 +501,6 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
 
     def wait_job(server: str, job_id: str) -> Any:
         """Poll until the job has ended, with a spinner on a terminal."""
-        import time
 
         terminal = {"COMPLETED", "FAILED", "CANCELLED"}
         with out.status(f"waiting for {job_id}...", spinner="dots"):
@@ -531,22 +536,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         rows = call(server, "GET", "/v1/jobs", params=params)
         if emit(output, rows):
             return
-        table = Table(
-            "ID", "NAME", "TENANT", "STATE", "GPUS", "ASSIGNED", "ATTEMPT", "SUBMITTED", "REASON"
-        )
-        for j in group_pending_tasks(rows):  # an array's waiting tasks: one row
-            table.add_row(
-                j["id"],
-                j["name"] or "-",
-                j["tenant"],
-                j["state"],
-                str(j["gpus"]),
-                _gpus_of(j),
-                str(j["attempt"]),
-                _when(j["submitted_at"]),
-                _reason(j),
-            )
-        out.print(table)
+        out.print(jobs_table(group_pending_tasks(rows), time.time(), max(80, out.width)))
 
     @jobs.command("describe")
     def jobs_describe(
@@ -589,7 +579,9 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             ("GPU indices", ",".join(map(str, a["gpu_indices"])) if a else "-"),
             ("GPU UUIDs", ",".join(a["gpu_uuids"]) if a else "-"),
             ("NUMA nodes", ",".join(map(str, a["numa_nodes"])) if a else "-"),
-            ("Attempt", f"{j['attempt']} of at most {j['max_attempts']}"),
+            ("Attempt", str(j["attempt"])),
+            ("Faults", f"{j.get('faults', 0)} of at most {j['max_attempts']}"),
+            ("Interruptions", f"{j.get('interruptions', 0)} (preemptions, restarts, not counted)"),
             ("Exit code", "-" if j["exit_code"] is None else str(j["exit_code"])),
             ("Submitted", _when(j["submitted_at"])),
             ("Started", _when(j["started_at"])),

@@ -32,6 +32,7 @@ from gpu_platform.adapters.agent_wire.codec import (
 )
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
+from gpu_platform.adapters.cluster_identity import TOKEN_METADATA, cluster_id, same_cluster
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.agent_hub import AgentHub, AttemptRef, NotAccepting
 from gpu_platform.application.consistency import LeaderElsewhere
@@ -102,6 +103,9 @@ class _Session:
         )
         self._put(pb.ServerMessage(read_log=read))
 
+    def send_heartbeat_ack(self, seq: int) -> None:
+        self._put(pb.ServerMessage(heartbeat_ack=pb.HeartbeatAck(seq=seq)))
+
     def send_exit_ack(self, seq: int) -> None:
         self._put(pb.ServerMessage(exit_ack=pb.ExitAck(seq=seq)))
 
@@ -119,12 +123,20 @@ class _Session:
 
 class _Servicer(pb_grpc.AgentServiceServicer):
     def __init__(
-        self, hub: AgentHub, pool: ThreadPoolExecutor, server_id: int, heartbeat_s: float
+        self,
+        hub: AgentHub,
+        pool: ThreadPoolExecutor,
+        server_id: int,
+        heartbeat_s: float,
+        lease_s: float,
+        token: str | None,
     ) -> None:
+        self._token = token
         self._hub = hub
         self._pool = pool
         self._server_id = server_id
         self._heartbeat_s = heartbeat_s
+        self._lease_s = lease_s
 
     async def Connect(  # noqa: N802
         self, request_iterator: AsyncIterator[pb.AgentMessage], context: grpc.aio.ServicerContext
@@ -135,6 +147,11 @@ class _Servicer(pb_grpc.AgentServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "hello: must come first")
             return
         hello = first.hello
+        refusal = self._refusal(context)
+        if refusal:
+            log.warning("agent refused", node=hello.node, why=refusal)
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"agent refused: {refusal}")
+            return
         try:
             node = node_from_json(hello.node_json)
         except (ValueError, KeyError, TypeError) as exc:
@@ -155,7 +172,11 @@ class _Servicer(pb_grpc.AgentServiceServicer):
             return
         reader = asyncio.create_task(self._read(request_iterator, session, loop))
         try:
-            welcome = pb.Welcome(server_id=self._server_id, heartbeat_interval_s=self._heartbeat_s)
+            welcome = pb.Welcome(
+                server_id=self._server_id,
+                heartbeat_interval_s=self._heartbeat_s,
+                lease_s=self._lease_s,
+            )
             yield pb.ServerMessage(welcome=welcome)
             while True:
                 getter = asyncio.ensure_future(session.queue.get())
@@ -172,6 +193,19 @@ class _Servicer(pb_grpc.AgentServiceServicer):
         finally:
             reader.cancel()
             self._hub.closed(session)
+
+    def _refusal(self, context: grpc.aio.ServicerContext) -> str:
+        """Why this stream is not from a member of this cluster ('' when it is)."""
+        if self._token is None:
+            return ""
+        presented = dict(context.invocation_metadata() or ()).get(TOKEN_METADATA)
+        if same_cluster(self._token, presented if isinstance(presented, str) else None):
+            return ""
+        what = "another cluster's token" if presented else "no cluster token"
+        return (
+            f"it presents {what}; this is cluster {cluster_id(self._token)} (give the agent "
+            "this cluster's token: GPU_PLATFORM_CLUSTER_TOKEN or cluster_token_file)"
+        )
 
     async def _read(
         self,
@@ -195,8 +229,8 @@ class _Servicer(pb_grpc.AgentServiceServicer):
             elif kind == "injected":
                 i = msg.injected
                 hub.injected(session, i.request_id, tuple(i.lines), i.error)
-            elif kind == "heartbeat":
-                call = _bind(hub.heartbeat, session)
+            elif kind == "heartbeat":  # acknowledged once recorded: that renews the lease
+                call = _bind(_beat, hub, session, msg.heartbeat.seq)
             elif kind == "health":
                 call = _bind(hub.finding, session, finding_from_json(msg.health.finding_json))
             elif kind == "exit":
@@ -205,6 +239,11 @@ class _Servicer(pb_grpc.AgentServiceServicer):
                 tail = _chain(loop, self._pool, tail, call)
         if tail is not None:
             await tail
+
+
+def _beat(hub: AgentHub, session: _Session, seq: int) -> None:
+    hub.heartbeat(session)
+    session.send_heartbeat_ack(seq)
 
 
 def _bind(fn: Callable[..., None], *args: object) -> Callable[[], None]:
@@ -245,6 +284,8 @@ class AgentGrpcServer:
         *,
         server_id: int = 0,
         heartbeat_s: float = 2.0,
+        lease_s: float = 0.0,
+        token: str | None = None,
         tls: TlsFiles | None = None,
         workers: int = 16,
         local_socket: Path | None = None,
@@ -254,7 +295,7 @@ class AgentGrpcServer:
         self._socket = local_socket  # also on this unix socket (mode 0600), without TLS
         self._tls = tls
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-msg")
-        self._servicer = _Servicer(hub, self._pool, server_id, heartbeat_s)
+        self._servicer = _Servicer(hub, self._pool, server_id, heartbeat_s, lease_s, token)
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._server: grpc.aio.Server | None = None

@@ -30,6 +30,7 @@ def spec_from_pb(req: pb.SubmitJobRequest, default_tenant: str = "default") -> J
         numa=req.numa or "preferred",
         same_rack=req.same_rack or "preferred",
         mig_profile=req.mig_profile if req.HasField("mig_profile") else None,
+        client_token=req.request_id if req.HasField("request_id") else None,
     )
 
 
@@ -50,6 +51,8 @@ def job_to_pb(job: Job, why: PendingReason | None = None) -> pb.Job:
         tenant=job.spec.tenant,
         priority=job.spec.priority,
         attempt=job.attempt,
+        faults=job.faults,
+        interruptions=job.interruptions,
         submitted_at=job.submitted_at,
         reason=job.reason,
         history=[pb.HistoryEntry(at=t, state=str(s), reason=r) for t, s, r in job.history],

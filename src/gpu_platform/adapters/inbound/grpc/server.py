@@ -340,7 +340,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         who = current_principal()
         if request.role not in {str(r) for r in Role}:
             context.set_trailing_metadata((("field", "role"),))
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "role: admin, operator or user")
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "role: admin, operator, user or viewer")
         issued = _call(
             context,
             lambda: self._access.create_token(

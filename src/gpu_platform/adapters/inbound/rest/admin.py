@@ -4,6 +4,7 @@ injection, the audit log.
     GET  /v1/nodes
     POST /v1/gpus/{node}/{index}/{drain|offline|online}   body {"reason": str, "force": bool}
     POST /v1/nodes/{node}/{drain|offline|online}          body {"reason": str, "force": bool}
+    DELETE /v1/nodes/{node}?reason=...                    no work there, agent gone; operator
     POST /v1/debug/inject                                 body {"script": str}
     GET  /v1/audit?limit=N
     GET  /v1/cluster                                      any role; any server answers
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Response
 from fastapi.concurrency import run_in_threadpool
 
 from gpu_platform.adapters.inbound.rest.auth import Auth
@@ -164,6 +165,15 @@ def admin_router(service: JobService, admin: AdminService, auth: Auth) -> APIRou
             return NodeOut.of(next(n for n in admin.nodes() if n.name == node))
 
         return await run_in_threadpool(act)
+
+    @router.delete("/v1/nodes/{node}", status_code=204, responses={**NOT_FOUND, **CONFLICT})
+    async def remove_node(
+        node: str,
+        reason: str = Query("", max_length=1024, description="why, for the audit log"),
+        who: Principal = Depends(operator),
+    ) -> Response:
+        await run_in_threadpool(lambda: admin.remove_node(node, reason=reason, actor=who.name))
+        return Response(status_code=204)
 
     @router.post("/v1/debug/inject", response_model=InjectOut)
     async def inject(body: InjectIn, who: Principal = Depends(operator)) -> InjectOut:

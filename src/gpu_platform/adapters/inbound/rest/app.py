@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
-from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from opentelemetry.trace import TracerProvider
@@ -42,7 +43,7 @@ from gpu_platform.adapters.inbound.rest.schemas import (
 from gpu_platform.application.auth import OpenAccess
 from gpu_platform.application.auth_scope import AuditTrail, TenantScope
 from gpu_platform.application.consistency import stale_reads
-from gpu_platform.domain.model.job import JobState
+from gpu_platform.domain.model.job import CLIENT_TOKEN_PATTERN, JobState
 from gpu_platform.domain.model.tenancy import Forbidden, Permission, Principal
 from gpu_platform.ports.inbound.access import AccessService
 from gpu_platform.ports.inbound.admin_service import AdminService
@@ -133,8 +134,19 @@ def create_app(
                 observe.http_request(request.method, route, status, time.perf_counter() - started)
 
     @app.post("/v1/jobs", status_code=201, response_model=JobOut)
-    async def submit(body: JobSubmit, jobs: TenantScope = Depends(auth.scope)) -> JobOut:
+    async def submit(
+        body: JobSubmit,
+        jobs: TenantScope = Depends(auth.scope),
+        idempotency_key: str | None = Header(
+            None,
+            alias="Idempotency-Key",
+            pattern=CLIENT_TOKEN_PATTERN,
+            description="one intended submission: a retry with the same key returns the same job",
+        ),
+    ) -> JobOut:
         spec = body.to_spec(default_tenant=jobs.principal.tenant)
+        if idempotency_key is not None:
+            spec = replace(spec, client_token=idempotency_key)
         return JobOut.of(await run_in_threadpool(jobs.submit, spec))
 
     @app.post("/v1/arrays", status_code=201, response_model=ArrayOut)

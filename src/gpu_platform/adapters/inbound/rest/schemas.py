@@ -106,7 +106,11 @@ class JobSubmit(BaseModel):
         description="run as this account on the node",
     )
     max_attempts: int = Field(
-        3, ge=1, le=100, description="attempts before a job hit by faults ends FAILED"
+        3,
+        ge=1,
+        le=100,
+        description="attempts ended by faults (GPU, XID, node loss) before the job ends FAILED;"
+        " preemptions, forced offlines and control-plane restarts do not count",
     )
     retry_backoff_s: float = Field(
         0.0, ge=0, le=3600, description="wait before a re-queued attempt, doubled per attempt"
@@ -283,6 +287,8 @@ class JobOut(BaseModel):
     retry_backoff_s: float
     not_before: float
     attempt: int
+    faults: int = 0
+    interruptions: int = 0
     submitted_at: float
     started_at: float | None
     finished_at: float | None
@@ -320,6 +326,8 @@ class JobOut(BaseModel):
             retry_backoff_s=job.spec.retry_backoff_s,
             not_before=job.not_before,
             attempt=job.attempt,
+            faults=job.faults,
+            interruptions=job.interruptions,
             submitted_at=job.submitted_at,
             started_at=job.started_at,
             finished_at=job.finished_at,
@@ -579,7 +587,7 @@ class TokenIn(BaseModel):
 
     name: str = Field(min_length=1, max_length=64, description="who holds it (the audit actor)")
     tenant: TenantName
-    role: Literal["admin", "operator", "user"] = "user"
+    role: Literal["admin", "operator", "user", "viewer"] = "user"
 
 
 class TokenOut(BaseModel):

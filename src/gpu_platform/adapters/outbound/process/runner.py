@@ -39,6 +39,7 @@ import structlog
 
 from gpu_platform.adapters.outbound.cgroups.devices import gpu_device_rules
 from gpu_platform.adapters.outbound.cgroups.noop import NoopIsolation
+from gpu_platform.adapters.outbound.process.fence import ProcessLeaseFence
 from gpu_platform.domain.allocation.mps import mps_environment
 from gpu_platform.ports.outbound.isolation import (
     Isolation,
@@ -53,6 +54,7 @@ __all__ = ["ProcessJobRunner", "visibility_env"]
 log = structlog.get_logger(__name__)
 _SHIM = str(Path(__file__).with_name("_shim.py"))
 MARKER = "GPU_PLATFORM_ATTEMPT"
+FENCED = "stopped by the node's lease fence: its agent lost touch with the leader"
 _MASKS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
           "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")  # fmt: skip
 
@@ -104,8 +106,11 @@ class ProcessJobRunner:
         log_max_bytes: int = 100 << 20,
         pids_max: int | None = None,
         device_majors: dict[str, int] | None = None,
+        fence: ProcessLeaseFence | None = None,
     ) -> None:
+        """`fence`: the node's lease fence (an agent's runner); each task runs under it."""
         self.log_root = Path(log_root)
+        self.fence = fence
         self.log_root.mkdir(parents=True, exist_ok=True)
         self.isolation = isolation or NoopIsolation()
         self._base_env = dict(os.environ if base_env is None else base_env)
@@ -163,6 +168,8 @@ class ProcessJobRunner:
         self.stop_all(grace_s)
         self._requests.put(None)
         self._launcher.join(timeout=5)
+        if self.fence is not None:
+            self.fence.close()
 
     def reap(self, job_id: str, epoch: int) -> int:
         needle = f"{MARKER}={job_id}:{epoch}".encode()
@@ -337,10 +344,7 @@ class ProcessJobRunner:
             attempt.limit_timer.daemon = True
         with self._lock:
             self._live[(spec.job_id, spec.epoch, spec.rank)] = attempt
-        pump.start()
-        attempt.waiter.start()
-        if attempt.limit_timer is not None:
-            attempt.limit_timer.start()
+        self._go(attempt)
         log.info(
             "attempt started",
             job_id=spec.job_id,
@@ -353,6 +357,16 @@ class ProcessJobRunner:
             log=str(path),
         )
 
+    def _go(self, attempt: _Attempt) -> None:
+        """Put the started task under the node's lease (an agent's runner), then watch it."""
+        if self.fence is not None:
+            self.fence.register(attempt.proc.pid)
+        attempt.pump.start()
+        assert attempt.waiter is not None
+        attempt.waiter.start()
+        if attempt.limit_timer is not None:
+            attempt.limit_timer.start()
+
     def _time_up(self, attempt: _Attempt) -> None:
         attempt.timed_out = True
         log.warning(
@@ -364,6 +378,7 @@ class ProcessJobRunner:
         spec = attempt.spec
         code = attempt.proc.wait()
         _signal_group(attempt.proc.pid, signal.SIGKILL)  # nothing of the attempt outlives it
+        fenced = self.fence is not None and self.fence.unregister(attempt.proc.pid)
         for timer in (attempt.kill_timer, attempt.limit_timer):
             if timer is not None:
                 timer.cancel()
@@ -382,6 +397,8 @@ class ProcessJobRunner:
             signal=-code if code < 0 else None,
             timed_out_after_s=limit,
             rank=spec.rank,
+            detail=FENCED if fenced else "",
+            fenced=fenced,
         )
         try:
             on_exit(report)

@@ -4,14 +4,17 @@ Theory of operation. `start()` runs an asyncio event loop on a daemon thread; on
 gRPC server (the `Raft.Send` servicer hands each received message to `on_message`) and, per
 peer, a channel, a bounded outbox (a deque) and a sender task. `send()` is called from the
 Raft loop: it groups messages by destination and schedules them onto the event loop with
-`call_soon_threadsafe` — it never blocks and never waits for the network. A sender task takes
-up to `max_batch` messages from its outbox, makes one `Send` call (one batch in flight per
-peer, so messages to a peer stay in order) and repeats. When the outbox is full, new messages
-for that peer are dropped and counted (Raft retransmits what matters). When a call fails the
-batch is dropped, the peer is reported unreachable (the leader then probes instead of
-streaming), snapshots in the batch are reported lost, and the task backs off exponentially
-(`backoff_initial` doubling up to `backoff_max`) before the next attempt; gRPC's channel also
-reconnects on its own. Successfully delivered snapshots are reported with ok=True.
+`call_soon_threadsafe` — it never blocks and never waits for the network. A sender task keeps
+one long-lived client stream (`Raft.Stream`) open to its peer and writes each batch of up to
+`max_batch` messages from its outbox onto it: no round trip per batch (a unary call per batch
+cost ~1 ms of the commit path), and one stream per peer keeps that peer's messages in order.
+When the outbox is full, new messages for that peer are dropped and counted (Raft retransmits
+what matters). When a write fails or the stream ends (the peer went away), the batch is
+dropped, the peer is reported unreachable (the leader then probes instead of streaming),
+snapshots in the batch are reported lost, and the task backs off exponentially
+(`backoff_initial` doubling up to `backoff_max`) before it opens a new stream; gRPC's channel
+also reconnects on its own. A snapshot written to the stream is reported with ok=True (the
+follower's reply then drives the leader, as after any append).
 
 Membership: `add_peer` / `remove_peer` (called on the Raft loop as conf changes apply) update
 the address book at once (copy-on-write, so `addresses` never sees a half-made change) and
@@ -24,7 +27,7 @@ import asyncio
 import collections
 import contextlib
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -80,6 +83,7 @@ class TransportStats:
     dropped_failed: int = 0
     batches: int = 0
     failures: int = 0
+    streams: int = 0  # streams opened (one per peer, again after each failure)
 
 
 @dataclass(slots=True)
@@ -96,7 +100,7 @@ class _Servicer(pb_grpc.RaftServicer):
     def __init__(self, transport: GrpcRaftTransport) -> None:
         self._t = transport
 
-    async def Send(self, request: pb.Batch, context: grpc.aio.ServicerContext) -> pb.Ack:  # noqa: N802
+    def _deliver(self, request: pb.Batch) -> int:
         t = self._t
         handler = t._on_message
         accepted = 0
@@ -105,7 +109,20 @@ class _Servicer(pb_grpc.RaftServicer):
                 handler(decode_message(p))
                 accepted += 1
         t.stats.received += accepted
-        return pb.Ack(node_id=t.id, accepted=accepted)
+        return accepted
+
+    async def Send(self, request: pb.Batch, context: grpc.aio.ServicerContext) -> pb.Ack:  # noqa: N802
+        return pb.Ack(node_id=self._t.id, accepted=self._deliver(request))
+
+    async def Stream(  # noqa: N802
+        self, request_iterator: AsyncIterator[pb.Batch], context: grpc.aio.ServicerContext
+    ) -> pb.Ack:
+        accepted = 0
+        async for request in request_iterator:
+            if request.to_id != self._t.id:  # misrouted: refuse the whole stream
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "wrong node")
+            accepted += self._deliver(request)
+        return pb.Ack(node_id=self._t.id, accepted=accepted)
 
 
 class GrpcRaftTransport:
@@ -285,6 +302,10 @@ class GrpcRaftTransport:
                 await closing
         if self._server is not None:
             await self._server.stop(grace=None)
+        # The server's cancelled stream handlers finish on this loop: let them, before it closes.
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if others:
+            await asyncio.wait(others, timeout=1.0)
 
     # ------------------------------------------------------------------ sending
     def send(self, messages: Sequence[Message]) -> None:
@@ -311,33 +332,43 @@ class GrpcRaftTransport:
         assert peer.channel is not None
         stub = pb_grpc.RaftStub(peer.channel)  # type: ignore[no-untyped-call]
         backoff = self.backoff_initial
-        while True:
-            await peer.wake.wait()
-            peer.wake.clear()
-            while peer.outbox:
-                n = min(len(peer.outbox), self.max_batch)
-                batch = [peer.outbox.popleft() for _ in range(n)]
-                request = pb.Batch(
-                    from_id=self.id, to_id=peer.id, messages=[encode_message(m) for m in batch]
-                )
-                ok = True
-                try:
-                    ack = await stub.Send(request, timeout=self.rpc_timeout)
-                    ok = ack.node_id == peer.id
-                except grpc.aio.AioRpcError:
-                    ok = False
-                self.stats.batches += 1
-                self._report_snapshots(peer.id, batch, ok)
-                if ok:
-                    self.stats.sent += len(batch)
-                    backoff = self.backoff_initial
-                    continue
-                self.stats.failures += 1
-                self.stats.dropped_failed += len(batch)
-                if self._on_unreachable is not None:
-                    self._on_unreachable(peer.id)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self.backoff_max)
+        call: grpc.aio.StreamUnaryCall[pb.Batch, pb.Ack] | None = None
+        try:
+            while True:
+                await peer.wake.wait()
+                peer.wake.clear()
+                while peer.outbox:
+                    n = min(len(peer.outbox), self.max_batch)
+                    batch = [peer.outbox.popleft() for _ in range(n)]
+                    request = pb.Batch(
+                        from_id=self.id, to_id=peer.id, messages=[encode_message(m) for m in batch]
+                    )
+                    ok = True
+                    try:
+                        if call is None or call.done():
+                            call = stub.Stream()
+                            self.stats.streams += 1
+                        await call.write(request)
+                    except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+                        ok = False
+                    self.stats.batches += 1
+                    self._report_snapshots(peer.id, batch, ok)
+                    if ok:
+                        self.stats.sent += len(batch)
+                        backoff = self.backoff_initial
+                        continue
+                    if call is not None:
+                        call.cancel()
+                        call = None
+                    self.stats.failures += 1
+                    self.stats.dropped_failed += len(batch)
+                    if self._on_unreachable is not None:
+                        self._on_unreachable(peer.id)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, self.backoff_max)
+        finally:
+            if call is not None:
+                call.cancel()
 
     def _report_snapshots(self, peer: int, batch: list[Message], ok: bool) -> None:
         report = self._on_snapshot

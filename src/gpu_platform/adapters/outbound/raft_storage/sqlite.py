@@ -119,14 +119,12 @@ class SqliteRaftStorage(LogReads):
         """Install `snapshot`, append `entries`, record `hard_state`: one transaction, fsynced
         unless `sync` is false (then `synchronous=NORMAL`: atomic, survives a process crash,
         made durable by the next synced transaction)."""
-        ents = list(self._ents)
-        snap = self._snapshot
-        if snapshot is not None:
-            if snap.metadata.index >= snapshot.metadata.index:
-                raise SnapshotOutOfDateError
-            snap = snapshot
-            ents = [Entry(snapshot.metadata.term, snapshot.metadata.index)]
-        new = self._merge(ents, entries)
+        # No copy of the in-memory log: `_merge` reads it, and it is changed in place only
+        # once the transaction has committed.
+        if snapshot is not None and self._snapshot.metadata.index >= snapshot.metadata.index:
+            raise SnapshotOutOfDateError
+        base = [Entry(snapshot.metadata.term, snapshot.metadata.index)] if snapshot else self._ents
+        new = self._merge(base, entries)
         db = self._db
         if sync != self._synced:
             db.execute(f"PRAGMA synchronous={'FULL' if sync else 'NORMAL'}")
@@ -136,7 +134,7 @@ class SqliteRaftStorage(LogReads):
             if snapshot is not None:
                 db.execute("DELETE FROM entries")
                 self._put_snapshot(snapshot)
-                self._put_offset(ents[0])
+                self._put_offset(base[0])
             if new is not None:
                 first, appended = new
                 db.execute("DELETE FROM entries WHERE idx >= ?", (first,))
@@ -151,12 +149,14 @@ class SqliteRaftStorage(LogReads):
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        if snapshot is not None:
+            self._ents = base
+            self._snapshot = snapshot
         if new is not None:
             first, appended = new
+            ents = self._ents
             del ents[first - ents[0].index :]
             ents.extend(appended)
-        self._ents = ents
-        self._snapshot = snap
         if hard_state is not None:
             self.hard_state = hard_state
 

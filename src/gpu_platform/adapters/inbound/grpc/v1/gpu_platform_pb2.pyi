@@ -62,6 +62,7 @@ class SubmitJobRequest(_message.Message):
     NUMA_FIELD_NUMBER: _builtins.int
     SAME_RACK_FIELD_NUMBER: _builtins.int
     MIG_PROFILE_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     """whole GPUs on one node"""
     name: _builtins.str
@@ -87,6 +88,8 @@ class SubmitJobRequest(_message.Message):
     """same"""
     mig_profile: _builtins.str
     """one MIG instance of this profile (e.g. 1g.10gb); gpus = 1"""
+    request_id: _builtins.str
+    """idempotency: a retry with the same id returns the same job"""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """argv; command[0] is the program"""
@@ -122,10 +125,11 @@ class SubmitJobRequest(_message.Message):
         numa: _builtins.str = ...,
         same_rack: _builtins.str = ...,
         mig_profile: _builtins.str | None = ...,
+        request_id: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "preemptible", b"preemptible", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "preemptible", b"preemptible", "request_id", b"request_id", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpu_models", b"gpu_models", "gpus", b"gpus", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "preemptible", b"preemptible", "priority", b"priority", "same_rack", b"same_rack", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpu_models", b"gpu_models", "gpus", b"gpus", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "preemptible", b"preemptible", "priority", b"priority", "request_id", b"request_id", "same_rack", b"same_rack", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cwd: _TypeAlias = _typing.Literal["cwd"]  # noqa: Y015
     _WhichOneofArgType__cwd: _TypeAlias = _typing.Literal["_cwd", b"_cwd"]  # noqa: Y015
@@ -135,6 +139,8 @@ class SubmitJobRequest(_message.Message):
     _WhichOneofArgType__mig_profile: _TypeAlias = _typing.Literal["_mig_profile", b"_mig_profile"]  # noqa: Y015
     _WhichOneofReturnType__preemptible: _TypeAlias = _typing.Literal["preemptible"]  # noqa: Y015
     _WhichOneofArgType__preemptible: _TypeAlias = _typing.Literal["_preemptible", b"_preemptible"]  # noqa: Y015
+    _WhichOneofReturnType__request_id: _TypeAlias = _typing.Literal["request_id"]  # noqa: Y015
+    _WhichOneofArgType__request_id: _TypeAlias = _typing.Literal["_request_id", b"_request_id"]  # noqa: Y015
     _WhichOneofReturnType__time_limit_s: _TypeAlias = _typing.Literal["time_limit_s"]  # noqa: Y015
     _WhichOneofArgType__time_limit_s: _TypeAlias = _typing.Literal["_time_limit_s", b"_time_limit_s"]  # noqa: Y015
     _WhichOneofReturnType__user: _TypeAlias = _typing.Literal["user"]  # noqa: Y015
@@ -147,6 +153,8 @@ class SubmitJobRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__mig_profile) -> _WhichOneofReturnType__mig_profile | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__preemptible) -> _WhichOneofReturnType__preemptible | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__request_id) -> _WhichOneofReturnType__request_id | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__time_limit_s) -> _WhichOneofReturnType__time_limit_s | None: ...
     @_typing.overload
@@ -288,6 +296,8 @@ class Job(_message.Message):
     ARRAY_ID_FIELD_NUMBER: _builtins.int
     ARRAY_INDEX_FIELD_NUMBER: _builtins.int
     ARRAY_FIELD_NUMBER: _builtins.int
+    FAULTS_FIELD_NUMBER: _builtins.int
+    INTERRUPTIONS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     state: _builtins.str
@@ -317,6 +327,10 @@ class Job(_message.Message):
     array_index: _builtins.int
     array: _builtins.str
     """the array's indices and throttle (Slurm's syntax)"""
+    faults: _builtins.int
+    """attempts ended by faults (the max_attempts budget)"""
+    interruptions: _builtins.int
+    """re-queued, not its fault: preemption, restarts, forced offline"""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -365,10 +379,12 @@ class Job(_message.Message):
         array_id: _builtins.str | None = ...,
         array_index: _builtins.int = ...,
         array: _builtins.str = ...,
+        faults: _builtins.int = ...,
+        interruptions: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array_id", b"array_id", "exit_code", b"exit_code", "finished_at", b"finished_at", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "pending", b"pending", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array", b"array", "array_id", b"array_id", "array_index", b"array_index", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "depends_on", b"depends_on", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpu_models", b"gpu_models", "gpus", b"gpus", "history", b"history", "id", b"id", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "same_rack", b"same_rack", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array", b"array", "array_id", b"array_id", "array_index", b"array_index", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "depends_on", b"depends_on", "exit_code", b"exit_code", "faults", b"faults", "finished_at", b"finished_at", "gpu_models", b"gpu_models", "gpus", b"gpus", "history", b"history", "id", b"id", "interruptions", b"interruptions", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "same_rack", b"same_rack", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__allocation: _TypeAlias = _typing.Literal["allocation"]  # noqa: Y015
     _WhichOneofArgType__allocation: _TypeAlias = _typing.Literal["_allocation", b"_allocation"]  # noqa: Y015

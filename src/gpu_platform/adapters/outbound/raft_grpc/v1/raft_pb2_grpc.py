@@ -39,13 +39,27 @@ class RaftStub:
                 request_serializer=gpu__platform_dot_adapters_dot_outbound_dot_raft__grpc_dot_v1_dot_raft__pb2.Batch.SerializeToString,
                 response_deserializer=gpu__platform_dot_adapters_dot_outbound_dot_raft__grpc_dot_v1_dot_raft__pb2.Ack.FromString,
                 _registered_method=True)
+        self.Stream = channel.stream_unary(
+                '/gpu_platform.raft.v1.Raft/Stream',
+                request_serializer=gpu__platform_dot_adapters_dot_outbound_dot_raft__grpc_dot_v1_dot_raft__pb2.Batch.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_outbound_dot_raft__grpc_dot_v1_dot_raft__pb2.Ack.FromString,
+                _registered_method=True)
 
 
 class RaftServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Send(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One batch, acknowledged (kept for tools and older peers).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Stream(self, request_iterator, context):
+        """The long-lived stream each peer keeps open to this one: batches in order, no per-batch
+        round trip; the Ack comes when the sender closes the stream.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -55,6 +69,11 @@ def add_RaftServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Send': grpc.unary_unary_rpc_method_handler(
                     servicer.Send,
+                    request_deserializer=gpu__platform_dot_adapters_dot_outbound_dot_raft__grpc_dot_v1_dot_raft__pb2.Batch.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_outbound_dot_raft__grpc_dot_v1_dot_raft__pb2.Ack.SerializeToString,
+            ),
+            'Stream': grpc.stream_unary_rpc_method_handler(
+                    servicer.Stream,
                     request_deserializer=gpu__platform_dot_adapters_dot_outbound_dot_raft__grpc_dot_v1_dot_raft__pb2.Batch.FromString,
                     response_serializer=gpu__platform_dot_adapters_dot_outbound_dot_raft__grpc_dot_v1_dot_raft__pb2.Ack.SerializeToString,
             ),
@@ -84,6 +103,33 @@ class Raft:
             request,
             target,
             '/gpu_platform.raft.v1.Raft/Send',
+            gpu__platform_dot_adapters_dot_outbound_dot_raft__grpc_dot_v1_dot_raft__pb2.Batch.SerializeToString,
+            gpu__platform_dot_adapters_dot_outbound_dot_raft__grpc_dot_v1_dot_raft__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/gpu_platform.raft.v1.Raft/Stream',
             gpu__platform_dot_adapters_dot_outbound_dot_raft__grpc_dot_v1_dot_raft__pb2.Batch.SerializeToString,
             gpu__platform_dot_adapters_dot_outbound_dot_raft__grpc_dot_v1_dot_raft__pb2.Ack.FromString,
             options,
