@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 from gpu_platform.domain.errors import InvalidRequest
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
+from gpu_platform.domain.model.job_array import MAX_ARRAY_SIZE, ArraySpec, parse_array
 from gpu_platform.domain.model.tenancy import TooManyRequests
 from gpu_platform.domain.scheduling.model import PendingReason
-from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo, JobService
+from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo, JobService
 
 __all__ = ["AdmissionControl", "AdmissionLimits", "InputLimits", "check_input"]
 
@@ -36,6 +37,7 @@ class InputLimits:
     max_env_vars: int = 256
     max_gpus: int = 1024
     max_name_length: int = 128
+    max_array_size: int = MAX_ARRAY_SIZE  # array indices are 0..max_array_size-1
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,26 +91,54 @@ class AdmissionControl:
         if not (limits.max_queued_jobs or limits.max_pending_gpus):
             return self._inner.submit(spec)
         with self._lock:
-            waiting = [
-                j
-                for j in self._inner.list_jobs()
-                if j.spec.tenant == spec.tenant and j.state in WAITING
-            ]
-            if limits.max_queued_jobs and len(waiting) + 1 > limits.max_queued_jobs:
-                raise TooManyRequests(
-                    f"tenant {spec.tenant!r} has {len(waiting)} jobs waiting to run "
-                    f"(limit {limits.max_queued_jobs})",
-                    limits.retry_after_s,
-                )
-            demand = sum(j.spec.gpus * j.spec.tasks for j in waiting)
-            wanted = spec.gpus * spec.tasks
-            if limits.max_pending_gpus and demand + wanted > limits.max_pending_gpus:
-                raise TooManyRequests(
-                    f"tenant {spec.tenant!r} waits for {demand} GPUs; {wanted} more would "
-                    f"pass its limit of {limits.max_pending_gpus}",
-                    limits.retry_after_s,
-                )
+            self._check_backlog(spec, 1)
             return self._inner.submit(spec)
+
+    def submit_array(self, spec: JobSpec, array: ArraySpec | str) -> ArrayInfo:
+        """As `submit`, for every task: input limits, the largest index, the backlog."""
+        check_input(spec, self.input_limits)
+        largest = self.input_limits.max_array_size
+        if isinstance(array, str):
+            array = parse_array(array, largest)
+        elif array.last >= largest:
+            raise InvalidRequest(
+                "array", f"index {array.last} is above the largest allowed ({largest - 1})"
+            )
+        limits = self.limits
+        if not (limits.max_queued_jobs or limits.max_pending_gpus):
+            return self._inner.submit_array(spec, array)
+        with self._lock:
+            self._check_backlog(spec, array.count)
+            return self._inner.submit_array(spec, array)
+
+    def get_array(self, array_id: str) -> ArrayInfo:
+        return self._inner.get_array(array_id)
+
+    def cancel_array(self, array_id: str, reason: str = "cancelled by user") -> ArrayInfo:
+        return self._inner.cancel_array(array_id, reason)
+
+    def _check_backlog(self, spec: JobSpec, count: int) -> None:
+        """Raise TooManyRequests if `count` more jobs of `spec` pass the tenant's limits."""
+        limits = self.limits
+        waiting = [
+            j
+            for j in self._inner.list_jobs()
+            if j.spec.tenant == spec.tenant and j.state in WAITING
+        ]
+        if limits.max_queued_jobs and len(waiting) + count > limits.max_queued_jobs:
+            raise TooManyRequests(
+                f"tenant {spec.tenant!r} has {len(waiting)} jobs waiting to run "
+                f"(limit {limits.max_queued_jobs})",
+                limits.retry_after_s,
+            )
+        demand = sum(j.spec.gpus * j.spec.tasks for j in waiting)
+        wanted = spec.gpus * spec.tasks * count
+        if limits.max_pending_gpus and demand + wanted > limits.max_pending_gpus:
+            raise TooManyRequests(
+                f"tenant {spec.tenant!r} waits for {demand} GPUs; {wanted} more would "
+                f"pass its limit of {limits.max_pending_gpus}",
+                limits.retry_after_s,
+            )
 
     def get(self, job_id: str) -> Job:
         return self._inner.get(job_id)

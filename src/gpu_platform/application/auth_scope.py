@@ -21,9 +21,10 @@ from gpu_platform.domain.errors import DomainError, NotFound
 from gpu_platform.domain.faults.commands import HardwareRecord
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec
+from gpu_platform.domain.model.job_array import ArraySpec
 from gpu_platform.domain.model.tenancy import Forbidden, Permission, Principal
 from gpu_platform.domain.scheduling.model import PendingReason
-from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo, JobService
+from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo, JobService
 from gpu_platform.ports.outbound.audit_log import AuditLog
 from gpu_platform.ports.outbound.clock import Clock
 from gpu_platform.ports.outbound.hardware_store import HardwareStore
@@ -161,6 +162,46 @@ class TenantScope:
     def status(self) -> ClusterStatus:
         self.principal.require(Permission.CLUSTER_READ)
         return self._inner.status()
+
+    def submit_array(self, spec: JobSpec, array: ArraySpec | str) -> ArrayInfo:
+        """As `submit`: the caller's tenant rules apply to every task."""
+        who = self.principal
+
+        def submit() -> ArrayInfo:
+            who.require(Permission.JOBS_WRITE)
+            if not who.sees_tenant(spec.tenant):
+                raise Forbidden(
+                    f"principal {who.name!r} of tenant {who.tenant!r} may not submit as "
+                    f"tenant {spec.tenant!r}"
+                )
+            return self._inner.submit_array(spec, array)
+
+        try:
+            info = submit()
+        except DomainError as exc:
+            self._trail.record(who, "array.submit", f"tenant {spec.tenant}", f"refused: {exc}")
+            raise
+        target = f"array {info.id} ({info.array.count} tasks)"
+        self._trail.record(who, "array.submit", target, "ok", f"tenant {spec.tenant}")
+        return info
+
+    def _own_array(self, array_id: str) -> ArrayInfo:
+        self.principal.require(Permission.JOBS_READ)
+        info = self._inner.get_array(array_id)
+        if not self.principal.sees_tenant(info.spec.tenant):
+            raise NotFound("array", array_id)
+        return info
+
+    def get_array(self, array_id: str) -> ArrayInfo:
+        return self._own_array(array_id)
+
+    def cancel_array(self, array_id: str, reason: str = "cancelled by user") -> ArrayInfo:
+        def cancel() -> ArrayInfo:
+            self._own_array(array_id)
+            self.principal.require(Permission.JOBS_WRITE)
+            return self._inner.cancel_array(array_id, reason)
+
+        return self._trail.around(self.principal, "array.cancel", f"array {array_id}", cancel)
 
 
 class AuditedHardwareStore:

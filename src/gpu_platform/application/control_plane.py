@@ -52,6 +52,7 @@ from gpu_platform.domain.cluster_state import (
     AbortJob,
     AnnounceServer,
     BindJob,
+    CancelArray,
     CancelJob,
     ClusterState,
     Command,
@@ -61,6 +62,7 @@ from gpu_platform.domain.cluster_state import (
     RequeueJob,
     SetQuota,
     StartJob,
+    SubmitArray,
     SubmitJob,
 )
 from gpu_platform.domain.errors import (
@@ -71,6 +73,7 @@ from gpu_platform.domain.errors import (
     NotFound,
 )
 from gpu_platform.domain.events import (
+    ArraySubmitted,
     DomainEvent,
     GpuStateChanged,
     JobAborted,
@@ -105,6 +108,7 @@ from gpu_platform.domain.faults.health import (
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec, JobState, token_job_id
+from gpu_platform.domain.model.job_array import ArraySpec, array_env, parse_array
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
 from gpu_platform.domain.placement import (
     Affinity,
@@ -126,10 +130,11 @@ from gpu_platform.domain.scheduling import (
     SchedulerPolicy,
     decide,
 )
+from gpu_platform.domain.scheduling.array_throttle import hold_back_throttled
 from gpu_platform.domain.scheduling.live_view import LiveView
 from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
 from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo, ServerInfo
-from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
+from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo
 from gpu_platform.ports.outbound.clock import Clock, IdGenerator
 from gpu_platform.ports.outbound.events import EventPublisher
 from gpu_platform.ports.outbound.gpu_reset import GpuReset, GpuResetError
@@ -406,6 +411,35 @@ class ControlPlane:
         self._wake.set()
         return job
 
+    def submit_array(self, spec: JobSpec, array: ArraySpec | str) -> ArrayInfo:
+        """One command (one Raft entry) creates every task of the array."""
+        if self._stopping.is_set():
+            raise InvalidRequest("server", "shutting down")
+        if isinstance(array, str):
+            array = parse_array(array)
+        array_id = self._ids.new_job_id()
+        with self._lock:
+            self._execute(SubmitArray(array_id, spec, array, self._now()))
+            info = self._array_info(array_id)
+        self._wake.set()
+        return info
+
+    def get_array(self, array_id: str) -> ArrayInfo:
+        self._read_barrier()
+        with self._lock:
+            return self._array_info(array_id)
+
+    def cancel_array(self, array_id: str, reason: str = "cancelled by user") -> ArrayInfo:
+        with self._lock:
+            self._execute(CancelArray(array_id, self._now(), reason))
+            info = self._array_info(array_id)
+        self._wake.set()
+        return info
+
+    def _array_info(self, array_id: str) -> ArrayInfo:
+        state = self._state
+        return ArrayInfo.of(array_id, state.array(array_id), state.array_tasks(array_id))
+
     def get(self, job_id: str) -> Job:
         self._read_barrier()
         with self._lock:
@@ -515,12 +549,15 @@ class ControlPlane:
             live = self._hub.ready_nodes() if self._hub is not None else None
             view = self._live_view.sync(self._state, live)  # re-indexes changed nodes only
             queued = self._state.queued(now)
-            pending = [self._pending_job(j) for j in queued]
             open_jobs = self._state.open_jobs()
+            holding = (j for j in open_jobs if j.holds_gpus)
+            queued, throttled = hold_back_throttled(queued, holding)  # arrays' `%N`
+            pending = [self._pending_job(j) for j in queued]
             running = self._running_jobs(open_jobs, now)
             quotas = self._effective_quotas()
             decision = decide(now, pending, running, view, quotas, self._policy, self._place)
             why = dict(decision.pending_reasons)
+            why.update(throttled)
             self._report_refusals(why)
             for job in open_jobs:
                 if job.state is not JobState.QUEUED:
@@ -821,7 +858,7 @@ class ControlPlane:
                     epoch=alloc.epoch,
                     attempt=bound.attempt,
                     argv=job.spec.command,
-                    env=job.spec.env,
+                    env=job.spec.env if job.array is None else job.spec.env + array_env(job.array),
                     gpu_indices=slot.gpu_indices,
                     gpu_uuids=slot.gpu_uuids,
                     cwd=job.spec.cwd,
@@ -1143,6 +1180,9 @@ class ControlPlane:
                 for e in events
                 if isinstance(e, JobEvent) and not isinstance(e, StaleReportIgnored)
             }
+            for e in events:  # an array's tasks are one event
+                if isinstance(e, ArraySubmitted):
+                    changed.update(e.task_ids)
             self._store.save([self._state.job(j) for j in sorted(changed)])
             return self._effects(events)
 
@@ -1401,7 +1441,7 @@ class ControlPlane:
         """The `nvidia-smi topo -m` matrix of `node` (None: unknown node or no topology)."""
         with self._lock:
             found = next((n for n in self._state.nodes if n.name == node), None)
-            return None if found is None else self._view_matrix(found)
+            return None if found is None else self._live_view.hardware.matrix(found)
 
     def audit(self, limit: int = 100) -> list[AuditRecord]:
         if self._hardware is not None:

@@ -24,6 +24,7 @@ from gpu_platform.domain.cluster_state import (
     AbortJob,
     AnnounceServer,
     BindJob,
+    CancelArray,
     CancelJob,
     CheckNodes,
     ClusterParts,
@@ -43,10 +44,12 @@ from gpu_platform.domain.cluster_state import (
     SetNodeAdmin,
     SetQuota,
     StartJob,
+    SubmitArray,
     SubmitJob,
 )
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.job import JobSpec
+from gpu_platform.domain.model.job_array import ArraySpec, parse_stored_array
 from gpu_platform.domain.model.node import Node
 from gpu_platform.domain.model_codec import (
     SCHEMA_VERSION,
@@ -95,6 +98,8 @@ COMMAND_TYPES: dict[str, type[Any]] = {
         RemoveNode,
         SetQuota,
         AnnounceServer,
+        SubmitArray,
+        CancelArray,
     )
 }
 _FIELDS: dict[str, frozenset[str]] = {
@@ -106,6 +111,8 @@ def _encode_value(value: object) -> object:
     """A command field: value objects by their codecs, tuples as lists, the rest as is."""
     if isinstance(value, JobSpec):
         return encode_spec(value)
+    if isinstance(value, ArraySpec):
+        return value.text
     if isinstance(value, Node):
         return encode_node(value)
     if isinstance(value, Quota):
@@ -128,6 +135,8 @@ def _decode_quota_field(value: object) -> Quota | None:
 #: Fields holding value objects; every other field is a scalar or nested tuples of scalars.
 _VALUE_FIELDS: dict[tuple[str, str], Callable[[Any], object]] = {
     ("SubmitJob", "spec"): lambda v: decode_spec(_mapping(v, "spec")),
+    ("SubmitArray", "spec"): lambda v: decode_spec(_mapping(v, "spec")),
+    ("SubmitArray", "array"): lambda v: parse_stored_array(str(v)),
     ("RegisterNode", "node"): lambda v: decode_node(_mapping(v, "node")),
     ("SetQuota", "quota"): _decode_quota_field,
 }

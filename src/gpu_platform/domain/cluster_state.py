@@ -19,8 +19,10 @@ allocation, so it always restarts whole. New binds land only on AVAILABLE, cool 
 nodes.
 
 Membership (`domain.membership`): nodes arrive by RegisterNode (a replicated cluster starts
-`empty`), tenant quotas by SetQuota, API server addresses by AnnounceServer. `parts()` and
-`from_parts()` expose the whole state as plain values for snapshots (`domain.cluster_codec`).
+`empty`), tenant quotas by SetQuota, API server addresses by AnnounceServer. Job arrays
+(`domain.job_arrays`): SubmitArray creates every task of an array in one command, CancelArray
+cancels them all. `parts()` and `from_parts()` expose the whole state as plain values for
+snapshots (`domain.cluster_codec`).
 
 Invariants (`check_invariants`): every GPU is held by at most one job; the held-GPU index equals
 the allocations of jobs that hold GPUs (running, or releasing a stopped attempt); epochs are
@@ -72,6 +74,7 @@ from gpu_platform.domain.faults.policy import (
     FaultPolicy,
 )
 from gpu_platform.domain.faults.recovery import LIVE, SICK, FaultHandlers
+from gpu_platform.domain.job_arrays import ArrayHandlers, CancelArray, SubmitArray
 from gpu_platform.domain.membership import (
     AnnounceServer,
     MembershipHandlers,
@@ -81,6 +84,7 @@ from gpu_platform.domain.membership import (
 )
 from gpu_platform.domain.model.gpu import Gpu, GpuState
 from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState, TaskSlot
+from gpu_platform.domain.model.job_array import ArraySpec
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
 from gpu_platform.domain.placement.first_fit import NodeView
 from gpu_platform.domain.scheduling.model import Quota
@@ -89,6 +93,7 @@ __all__ = [
     "AbortJob",
     "AnnounceServer",
     "BindJob",
+    "CancelArray",
     "CancelJob",
     "CheckNodes",
     "ClusterParts",
@@ -108,6 +113,7 @@ __all__ = [
     "SetNodeAdmin",
     "SetQuota",
     "StartJob",
+    "SubmitArray",
     "SubmitJob",
 ]
 
@@ -199,6 +205,8 @@ Command = (
     | RemoveNode
     | SetQuota
     | AnnounceServer
+    | SubmitArray
+    | CancelArray
 )
 
 
@@ -241,6 +249,12 @@ class _NodeTable(dict[str, Node]):
         super().__setitem__(name, node)
         self._owner._touch(name)
 
+    def __delitem__(self, name: str) -> None:
+        for gpu in self[name].gpus:
+            self._owner._resetting.pop(gpu.uuid, None)
+        super().__delitem__(name)
+        self._owner._touch(name)  # a kept view drops it
+
 
 class _JobTable(dict[str, Job]):
     """Jobs by id; keeps the ids of jobs that have not ended (`open`, submission order)."""
@@ -257,7 +271,7 @@ class _JobTable(dict[str, Job]):
         super().__setitem__(job_id, job)
 
 
-class ClusterState(FaultHandlers, MembershipHandlers):
+class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
     """Nodes, GPUs, jobs and allocations; mutated only through `apply`.
 
     `hardware` restores persisted GPU and node states (records naming unknown GPUs or nodes
@@ -287,6 +301,7 @@ class ClusterState(FaultHandlers, MembershipHandlers):
         self._last_heartbeat: dict[str, float] = {}
         self._quotas: dict[str, Quota] = {}
         self._servers: dict[int, tuple[str, str, str]] = {}
+        self._arrays: dict[str, ArraySpec] = {}  # array id -> spec (derived from its tasks)
         self._restore_hardware(hardware)
         self.next_epoch = 1
         self.next_seq = 1
@@ -303,6 +318,7 @@ class ClusterState(FaultHandlers, MembershipHandlers):
                             f"restored jobs {self._held[uuid]} and {job.id} share {uuid}"
                         )
                     self._held[uuid] = job.id
+        self._index_arrays(self._jobs.values())
 
     def _touch(self, node: str) -> None:
         """Stamp `node` changed (see the module docstring)."""
@@ -512,6 +528,10 @@ class ClusterState(FaultHandlers, MembershipHandlers):
                 return self._set_quota(command)
             case AnnounceServer():
                 return self._announce(command)
+            case SubmitArray():
+                return self._submit_array(command)
+            case CancelArray():
+                return self._cancel_array(command)
         raise TypeError(f"unknown command {command!r}")  # pragma: no cover
 
     def _submit(self, cmd: SubmitJob) -> list[DomainEvent]:
@@ -524,6 +544,15 @@ class ClusterState(FaultHandlers, MembershipHandlers):
                 raise Conflict(f"client token {token!r} was used for a different request")
             raise Conflict(f"job {cmd.job_id} already exists")
         spec = cmd.spec
+        self._check_spec(spec)
+        job = Job(cmd.job_id, spec, JobState.PENDING, cmd.now, seq=self.next_seq)
+        job, _ = transition(job, JobInput.ACCEPT, cmd.now, reason="admitted")
+        self.next_seq += 1
+        self._jobs[job.id] = job
+        return [JobSubmitted(job.id, spec.gpus * spec.tasks)]
+
+    def _check_spec(self, spec: JobSpec) -> None:
+        """Refuse (InvalidRequest) a spec this cluster could never run."""
         if spec.gpu_models and spec.gpus:
             known = {g.model for n in self._nodes.values() for g in n.gpus}
             if not known & set(spec.gpu_models):
@@ -553,11 +582,6 @@ class ClusterState(FaultHandlers, MembershipHandlers):
         unknown = [d for d in spec.depends_on if d not in self._jobs]
         if unknown:
             raise InvalidRequest("depends_on", f"no such job: {', '.join(unknown)}")
-        job = Job(cmd.job_id, spec, JobState.PENDING, cmd.now, seq=self.next_seq)
-        job, _ = transition(job, JobInput.ACCEPT, cmd.now, reason="admitted")
-        self.next_seq += 1
-        self._jobs[job.id] = job
-        return [JobSubmitted(job.id, spec.gpus * spec.tasks)]
 
     def _bind(self, cmd: BindJob) -> list[DomainEvent]:
         job = self.job(cmd.job_id)

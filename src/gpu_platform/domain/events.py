@@ -10,6 +10,7 @@ from gpu_platform.domain.model.node import NodeState
 from gpu_platform.domain.scheduling.model import Quota
 
 __all__ = [
+    "ArraySubmitted",
     "AttemptEnded",
     "ClusterEvent",
     "DomainEvent",
@@ -38,6 +39,16 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class JobSubmitted:
     job_id: str
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArraySubmitted:
+    """Job array `array_id` was created: its tasks `task_ids` are QUEUED, each asking for
+    `gpus` GPUs (one event for the whole array, however many tasks)."""
+
+    array_id: str
+    task_ids: tuple[str, ...]
     gpus: int
 
 
@@ -208,6 +219,6 @@ HardwareEvent = (
     GpuStateChanged | NodeStateChanged | XidReported | EccAlertRaised | GpuThermalChanged
 )
 
-ClusterEvent = NodeRegistered | NodeRemoved | QuotaChanged | ServerAnnounced
+ClusterEvent = NodeRegistered | NodeRemoved | QuotaChanged | ServerAnnounced | ArraySubmitted
 
 DomainEvent = JobEvent | HardwareEvent | ClusterEvent

@@ -12,6 +12,7 @@ from typing import Any
 
 from gpu_platform.domain.model.gpu import Gpu, GpuState, Vendor
 from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState, TaskSlot
+from gpu_platform.domain.model.job_array import ArrayTask, format_array, parse_stored_array
 from gpu_platform.domain.model.node import Node, NodeState, NumaNode
 from gpu_platform.domain.model.topology import (
     FabricKind,
@@ -50,10 +51,12 @@ def _check_version(data: dict[str, Any], what: str) -> None:
 # -- jobs ------------------------------------------------------------------------------------
 
 
-def job_to_dict(job: Job) -> dict[str, Any]:
+def job_to_dict(job: Job, *, with_spec: bool = True) -> dict[str, Any]:
+    """The job record; without `with_spec` the "spec" key is left out (a caller that writes
+    many jobs sharing one spec, an array's tasks, encodes it once and adds it itself)."""
     spec = job.spec
     alloc = job.allocation
-    return {
+    record: dict[str, Any] = {
         "v": SCHEMA_VERSION,
         "id": job.id,
         "seq": job.seq,
@@ -70,7 +73,10 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "not_before": job.not_before,
         "borrowing": job.borrowing,
         "history": [[t, s.value, r] for t, s, r in job.history],
-        "spec": encode_spec(spec),
+        "spec": encode_spec(spec) if with_spec else None,
+        "array": None
+        if job.array is None
+        else [job.array.array_id, job.array.index, format_array(job.array.array)],
         "allocation": None
         if alloc is None
         else {
@@ -85,6 +91,9 @@ def job_to_dict(job: Job) -> dict[str, Any]:
             ],
         },
     }
+    if not with_spec:
+        del record["spec"]
+    return record
 
 
 def job_from_dict(data: dict[str, Any]) -> Job:
@@ -120,7 +129,15 @@ def job_from_dict(data: dict[str, Any]) -> Job:
         not_before=data.get("not_before", 0.0),
         borrowing=data.get("borrowing", False),
         history=tuple((t, JobState(st), r) for t, st, r in data["history"]),
+        array=_decode_array(data.get("array")),
     )
+
+
+def _decode_array(value: Any) -> ArrayTask | None:
+    if value is None:
+        return None
+    array_id, index, text = value
+    return ArrayTask(str(array_id), int(index), parse_stored_array(str(text)))
 
 
 def encode_spec(spec: JobSpec) -> dict[str, Any]:

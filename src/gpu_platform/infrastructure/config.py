@@ -303,6 +303,12 @@ class Settings(BaseSettings):
         64 << 10, gt=0, description="Largest job environment (bytes, each KEY=VALUE plus a NUL)."
     )
     max_gpus_per_job: int = Field(1024, gt=0, description="Most GPUs one job may ask for.")
+    max_array_size: int = Field(
+        1_000_000,
+        gt=0,
+        le=1 << 31,
+        description="Job arrays: indices must be below this (like Slurm's MaxArraySize).",
+    )
     audit_file: Path | None = Field(
         None, description="The hash-chained audit log (JSON lines); none = <data_dir>/audit.jsonl."
     )

@@ -238,6 +238,7 @@ def _admission(settings: Settings, plane: ControlPlane) -> AdmissionControl:
             max_env_vars=settings.max_env_vars,
             max_env_bytes=settings.max_env_bytes,
             max_gpus=settings.max_gpus_per_job,
+            max_array_size=settings.max_array_size,
         ),
     )
 

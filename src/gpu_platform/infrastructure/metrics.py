@@ -19,7 +19,13 @@ from gpu_platform.adapters.outbound.observability import (
     PrometheusApiMetrics,
     PrometheusSchedulerMetrics,
 )
-from gpu_platform.domain.events import DomainEvent, JobFinished, JobSubmitted, StaleReportIgnored
+from gpu_platform.domain.events import (
+    ArraySubmitted,
+    DomainEvent,
+    JobFinished,
+    JobSubmitted,
+    StaleReportIgnored,
+)
 from gpu_platform.domain.model.gpu import GpuState
 from gpu_platform.domain.placement.fragmentation import MILLI, NodeShape, fragmentation
 from gpu_platform.domain.placement.view import DEFAULT_TYPICAL
@@ -146,6 +152,8 @@ class Metrics:
         self.scheduler.publish(event)
         if isinstance(event, JobSubmitted):
             self.jobs_submitted.inc()
+        elif isinstance(event, ArraySubmitted):
+            self.jobs_submitted.inc(len(event.task_ids))
         elif isinstance(event, JobFinished):
             self.jobs_finished.labels(state=str(event.state)).inc()
         elif isinstance(event, StaleReportIgnored):

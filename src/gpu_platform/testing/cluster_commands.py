@@ -15,6 +15,7 @@ from gpu_platform.domain.cluster_state import (
     AbortJob,
     AnnounceServer,
     BindJob,
+    CancelArray,
     CancelJob,
     CheckNodes,
     Command,
@@ -32,9 +33,11 @@ from gpu_platform.domain.cluster_state import (
     SetNodeAdmin,
     SetQuota,
     StartJob,
+    SubmitArray,
     SubmitJob,
 )
 from gpu_platform.domain.model.job import JobSpec
+from gpu_platform.domain.model.job_array import ArraySpec
 from gpu_platform.domain.scheduling.model import Quota
 from gpu_platform.testing.strategies import described_nodes
 
@@ -142,7 +145,14 @@ def command_strategies(
             st.sampled_from(["10.0.0.1:50051", ""]),
             _TIMES,
         ),
+        SubmitArray: st.builds(SubmitArray, job, _specs(job_ids), _arrays(), _TIMES),
+        CancelArray: st.builds(CancelArray, job, _TIMES, _REASONS),
     }
+
+
+def _arrays() -> st.SearchStrategy[ArraySpec]:
+    indices = st.lists(st.integers(0, 6), min_size=1, max_size=4, unique=True)
+    return st.builds(ArraySpec, indices.map(lambda xs: tuple(sorted(xs))), st.integers(0, 2))
 
 
 def cluster_commands(

@@ -12,6 +12,8 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from gpu_platform.domain.model.job_array import ArrayTask
+
 __all__ = [
     "CLIENT_TOKEN_PATTERN",
     "MAX_TASKS",
@@ -207,7 +209,8 @@ class Job:
     stay held until the runner reports the process ended, whatever the job's state says.
     `not_before` is the earliest time a re-queued job may bind again (restart backoff).
     `borrowing` is true while the attempt runs on quota borrowed from its tenant's cohort (it
-    is the first to be reclaimed).
+    is the first to be reclaimed). `array` is set for a task of a job array
+    (`domain.model.job_array`).
     """
 
     id: str
@@ -227,6 +230,7 @@ class Job:
     not_before: float = 0.0
     borrowing: bool = False
     history: tuple[tuple[float, JobState, str], ...] = field(default=())
+    array: ArrayTask | None = None
 
     @property
     def terminal(self) -> bool:

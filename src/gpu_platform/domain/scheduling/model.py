@@ -39,7 +39,8 @@ class QueueOrder(enum.StrEnum):
 
 class PendingCode(enum.StrEnum):
     """Why a job waits. `PREEMPTION`: victims were chosen (or are stopping) to make room.
-    `BACKOFF`: re-queued after a fault, it may not start before its retry time."""
+    `BACKOFF`: re-queued after a fault, it may not start before its retry time.
+    `ARRAY_THROTTLE`: a task of a job array whose throttle (`%N`) is reached."""
 
     QUOTA = "quota"
     CAPACITY = "capacity"
@@ -49,6 +50,7 @@ class PendingCode(enum.StrEnum):
     PREEMPTION = "preemption"
     ADMISSION = "admission"
     BACKOFF = "backoff"
+    ARRAY_THROTTLE = "array_throttle"
 
 
 class PreemptionCause(enum.StrEnum):

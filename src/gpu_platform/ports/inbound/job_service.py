@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from gpu_platform.domain.model.gpu import Gpu, GpuState
-from gpu_platform.domain.model.job import Job, JobSpec
+from gpu_platform.domain.model.job import Job, JobSpec, JobState
+from gpu_platform.domain.model.job_array import ArraySpec, format_array
 from gpu_platform.domain.scheduling.model import PendingReason
 
-__all__ = ["ClusterStatus", "GpuInfo", "JobService"]
+__all__ = ["ArrayInfo", "ClusterStatus", "GpuInfo", "JobService"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +36,32 @@ class ClusterStatus:
     gpus_free: int
     jobs_by_state: dict[str, int]
     notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayInfo:
+    """A job array: its id, the spec every task runs, its indices and throttle, when it was
+    submitted, how many tasks are in each state, and the indices of the tasks still waiting
+    (Slurm's text, e.g. `5-999%64`; '' when none waits)."""
+
+    id: str
+    spec: JobSpec
+    array: ArraySpec
+    submitted_at: float
+    states: dict[str, int]
+    waiting: str
+
+    @classmethod
+    def of(cls, array_id: str, array: ArraySpec, tasks: Sequence[Job]) -> ArrayInfo:
+        """The summary of `tasks` (every task of the array, index order)."""
+        states = Counter(str(t.state) for t in tasks)
+        waiting = [
+            t.array.index
+            for t in tasks
+            if t.array is not None and t.state in (JobState.PENDING, JobState.QUEUED)
+        ]
+        text = format_array(ArraySpec(tuple(waiting), array.throttle)) if waiting else ""
+        return cls(array_id, tasks[0].spec, array, tasks[0].submitted_at, dict(states), text)
 
 
 @runtime_checkable
@@ -75,3 +104,15 @@ class JobService(Protocol):
     def gpus(self) -> list[GpuInfo]: ...
 
     def status(self) -> ClusterStatus: ...
+
+    def submit_array(self, spec: JobSpec, array: ArraySpec | str) -> ArrayInfo:
+        """Create one job per index of `array` (ids `<array id>_<index>`) in one command.
+        `array` as text is Slurm's syntax (`0-999%64`), read by `parse_array` under the
+        server's configured largest index (InvalidRequest naming `array`)."""
+        ...
+
+    def get_array(self, array_id: str) -> ArrayInfo: ...
+
+    def cancel_array(self, array_id: str, reason: str = "cancelled by user") -> ArrayInfo:
+        """Cancel every task of the array that has not ended."""
+        ...

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from gpu_platform.domain.faults.job_fsm import JobInput, transition
 from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState
+from gpu_platform.domain.model.job_array import ArraySpec, ArrayTask
 from gpu_platform.ports.outbound.job_store import JobStore
 
 __all__ = ["JobStoreContract"]
@@ -42,6 +43,30 @@ class JobStoreContract:
         job = Job("j-rp", spec, JobState.QUEUED, 1.0, seq=1, not_before=9.5)
         make_store().save([job])
         assert make_store().get("j-rp") == job
+
+    def test_the_tasks_of_a_job_array_and_a_bound_one_survive_a_reopen(
+        self, make_store: Callable[[], JobStore]
+    ) -> None:
+        spec, array = JobSpec(("true",), gpus=1), ArraySpec((0, 4, 8, 9), throttle=2)
+        history = ((1.0, JobState.QUEUED, "admitted"),)
+        tasks = [
+            Job(
+                f"j-a_{i}",
+                spec,
+                JobState.QUEUED,
+                1.0,
+                seq=k,
+                reason="admitted",
+                history=history,
+                array=ArrayTask("j-a", i, array),
+            )
+            for k, i in enumerate(array.indices, start=1)
+        ]
+        alloc = Allocation("node-0", (1,), ("GPU-1",), epoch=3)
+        tasks[2], _ = transition(tasks[2], JobInput.BIND, 2.0, reason="bound", allocation=alloc)
+        make_store().save(tasks)
+        assert make_store().load() == tasks
+        assert make_store().get("j-a_9") == tasks[3]
 
     def test_an_unknown_id_reads_as_none(self, make_store: Callable[[], JobStore]) -> None:
         assert make_store().get("j-missing") is None

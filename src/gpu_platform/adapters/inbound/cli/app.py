@@ -28,7 +28,8 @@ from rich.table import Table
 
 from gpu_platform.adapters.inbound.cli.access import register_access
 from gpu_platform.adapters.inbound.cli.admin import DEFAULT_SERVER, ServerOpt, register_admin
-from gpu_platform.adapters.inbound.cli.client import ApiError
+from gpu_platform.adapters.inbound.cli.arrays import array_fields, group_pending_tasks
+from gpu_platform.adapters.inbound.cli.client import EXIT, ApiError
 from gpu_platform.adapters.inbound.cli.cluster import register_cluster
 from gpu_platform.adapters.inbound.cli.jobs_view import jobs_table
 from gpu_platform.adapters.inbound.cli.ops import register_ops
@@ -249,6 +250,18 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         except ApiError as exc:
             raise _fail(str(exc), exc.exit_code) from None
 
+    def job_or_array(server: str, method: str, job_id: str, suffix: str = "") -> tuple[Any, bool]:
+        """(the job's JSON, False), or for an array id (array's JSON, True)."""
+        try:
+            return session.client(server).json(method, f"/v1/jobs/{job_id}{suffix}"), False
+        except ApiError as exc:
+            if exc.exit_code != EXIT["not_found"]:
+                raise _fail(str(exc), exc.exit_code) from None
+            try:
+                return session.client(server).json(method, f"/v1/arrays/{job_id}{suffix}"), True
+            except ApiError:
+                raise _fail(str(exc), exc.exit_code) from None
+
     def emit(output: Output, data: Any) -> bool:
         """Print `data` as JSON when asked; True if done (else the caller draws a table)."""
         if output is Output.json:
@@ -417,6 +430,15 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         retry_backoff: Annotated[
             float, typer.Option(help="Seconds before a re-queued attempt, doubled per attempt.")
         ] = 0.0,
+        array: Annotated[
+            str | None,
+            typer.Option(
+                "--array",
+                "-a",
+                help="A job array, Slurm's syntax: 0-999, 1,3,5, 0-15:4, then %N to run at "
+                "most N tasks at once. Each task gets ARRAY_TASK_ID (and SLURM_ARRAY_TASK_ID).",
+            ),
+        ] = None,
         server: ServerOpt = DEFAULT_SERVER,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the id.")] = False,
         wait: Annotated[
@@ -460,6 +482,13 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 body["time_limit_s"] = parse_duration(time_limit)
         except ValueError as exc:
             raise _fail(str(exc), 2) from None
+        if array is not None:
+            made = call(server, "POST", "/v1/arrays", json={**body, "array": array})
+            made = wait_array(server, made["id"]) if wait else made
+            if not emit(output, made):
+                line = f"submitted array {made['id']}: {made['count']} tasks ({made['array']})"
+                out.print(made["id"] if quiet else line)
+            return
         try:
             job = session.client(server).submit(body)
         except ApiError as exc:
@@ -481,6 +510,18 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                     return job
                 time.sleep(0.5)
 
+    def wait_array(server: str, array_id: str) -> Any:
+        """Poll until every task of the array has ended."""
+        import time
+
+        with out.status(f"waiting for array {array_id}...", spinner="dots"):
+            while True:
+                a = call(server, "GET", f"/v1/arrays/{array_id}")
+                ended = sum(a["tasks_by_state"].get(s, 0) for s in ("COMPLETED", "FAILED"))
+                if ended + a["tasks_by_state"].get("CANCELLED", 0) == a["count"]:
+                    return a
+                time.sleep(0.5)
+
     @jobs.command("list")
     def jobs_list(
         state: Annotated[str | None, typer.Option(help="Only jobs in this state.")] = None,
@@ -495,7 +536,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         rows = call(server, "GET", "/v1/jobs", params=params)
         if emit(output, rows):
             return
-        out.print(jobs_table(rows, time.time(), max(80, out.width)))
+        out.print(jobs_table(group_pending_tasks(rows), time.time(), max(80, out.width)))
 
     @jobs.command("describe")
     def jobs_describe(
@@ -504,9 +545,14 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         tail: Annotated[int, typer.Option(help="Bytes of output to show.")] = 4096,
         output: OutputOpt = Output.table,
     ) -> None:
-        """Everything about one job (GPUs, NUMA placement, history), with its output's tail."""
-        j = call(server, "GET", f"/v1/jobs/{job_id}")
+        """Everything about one job (GPUs, NUMA placement, history), with its output's tail;
+        for a job array's id, the array (its tasks by state)."""
+        j, is_array = job_or_array(server, "GET", job_id)
         if emit(output, j):
+            return
+        if is_array:
+            for key, value in array_fields(j):
+                out.print(f"{key + ':':<15} {value}", soft_wrap=True)
             return
         a = j["allocation"]
         fields = [
@@ -595,8 +641,14 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         wait: Annotated[bool, typer.Option("--wait", help="Wait until it has stopped.")] = False,
         output: OutputOpt = Output.table,
     ) -> None:
-        """Cancel a job (graceful): SIGTERM, then SIGKILL after the server's grace period."""
-        j = call(server, "POST", f"/v1/jobs/{job_id}/cancel")
+        """Cancel a job (graceful): SIGTERM, then SIGKILL after the server's grace period.
+        An array's id cancels every task of it; `ARRAY_7` cancels task 7 alone."""
+        j, is_array = job_or_array(server, "POST", job_id, "/cancel")
+        if is_array:
+            j = wait_array(server, job_id) if wait else j
+            if not emit(output, j):
+                out.print(f"{j['id']} cancelled: {j['tasks_by_state']}")
+            return
         j = wait_job(server, job_id) if wait else j
         if not emit(output, j):
             out.print(f"{j['id']} {j['state']}")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.domain.model.job import Job, JobSpec
 from gpu_platform.domain.scheduling.model import PendingReason
-from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
+from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo
 
-__all__ = ["gpu_to_pb", "job_to_pb", "spec_from_pb", "status_to_pb"]
+__all__ = ["array_to_pb", "gpu_to_pb", "job_to_pb", "spec_from_pb", "status_to_pb"]
 
 
 def spec_from_pb(req: pb.SubmitJobRequest, default_tenant: str = "default") -> JobSpec:
@@ -72,6 +72,10 @@ def job_to_pb(job: Job, why: PendingReason | None = None) -> pb.Job:
     if job.spec.mig_profile is not None:
         msg.mig_profile = job.spec.mig_profile
     msg.borrowing = job.borrowing
+    if job.array is not None:
+        msg.array_id = job.array.array_id
+        msg.array_index = job.array.index
+        msg.array = job.array.array.text
     if why is not None:
         msg.pending.CopyFrom(pb.PendingReason(code=str(why.code), message=why.message))
     a = job.allocation
@@ -122,4 +126,23 @@ def status_to_pb(s: ClusterStatus) -> pb.ClusterStatus:
         gpus_free=s.gpus_free,
         jobs_by_state=s.jobs_by_state,
         notes=list(s.notes),
+    )
+
+
+def array_to_pb(info: ArrayInfo) -> pb.JobArray:
+    spec = info.spec
+    return pb.JobArray(
+        id=info.id,
+        array=info.array.text,
+        count=info.array.count,
+        throttle=info.array.throttle,
+        tasks_by_state=info.states,
+        waiting=info.waiting,
+        submitted_at=info.submitted_at,
+        name=spec.name,
+        tenant=spec.tenant,
+        command=list(spec.command),
+        gpus=spec.gpus,
+        tasks=spec.tasks,
+        priority=spec.priority,
     )

@@ -32,6 +32,7 @@ from gpu_platform.adapters.inbound.grpc.auth import (
     current_principal,
 )
 from gpu_platform.adapters.inbound.grpc.convert import (
+    array_to_pb,
     gpu_to_pb,
     job_to_pb,
     spec_from_pb,
@@ -147,6 +148,24 @@ class JobServicer(pb_grpc.JobServiceServicer):
         jobs = self._service
         text = _call(context, lambda: jobs.logs(request.id, attempt, tail, request.rank))
         return pb.GetLogsResponse(data=text.encode())
+
+    def SubmitArray(
+        self, request: pb.SubmitArrayRequest, context: grpc.ServicerContext
+    ) -> pb.JobArray:
+        jobs = self._service
+        job, tenant = request.job, jobs.principal.tenant
+        made = _call(context, lambda: jobs.submit_array(spec_from_pb(job, tenant), request.array))
+        return array_to_pb(made)
+
+    def GetArray(self, request: pb.GetArrayRequest, context: grpc.ServicerContext) -> pb.JobArray:
+        jobs = self._service
+        return array_to_pb(_call(context, lambda: jobs.get_array(request.id)))
+
+    def CancelArray(
+        self, request: pb.CancelArrayRequest, context: grpc.ServicerContext
+    ) -> pb.JobArray:
+        jobs = self._service
+        return array_to_pb(_call(context, lambda: jobs.cancel_array(request.id)))
 
     def WatchJobs(
         self, request: pb.WatchJobsRequest, context: grpc.ServicerContext

@@ -32,6 +32,8 @@ from gpu_platform.adapters.inbound.rest.problems import (
     problem_openapi,
 )
 from gpu_platform.adapters.inbound.rest.schemas import (
+    ArrayOut,
+    ArraySubmit,
     ClusterStatusOut,
     GpuOut,
     JobOut,
@@ -146,6 +148,22 @@ def create_app(
         if idempotency_key is not None:
             spec = replace(spec, client_token=idempotency_key)
         return JobOut.of(await run_in_threadpool(jobs.submit, spec))
+
+    @app.post("/v1/arrays", status_code=201, response_model=ArrayOut)
+    async def submit_array(body: ArraySubmit, jobs: TenantScope = Depends(auth.scope)) -> ArrayOut:
+        """A job array: one job per index (ids `<array id>_<index>`), created at once; each
+        task sees ARRAY_TASK_ID and SLURM_ARRAY_TASK_ID. 422 naming `array` if malformed."""
+        spec = body.to_spec(default_tenant=jobs.principal.tenant)
+        return ArrayOut.of(await run_in_threadpool(jobs.submit_array, spec, body.array))
+
+    @app.get("/v1/arrays/{array_id}", response_model=ArrayOut, responses=NOT_FOUND)
+    async def get_array(array_id: str, jobs: TenantScope = Depends(auth.scope)) -> ArrayOut:
+        return ArrayOut.of(await run_in_threadpool(jobs.get_array, array_id))
+
+    @app.post("/v1/arrays/{array_id}/cancel", response_model=ArrayOut, responses=NOT_FOUND)
+    async def cancel_array(array_id: str, jobs: TenantScope = Depends(auth.scope)) -> ArrayOut:
+        """Cancel every task that has not ended (one task: /v1/jobs/{id}_{index}/cancel)."""
+        return ArrayOut.of(await run_in_threadpool(jobs.cancel_array, array_id))
 
     @app.get("/v1/jobs", response_model=list[JobOut])
     async def list_jobs(

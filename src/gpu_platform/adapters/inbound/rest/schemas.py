@@ -12,13 +12,15 @@ from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import MAX_TASKS, Job, JobSpec
 from gpu_platform.domain.scheduling.model import PendingReason, Quota
 from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo
-from gpu_platform.ports.inbound.job_service import ClusterStatus, GpuInfo
+from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo
 from gpu_platform.ports.inbound.usage import UsageReport
 
 __all__ = [
     "CONFLICT",
     "NOT_FOUND",
     "AdminActionIn",
+    "ArrayOut",
+    "ArraySubmit",
     "AuditOut",
     "ClusterStatusOut",
     "GpuOut",
@@ -139,6 +141,65 @@ class JobSubmit(BaseModel):
         )
 
 
+class ArraySubmit(JobSubmit):
+    """POST /v1/arrays body: a job body plus `array`; one job per index."""
+
+    array: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="Slurm's --array syntax: 0-999, 1,3,5 or 0-15:4, then %N for at most N "
+        "tasks running at once (indices below the server's max_array_size)",
+        examples=["0-999%64"],
+    )
+
+
+class ArrayTaskOut(BaseModel):
+    """The array a job is a task of (its id is `<array id>_<index>`)."""
+
+    id: str
+    index: int
+    array: str = Field(description="the array's indices and throttle, Slurm's syntax")
+
+
+class ArrayOut(BaseModel):
+    """A job array: the spec every task runs and how many tasks are in each state."""
+
+    id: str
+    array: str = Field(description="indices and throttle, Slurm's syntax (e.g. 0-999%64)")
+    count: int
+    throttle: int = Field(description="most tasks running at once (0 = no limit)")
+    tasks_by_state: dict[str, int]
+    waiting: str = Field(description="indices of the tasks still queued ('' = none)")
+    task_ids: str = Field(description="task job ids are <id>_<index>, e.g. the first one")
+    submitted_at: float
+    name: str
+    tenant: str
+    command: list[str]
+    gpus: int
+    tasks: int
+    priority: int
+
+    @classmethod
+    def of(cls, info: ArrayInfo) -> ArrayOut:
+        spec = info.spec
+        return cls(
+            id=info.id,
+            array=info.array.text,
+            count=info.array.count,
+            throttle=info.array.throttle,
+            tasks_by_state=info.states,
+            waiting=info.waiting,
+            task_ids=f"{info.id}_{info.array.first}",
+            submitted_at=info.submitted_at,
+            name=spec.name,
+            tenant=spec.tenant,
+            command=list(spec.command),
+            gpus=spec.gpus,
+            tasks=spec.tasks,
+            priority=spec.priority,
+        )
+
+
 class TaskSlotOut(BaseModel):
     node: str
     gpu_indices: list[int]
@@ -162,7 +223,7 @@ class PendingOut(BaseModel):
 
     code: str = Field(
         description="quota, capacity, topology, reservation, dependency, preemption, "
-        "admission or backoff"
+        "admission, backoff or array_throttle"
     )
     message: str
 
@@ -237,6 +298,7 @@ class JobOut(BaseModel):
     history: list[HistoryOut]
     borrowing: bool = False
     pending: PendingOut | None = None
+    array: ArrayTaskOut | None = Field(None, description="set for a task of a job array")
 
     @classmethod
     def of(cls, job: Job, why: PendingReason | None = None) -> JobOut:
@@ -292,6 +354,11 @@ class JobOut(BaseModel):
             history=[HistoryOut(at=t, state=str(s), reason=r) for t, s, r in job.history],
             borrowing=job.borrowing,
             pending=None if why is None else PendingOut(code=str(why.code), message=why.message),
+            array=None
+            if job.array is None
+            else ArrayTaskOut(
+                id=job.array.array_id, index=job.array.index, array=job.array.array.text
+            ),
         )
 
 

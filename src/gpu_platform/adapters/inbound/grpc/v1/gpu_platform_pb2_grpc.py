@@ -69,6 +69,21 @@ class JobServiceStub:
                 request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.WatchJobsRequest.SerializeToString,
                 response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.JobEvent.FromString,
                 _registered_method=True)
+        self.SubmitArray = channel.unary_unary(
+                '/gpu_platform.v1.JobService/SubmitArray',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.SubmitArrayRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.JobArray.FromString,
+                _registered_method=True)
+        self.GetArray = channel.unary_unary(
+                '/gpu_platform.v1.JobService/GetArray',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.GetArrayRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.JobArray.FromString,
+                _registered_method=True)
+        self.CancelArray = channel.unary_unary(
+                '/gpu_platform.v1.JobService/CancelArray',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.CancelArrayRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.JobArray.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -119,6 +134,25 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitArray(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetArray(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelArray(self, request, context):
+        """every task not ended
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -156,6 +190,21 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.WatchJobs,
                     request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.WatchJobsRequest.FromString,
                     response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.JobEvent.SerializeToString,
+            ),
+            'SubmitArray': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitArray,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.SubmitArrayRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.JobArray.SerializeToString,
+            ),
+            'GetArray': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetArray,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.GetArrayRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.JobArray.SerializeToString,
+            ),
+            'CancelArray': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelArray,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.CancelArrayRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.JobArray.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -347,6 +396,87 @@ class JobService:
             '/gpu_platform.v1.JobService/WatchJobs',
             gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.WatchJobsRequest.SerializeToString,
             gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.JobEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitArray(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.JobService/SubmitArray',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.SubmitArrayRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.JobArray.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetArray(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.JobService/GetArray',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.GetArrayRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.JobArray.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelArray(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.JobService/CancelArray',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.CancelArrayRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.JobArray.FromString,
             options,
             channel_credentials,
             insecure,
