@@ -112,6 +112,9 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., Server]]:
         return server.start()
 
     yield make
-    for server in started:
+    for server in started:  # gracefully: its jobs stop and their cgroups go (tests/conftest.py)
         if server.proc is not None and server.proc.poll() is None:
-            server.stop(signal.SIGKILL)
+            try:
+                server.stop(signal.SIGTERM)
+            except subprocess.TimeoutExpired:
+                server.stop(signal.SIGKILL)

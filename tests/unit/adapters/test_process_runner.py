@@ -112,6 +112,22 @@ def test_no_process_of_the_job_outlives_its_exit_report(runner: ProcessJobRunner
     assert wait_for(lambda: not alive(grandchild))
 
 
+def test_a_grandchild_that_left_the_session_dies_with_its_attempt_without_cgroups(
+    runner: ProcessJobRunner,
+) -> None:
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid(); print(os.getpid(), flush=True); time.sleep(600)\n"
+        "time.sleep(0.5)\n"
+    )
+    reports: list[ExitReport] = []
+    runner.start(spec((sys.executable, "-c", code)), reports.append)
+    assert wait_for(lambda: bool(reports))
+    escaped = int(runner.read_log("j-1", 1, 100).strip())
+    assert wait_for(lambda: not alive(escaped))
+
+
 def test_reap_kills_leftovers_of_an_attempt_by_its_marker(tmp_path: Path) -> None:
     env = dict(os.environ, GPU_PLATFORM_ATTEMPT="j-9:3")
     orphan = subprocess.Popen(["sleep", "600"], env=env, start_new_session=True)

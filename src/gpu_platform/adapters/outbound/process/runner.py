@@ -165,19 +165,7 @@ class ProcessJobRunner:
         self._launcher.join(timeout=5)
 
     def reap(self, job_id: str, epoch: int) -> int:
-        needle = f"{MARKER}={job_id}:{epoch}".encode()
-        killed = 0
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                environ = (entry / "environ").read_bytes()
-            except OSError:
-                continue
-            if needle in environ.split(b"\0"):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(entry.name), signal.SIGKILL)
-                    killed += 1
+        killed = _kill_marked(job_id, epoch)
         self._release(job_id, epoch)  # other ranks' units: swept at start-up (Isolation.sweep)
         if killed:
             log.warning("reaped leftover processes", job_id=job_id, epoch=epoch, killed=killed)
@@ -364,6 +352,11 @@ class ProcessJobRunner:
         spec = attempt.spec
         code = attempt.proc.wait()
         _signal_group(attempt.proc.pid, signal.SIGKILL)  # nothing of the attempt outlives it
+        with self._lock:
+            key = (spec.job_id, spec.epoch, spec.rank)
+            alone = not any(k[:2] == key[:2] and k != key for k in self._live)
+        if alone and not attempt.cgroups:  # no cgroup to empty: escapees go by their marker
+            _kill_marked(spec.job_id, spec.epoch)
         for timer in (attempt.kill_timer, attempt.limit_timer):
             if timer is not None:
                 timer.cancel()
@@ -394,6 +387,25 @@ class ProcessJobRunner:
             self.isolation.release(name)
         except IsolationError as exc:
             log.error("could not remove isolation", unit=name, error=str(exc))
+
+
+def _kill_marked(job_id: str, epoch: int) -> int:
+    """SIGKILL every process whose environment carries this attempt's marker (those that left
+    its process group and session too); the number killed."""
+    needle = f"{MARKER}={job_id}:{epoch}".encode()
+    killed = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+    return killed
 
 
 def _require_mig_instance(spec: LaunchSpec) -> None:
