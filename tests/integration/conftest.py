@@ -61,7 +61,7 @@ class Server:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        if not wait_for(self.healthy):
+        if not wait_for(self.healthy, timeout=60):  # a loaded 2-core CI machine is slow
             self.stop(signal.SIGKILL)
             raise AssertionError(f"server did not come up:\n{self.log.read_text()}")
         return self

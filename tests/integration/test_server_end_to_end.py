@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.integration.conftest import Server, free_port, wait_for
+import pytest
+
+from tests.integration.conftest import ENTRY, Server, free_port, wait_for
 
 PRINT_MASK = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"
 SLEEPER = "import os, time; print(os.getpid(), flush=True); time.sleep(600)"
@@ -263,3 +266,30 @@ def test_processes_left_by_a_crashed_server_are_reaped_when_it_comes_back(
     again = server_factory(server.data_dir, GPU_PLATFORM_ISOLATION="none")
     assert wait_for(lambda: not pid_alive(escaped)), "the leftover process was not reaped"
     again.wait_job(job_id, lambda j: j["attempt"] == 2 and j["state"] == "RUNNING")
+
+
+@pytest.mark.parametrize("taken", ["raft", "grpc", "rest"])
+def test_a_second_serve_on_a_taken_port_exits_with_one_line_naming_it(
+    server_factory: Callable[..., Server], tmp_path: Path, taken: str
+) -> None:
+    """Issue 19 item 7: two servers never share a port (gRPC's SO_REUSEPORT is off)."""
+    first = server_factory(GPU_PLATFORM_RAFT_PORT=str(free_port()))
+    raft_port = int(first.env["GPU_PLATFORM_RAFT_PORT"])
+    ports = {"rest": first.port, "grpc": first.grpc_port, "raft": raft_port}
+    env = dict(
+        first.env,
+        GPU_PLATFORM_RAFT_PORT=str(ports["raft"] if taken == "raft" else 0),
+        GPU_PLATFORM_GRPC_PORT=str(ports["grpc"] if taken == "grpc" else 0),
+        GPU_PLATFORM_LOG_LEVEL="error",
+    )
+    rest = ports["rest"] if taken == "rest" else free_port()
+    second = subprocess.run(
+        [*ENTRY, "serve", "--data-dir", str(tmp_path / "other"), "--port", str(rest),
+         "--agent-port", "0"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert second.returncode != 0
+    lines = second.stderr.strip().splitlines()
+    assert len(lines) == 1, second.stderr
+    assert f"port {ports[taken]}" in lines[0] and lines[0].startswith("error: "), lines
+    assert first.healthy()
