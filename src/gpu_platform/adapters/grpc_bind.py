@@ -39,4 +39,4 @@ def bind_port(
         raise PortUnavailable(
             f"{what} cannot listen on {address}: the port is in use or the address is not local"
         )
-    return port
+    return int(port)
