@@ -293,3 +293,37 @@ def test_a_second_serve_on_a_taken_port_exits_with_one_line_naming_it(
     assert len(lines) == 1, second.stderr
     assert f"port {ports[taken]}" in lines[0] and lines[0].startswith("error: "), lines
     assert first.healthy()
+
+
+STUBBORN = (
+    "import os, signal, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print(os.getpid(), flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def test_kill_after_cancel_escalates_during_the_grace_period(
+    server_factory: Callable[..., Server],
+) -> None:
+    server = server_factory(GPU_PLATFORM_STOP_GRACE_SECONDS="600")
+    job_id = submitted_id(server.cli("submit", "-q", "--", sys.executable, "-c", STUBBORN))
+    server.wait_job(job_id, lambda j: j["state"] == "RUNNING")
+    assert wait_for(lambda: server.cli("jobs", "logs", job_id).stdout.strip().isdigit())
+    pid = int(server.cli("jobs", "logs", job_id).stdout.strip())
+    assert server.cli("jobs", "cancel", job_id).returncode == 0
+    assert pid_alive(pid)  # it ignores SIGTERM: the grace period runs
+    killed = server.cli("jobs", "kill", job_id)
+    assert killed.returncode == 0, killed.stderr
+    assert wait_for(lambda: not pid_alive(pid))
+
+
+def test_submit_wait_exits_non_zero_when_the_job_fails(
+    server_factory: Callable[..., Server],
+) -> None:
+    server = server_factory()
+    failed = server.cli("submit", "--wait", "--max-attempts", "1", "--", "false")
+    assert failed.returncode != 0
+    assert "FAILED" in failed.stdout
+    done = server.cli("submit", "--wait", "--", "true")
+    assert done.returncode == 0, done.stderr

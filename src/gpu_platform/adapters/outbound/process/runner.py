@@ -137,9 +137,12 @@ class ProcessJobRunner:
             if not tasks:
                 return False
             for attempt in tasks:
-                if attempt.kill_timer is not None:
-                    continue
                 pid = attempt.proc.pid
+                if attempt.kill_timer is not None:  # already stopping: only a kill escalates
+                    if grace_s <= 0:
+                        attempt.kill_timer.cancel()
+                        _signal_group(pid, signal.SIGKILL)
+                    continue
                 _signal_group(pid, signal.SIGTERM)
                 timer = threading.Timer(grace_s, _signal_group, (pid, signal.SIGKILL))
                 timer.daemon = True
