@@ -54,7 +54,7 @@ class Block:
 
     @property
     def needs_server(self) -> bool:
-        return self.lang != "python" and "gpu-platform" in self.code
+        return self.lang != "python"  # curl blocks need it too
 
 
 def blocks(path: Path) -> Iterator[Block]:
