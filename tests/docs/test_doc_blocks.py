@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_platform.testing.system import shared_dir
 from tests.integration.conftest import Server, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,8 +125,8 @@ def checkout_like(base: Path) -> Path:
     cli.chmod(0o755)
     (bin_dir / "python").symlink_to(sys.executable)
     (bin_dir / "activate").write_text(f'PATH="{bin_dir}:$PATH"; export PATH\n')
-    shared = ROOT.parent / "shared"
-    if shared.is_dir():
+    shared = shared_dir()  # ../shared beside the checkout, or GPU_PLATFORM_SHARED
+    if shared is not None:
         (base / "shared").symlink_to(shared)
     return repo
 
