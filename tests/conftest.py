@@ -1,14 +1,116 @@
-"""Shared fixtures."""
+"""Shared fixtures, and the session-end check that tests leave no processes or cgroups behind.
+
+Every process a test starts inherits `GPU_PLATFORM_TEST_SESSION` (set here, before any test
+runs), so leftovers are found by that marker in /proc/PID/environ even after they were
+reparented to init (daemons, `start_new_session=True`, orphaned grandchildren). Job cgroups
+still there at the end count as leftovers too when they belong to a data directory under this
+session's temporary base (the instance is a hash of the data directory), or were made
+straight under `gpu-platform/` during the session.
+"""
 
 from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from gpu_platform.adapters.outbound.sim import default_node
 from gpu_platform.domain.model.node import Inventory
 
+SESSION_MARKER = "GPU_PLATFORM_TEST_SESSION"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+SETTLE_S = 15.0  # processes told to stop during teardown get this long to go
+
 
 @pytest.fixture
 def inventory() -> Inventory:
     """The embedded default: one 8-GPU node, GPUs 0-3 on NUMA 0 and 4-7 on NUMA 1."""
     return Inventory((default_node(),), source="sim", simulated=True)
+
+
+def marked_processes(marker: str, *, exclude: int) -> dict[int, str]:
+    """Live (not zombie) processes whose environment holds `SESSION_MARKER=marker`."""
+    needle = f"{SESSION_MARKER}={marker}".encode()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == exclude:
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+        found[int(entry.name)] = argv.strip()
+    return found
+
+
+def instance_of(data_dir: Path) -> str:
+    """The cgroup instance a server or agent with this data directory uses (container.py)."""
+    return hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
+
+
+def job_cgroups(instances: set[str]) -> set[Path]:
+    """Job cgroups of these instances (`gpu-platform/<instance>/<job>`), in every hierarchy,
+    plus job cgroups made straight under `gpu-platform/` (adapters built with the default
+    prefix, as the cgroup system tests do)."""
+    found: set[Path] = set()
+    for top in [*CGROUP_ROOT.glob("*/gpu-platform"), CGROUP_ROOT / "gpu-platform"]:
+        if not top.is_dir():
+            continue
+        for child in top.iterdir():
+            if not child.is_dir():
+                continue
+            if child.name.startswith("j-"):
+                found.add(child)
+            elif child.name in instances:
+                found.update(p for p in child.iterdir() if p.is_dir())
+    return found
+
+
+def session_instances(base: Path, depth: int = 4) -> set[str]:
+    """Cgroup instances of every directory this session made under its temporary base."""
+    found, level = set(), [base]
+    for _ in range(depth):
+        level = [p for d in level for p in _subdirs(d)]
+        found.update(instance_of(p) for p in level)
+    return found
+
+
+def _subdirs(d: Path) -> list[Path]:
+    try:
+        return [p for p in d.iterdir() if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leftovers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fail the session if a test left a process it started, or a job cgroup, behind."""
+    marker = uuid.uuid4().hex
+    os.environ[SESSION_MARKER] = marker
+    base = tmp_path_factory.getbasetemp()
+    before = job_cgroups(set())
+    yield
+    me = os.getpid()
+    deadline = time.monotonic() + SETTLE_S
+    while (left := marked_processes(marker, exclude=me)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    instances = session_instances(base)
+    while (cgroups := job_cgroups(instances) - before) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in left:  # clean up, so one leak does not poison the next run
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    problems = [f"process {pid} still running: {argv}" for pid, argv in sorted(left.items())]
+    problems += [f"cgroup left behind: {p}" for p in sorted(cgroups)]
+    assert not problems, "tests left these behind:\n" + "\n".join(problems)

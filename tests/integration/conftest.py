@@ -61,7 +61,7 @@ class Server:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        if not wait_for(self.healthy):
+        if not wait_for(self.healthy, timeout=60):  # a loaded 2-core CI machine is slow
             self.stop(signal.SIGKILL)
             raise AssertionError(f"server did not come up:\n{self.log.read_text()}")
         return self
@@ -112,6 +112,9 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., Server]]:
         return server.start()
 
     yield make
-    for server in started:
+    for server in started:  # gracefully: its jobs stop and their cgroups go (tests/conftest.py)
         if server.proc is not None and server.proc.poll() is None:
-            server.stop(signal.SIGKILL)
+            try:
+                server.stop(signal.SIGTERM)
+            except subprocess.TimeoutExpired:
+                server.stop(signal.SIGKILL)

@@ -69,3 +69,21 @@ def test_quotas_set_with_the_cli_are_enforced_and_survive_a_restart(
     assert [(q["tenant"], q["gpus"], q["borrowing_limit"]) for q in listed] == [("team-a", 2, 0)]
     gone = server.cli("quotas", "delete", "nobody")
     assert gone.returncode != 0 and "nobody" in gone.stderr
+
+
+def test_a_tenant_without_a_quota_runs_on_idle_gpus_and_is_reclaimed(
+    server_factory: Callable[..., Server],
+) -> None:
+    """No guarantee and no cap (`quotas delete --help`): `default` is not starved once another
+    tenant has a quota, and that tenant takes its guarantee back when it needs it."""
+    server = server_factory(
+        GPU_PLATFORM_STOP_GRACE_SECONDS="1", GPU_PLATFORM_SCHEDULER_PREEMPT_EXEMPT_SECONDS="0"
+    )
+    done = server.cli("quotas", "set", "team-a", "--gpus", "4")
+    assert done.returncode == 0, done.stderr
+    free_rider = submit(server, "--gpus", "8", "--priority", "100")  # tenant `default`
+    server.wait_job(free_rider, lambda j: j["state"] == "RUNNING")
+    owner = submit(server, "--gpus", "4", "--tenant", "team-a")
+    server.wait_job(owner, lambda j: j["state"] == "RUNNING")
+    victim = server.wait_job(free_rider, lambda j: j["state"] == "QUEUED")
+    assert victim["reason"] == f"preempted: reclaim (for job {owner})"

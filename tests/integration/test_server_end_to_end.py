@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.integration.conftest import Server, free_port, wait_for
+import pytest
+
+from tests.integration.conftest import ENTRY, Server, free_port, wait_for
 
 PRINT_MASK = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"
 SLEEPER = "import os, time; print(os.getpid(), flush=True); time.sleep(600)"
@@ -287,3 +290,64 @@ def test_restarts_of_the_control_plane_do_not_use_up_a_one_attempt_budget(
     assert "Faults:         0 of at most 1" in lines
     assert server.cli("jobs", "cancel", job_id).returncode == 0
     server.wait_job(job_id, lambda j: j["state"] == "CANCELLED")
+
+
+@pytest.mark.parametrize("taken", ["raft", "grpc", "rest"])
+def test_a_second_serve_on_a_taken_port_exits_with_one_line_naming_it(
+    server_factory: Callable[..., Server], tmp_path: Path, taken: str
+) -> None:
+    """Issue 19 item 7: two servers never share a port (gRPC's SO_REUSEPORT is off)."""
+    first = server_factory(GPU_PLATFORM_RAFT_PORT=str(free_port()))
+    raft_port = int(first.env["GPU_PLATFORM_RAFT_PORT"])
+    ports = {"rest": first.port, "grpc": first.grpc_port, "raft": raft_port}
+    env = dict(
+        first.env,
+        GPU_PLATFORM_RAFT_PORT=str(ports["raft"] if taken == "raft" else 0),
+        GPU_PLATFORM_GRPC_PORT=str(ports["grpc"] if taken == "grpc" else 0),
+        GPU_PLATFORM_LOG_LEVEL="error",
+    )
+    rest = ports["rest"] if taken == "rest" else free_port()
+    second = subprocess.run(
+        [*ENTRY, "serve", "--data-dir", str(tmp_path / "other"), "--port", str(rest),
+         "--agent-port", "0"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert second.returncode != 0
+    lines = second.stderr.strip().splitlines()
+    assert len(lines) == 1, second.stderr
+    assert f"port {ports[taken]}" in lines[0] and lines[0].startswith("error: "), lines
+    assert first.healthy()
+
+
+STUBBORN = (
+    "import os, signal, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print(os.getpid(), flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def test_kill_after_cancel_escalates_during_the_grace_period(
+    server_factory: Callable[..., Server],
+) -> None:
+    server = server_factory(GPU_PLATFORM_STOP_GRACE_SECONDS="600")
+    job_id = submitted_id(server.cli("submit", "-q", "--", sys.executable, "-c", STUBBORN))
+    server.wait_job(job_id, lambda j: j["state"] == "RUNNING")
+    assert wait_for(lambda: server.cli("jobs", "logs", job_id).stdout.strip().isdigit())
+    pid = int(server.cli("jobs", "logs", job_id).stdout.strip())
+    assert server.cli("jobs", "cancel", job_id).returncode == 0
+    assert pid_alive(pid)  # it ignores SIGTERM: the grace period runs
+    killed = server.cli("jobs", "kill", job_id)
+    assert killed.returncode == 0, killed.stderr
+    assert wait_for(lambda: not pid_alive(pid))
+
+
+def test_submit_wait_exits_non_zero_when_the_job_fails(
+    server_factory: Callable[..., Server],
+) -> None:
+    server = server_factory()
+    failed = server.cli("submit", "--wait", "--max-attempts", "1", "--", "false")
+    assert failed.returncode != 0
+    assert "FAILED" in failed.stdout
+    done = server.cli("submit", "--wait", "--", "true")
+    assert done.returncode == 0, done.stderr

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from gpu_platform.domain.errors import InvalidRequest
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
 from gpu_platform.domain.model.job_array import MAX_ARRAY_SIZE, ArraySpec, parse_array
+from gpu_platform.domain.model.spec_checks import check_values
 from gpu_platform.domain.model.tenancy import TooManyRequests
 from gpu_platform.domain.scheduling.model import PendingReason
 from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo, JobService
@@ -50,7 +51,9 @@ class AdmissionLimits:
 
 
 def check_input(spec: JobSpec, limits: InputLimits) -> None:
-    """Raise InvalidRequest naming the first field over its limit."""
+    """Raise InvalidRequest naming the first field over its limit or with a value no job can
+    have (NUL bytes, bad env keys, non-finite numbers: `spec_checks.check_values`)."""
+    check_values(spec)
     argv = sum(len(a.encode()) + 1 for a in spec.command)
     if len(spec.command) > limits.max_argv_items:
         raise InvalidRequest(

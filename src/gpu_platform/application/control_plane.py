@@ -461,8 +461,15 @@ class ControlPlane:
         return job
 
     def kill(self, job_id: str, reason: str = "killed by user") -> Job:
-        """`cancel` with a zero grace period: the attempt gets SIGKILL at once."""
+        """`cancel` with a zero grace period: the attempt gets SIGKILL at once. On a job
+        already cancelled whose attempt is still in its grace period, it escalates: SIGKILL."""
         with self._lock:
+            job = self._state.job(job_id)
+            stopping = [e for j, e in self._runs if j == job_id]
+            if job.terminal and stopping:
+                for epoch in stopping:
+                    self._runner.stop(job_id, epoch, 0.0)
+                return job
             grace, self._grace = self._grace, 0.0
             try:
                 return self.cancel(job_id, reason)

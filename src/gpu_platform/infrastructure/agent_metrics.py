@@ -11,17 +11,19 @@ tenant of the task on each GPU) and the agent's own series.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gpu_platform.adapters.inbound.agent_client import AgentClient
 from gpu_platform.application.agent import Agent
 from gpu_platform.domain.model.telemetry import TelemetrySnapshot
-from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector, GpuLabels
+from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector, GpuLabels, exposition
 
 __all__ = ["agent_registry", "serve_agent_metrics"]
 
@@ -77,5 +79,24 @@ def agent_registry(
 
 def serve_agent_metrics(registry: CollectorRegistry, host: str, port: int) -> int:
     """Serve `registry` on http://host:port/metrics from a daemon thread; returns the port."""
-    server, _ = start_http_server(port, addr=host, registry=registry)
+    body = registry
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] not in ("/", "/metrics"):
+                self.send_error(404)
+                return
+            data = exposition(body)
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return  # scrapes are not worth a log line
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="agent-metrics", daemon=True).start()
     return int(server.server_port)

@@ -1,32 +1,42 @@
-"""GPU metrics under dcgm-exporter's names, units and labels, plus job and tenant labels.
+"""GPU metrics under dcgm-exporter's names, types, units and labels, plus job and tenant labels.
 
-Operators point NVIDIA's stock dcgm-exporter Grafana dashboard at our `/metrics` unchanged:
-the series below carry the labels that dashboard filters on (`gpu`, `UUID`, `pci_bus_id`,
-`device`, `modelName`, `Hostname`), and GPUs held by a job also carry `hpc_job` (dcgm-exporter's
-own HPC-mode label) and `tenant`. Values come from the discovery adapter's telemetry snapshot,
-read at scrape time; a reading the hardware does not support is omitted, never invented.
+The names and types are those of dcgm-exporter's default counters file; its counters carry no
+`_total` suffix, so `exposition()` writes ours without the one prometheus-client adds. The
+series carry the labels NVIDIA's stock dashboard filters on (`gpu`, `UUID`, `pci_bus_id`,
+`device`, `modelName`, `Hostname`), and GPUs held by a job also carry `hpc_job`
+(dcgm-exporter's own HPC-mode label) and `tenant`. Values come from the discovery adapter's
+telemetry snapshot, read at scrape time; a reading the source does not give is omitted.
 
 | series | unit | from |
 |---|---|---|
-| DCGM_FI_DEV_GPU_UTIL | % | utilization |
+| DCGM_FI_DEV_GPU_UTIL, DCGM_FI_DEV_MEM_COPY_UTIL | % | utilization rates |
 | DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_FB_FREE | MiB | memory info |
 | DCGM_FI_DEV_GPU_TEMP | °C | temperature |
 | DCGM_FI_DEV_POWER_USAGE | W | power (mW / 1000) |
-| DCGM_FI_DEV_SM_CLOCK | MHz | SM clock |
-| DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, DCGM_FI_DEV_ECC_DBE_VOL_TOTAL | count | volatile ECC totals |
-| DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS | count | row remapping |
-| DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS | count | row remapping |
+| DCGM_FI_DEV_SM_CLOCK, DCGM_FI_DEV_MEM_CLOCK | MHz | clock info |
+| DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION | mJ (counter) | total energy consumption |
+| DCGM_FI_DEV_PCIE_REPLAY_COUNTER | count (counter) | PCIe replay counter |
+| DCGM_FI_DEV_XID_ERRORS | last XID | simulated nodes only (0); NVML XIDs are fault events |
+| DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, DCGM_FI_DEV_ECC_DBE_VOL_TOTAL | count (counter) | volatile ECC |
+| DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS | count (counter) | row remapping |
+| DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS | count (counter) | row remapping |
 | DCGM_FI_DEV_ROW_REMAP_FAILURE | 0/1 | row remapping |
+| DCGM_FI_PROF_GR_ENGINE_ACTIVE, DCGM_FI_PROF_PIPE_TENSOR_ACTIVE | ratio | simulated nodes only |
+
+NVML has no profiling counters: on real GPUs the DCGM_FI_PROF_* series are absent; simulated
+GPUs derive them from their simulated utilization.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -34,7 +44,14 @@ from gpu_platform.domain.errors import NotFound
 from gpu_platform.domain.model.telemetry import GpuReading, TelemetrySnapshot
 from gpu_platform.ports.inbound.job_service import JobService
 
-__all__ = ["DCGM_LABELS", "DcgmCollector", "GpuLabels", "LabelSource", "service_labels"]
+__all__ = [
+    "DCGM_LABELS",
+    "DcgmCollector",
+    "GpuLabels",
+    "LabelSource",
+    "exposition",
+    "service_labels",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -68,6 +85,48 @@ _SERIES: tuple[tuple[str, str, str, Callable[[GpuReading], float | None]], ...] 
         lambda r: None if r.power_mw is None else r.power_mw / 1000,
     ),
     ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", "gauge", lambda r: r.sm_clock_mhz),
+    (
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "Memory clock frequency (in MHz).",
+        "gauge",
+        lambda r: r.mem_clock_mhz,
+    ),
+    (
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "Memory utilization (in %).",
+        "gauge",
+        lambda r: r.memory_util_pct,
+    ),
+    (
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "Total energy consumption since boot (in mJ).",
+        "counter",
+        lambda r: r.energy_mj,
+    ),
+    (
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "Total number of PCIe retries.",
+        "counter",
+        lambda r: r.pcie_replays,
+    ),
+    (
+        "DCGM_FI_DEV_XID_ERRORS",
+        "Value of the last XID error encountered.",
+        "gauge",
+        lambda r: r.last_xid,
+    ),
+    (
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "Ratio of time the graphics engine is active.",
+        "gauge",
+        lambda r: r.gr_engine_active,
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "Ratio of cycles the tensor (HMMA) pipe is active.",
+        "gauge",
+        lambda r: r.tensor_active,
+    ),
     (
         "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
         "Total number of single-bit volatile ECC errors.",
@@ -181,3 +240,13 @@ class DcgmCollector(Collector):
                 if value is not None:
                     families[name].add_metric(labels, float(value))
         yield from families.values()
+
+
+# prometheus-client writes every counter as NAME_total; dcgm-exporter writes its counters
+# (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, ..._REMAPPED_ROWS, ...) under their own names.
+_DCGM_TOTAL = re.compile(rb"(?m)^(# (?:HELP|TYPE) )?(DCGM_FI_[A-Z0-9_]+?)_total(?=[ {])")
+
+
+def exposition(registry: Collector) -> bytes:
+    """The Prometheus text format of `registry`, DCGM counters under dcgm-exporter's names."""
+    return _DCGM_TOTAL.sub(rb"\1\2", generate_latest(registry))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
@@ -29,6 +29,7 @@ from gpu_platform.domain.events import (
 from gpu_platform.domain.model.gpu import GpuState
 from gpu_platform.domain.placement.fragmentation import MILLI, NodeShape, fragmentation
 from gpu_platform.domain.placement.view import DEFAULT_TYPICAL
+from gpu_platform.infrastructure.dcgm_metrics import exposition
 from gpu_platform.ports.inbound.job_service import GpuInfo, JobService
 from gpu_platform.ports.inbound.usage import UsageQueries
 
@@ -160,4 +161,4 @@ class Metrics:
             self.stale_reports.inc()
 
     def render(self) -> tuple[bytes, str]:
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return exposition(self.registry), CONTENT_TYPE_LATEST

@@ -18,11 +18,13 @@ from typing import IO, Protocol
 import structlog
 import uvicorn
 
+from gpu_platform.adapters.grpc_bind import PortUnavailable
 from gpu_platform.adapters.outbound.storage import AuditChainBroken
 from gpu_platform.adapters.outbound.topology_command import topology_command
 from gpu_platform.application.consistency import stale_reads
 from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
 from gpu_platform.infrastructure.container import Container, tls_files
+from gpu_platform.infrastructure.listen_check import check_ports_free
 from gpu_platform.infrastructure.logging import configure_logging
 from gpu_platform.infrastructure.tracing import TracingError
 from gpu_platform.ports.outbound.gpu_discovery import DiscoveryError
@@ -99,7 +101,14 @@ def serve(options: _ServeOptions) -> None:
     configure_logging(settings.log_level, settings.log_format)
     try:
         serve_settings(settings)
-    except (ConfigError, DiscoveryError, TracingError, DataDirLocked, AuditChainBroken) as exc:
+    except (
+        ConfigError,
+        DiscoveryError,
+        TracingError,
+        DataDirLocked,
+        AuditChainBroken,
+        PortUnavailable,
+    ) as exc:
         raise SystemExit(f"error: {exc}") from None
 
 
@@ -159,6 +168,11 @@ def _warn_embedded_jobs(container: Container) -> None:
 
 def serve_settings(settings: Settings) -> None:
     lock = lock_data_dir(settings.data_dir)
+    try:
+        check_ports_free(settings)
+    except PortUnavailable:
+        lock.close()
+        raise
     container = Container(settings=settings)
     tls = tls_files(settings)
     container.init_resources()

@@ -100,6 +100,10 @@ class FakeGpuState:
     temperature: int = 30
     power_mw: int = 60_000
     sm_clock: int = 1410
+    mem_clock: int = 1593
+    memory_util: int = 0
+    energy_mj: int = 0
+    pcie_replays: int = 0
     clock_reasons: int = 0x1
     ecc_corrected: int = 0
     ecc_uncorrected: int = 0
@@ -129,6 +133,7 @@ class FakePynvml:
     NVML_FEATURE_ENABLED = 1
     NVML_TEMPERATURE_GPU = 0
     NVML_CLOCK_SM = 1
+    NVML_CLOCK_MEM = 2
     NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
     NVML_VOLATILE_ECC = 0
@@ -262,7 +267,7 @@ class FakePynvml:
         self._enter("nvmlDeviceGetUtilizationRates", h)
         if self._st(h).mig:
             raise NVMLError_NotSupported()  # nvml.h: not supported on MIG-enabled GPUs
-        return SimpleNamespace(gpu=self._st(h).utilization, memory=0)
+        return SimpleNamespace(gpu=self._st(h).utilization, memory=self._st(h).memory_util)
 
     def nvmlDeviceGetTemperatureV(self, h: int, sensor: int) -> int:
         self._enter("nvmlDeviceGetTemperatureV", h)
@@ -274,7 +279,15 @@ class FakePynvml:
 
     def nvmlDeviceGetClockInfo(self, h: int, clock: int) -> int:
         self._enter("nvmlDeviceGetClockInfo", h)
-        return self._st(h).sm_clock
+        return self._st(h).mem_clock if clock == self.NVML_CLOCK_MEM else self._st(h).sm_clock
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
+        self._enter("nvmlDeviceGetTotalEnergyConsumption", h)
+        return self._st(h).energy_mj
+
+    def nvmlDeviceGetPcieReplayCounter(self, h: int) -> int:
+        self._enter("nvmlDeviceGetPcieReplayCounter", h)
+        return self._st(h).pcie_replays
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
         self._enter("nvmlDeviceGetCurrentClocksEventReasons", h)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import subprocess
 import sys
 import threading
@@ -103,12 +105,35 @@ def test_a_job_submitted_over_grpc_is_the_same_job_over_rest(both: Both) -> None
         ({"command": ["x"], "gpus": 9}, pb.SubmitJobRequest(command=["x"], gpus=9), "gpus"),
         ({"command": [], "gpus": 1}, pb.SubmitJobRequest(command=[], gpus=1), "command"),
         ({"command": ["x"], "gpus": -1}, pb.SubmitJobRequest(command=["x"], gpus=-1), "gpus"),
+        # one validator for both (issue 19 item 9): env keys, NUL bytes, non-finite numbers
+        (
+            {"command": ["x"], "env": {"1BAD": "v"}},
+            pb.SubmitJobRequest(command=["x"], env={"1BAD": "v"}),
+            "env",
+        ),
+        (
+            {"command": ["x"], "env": {"OK": "a\0b"}},
+            pb.SubmitJobRequest(command=["x"], env={"OK": "a\0b"}),
+            "env",
+        ),
+        ({"command": ["x\0y"]}, pb.SubmitJobRequest(command=["x\0y"]), "command"),
+        (
+            {"command": ["x"], "time_limit_s": math.inf},
+            pb.SubmitJobRequest(command=["x"], time_limit_s=math.inf),
+            "time_limit_s",
+        ),
+        (
+            {"command": ["x"], "time_limit_s": math.nan},
+            pb.SubmitJobRequest(command=["x"], time_limit_s=math.nan),
+            "time_limit_s",
+        ),
     ],
 )
 def test_bad_input_is_refused_by_both_naming_the_field(
     both: Both, rest_body: dict[str, object], grpc_request: pb.SubmitJobRequest, field: str
 ) -> None:
-    r = both.rest.post("/v1/jobs", json=rest_body)
+    body = json.dumps(rest_body)  # Infinity / NaN as Python's json writes them
+    r = both.rest.post("/v1/jobs", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 422 and field in r.text
     with pytest.raises(grpc.RpcError) as err:
         both.jobs.SubmitJob(grpc_request, timeout=5)

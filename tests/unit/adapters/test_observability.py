@@ -96,6 +96,37 @@ def test_gpu_series_carry_dcgm_names_labels_units_and_the_job_holding_the_gpu(ri
     assert {s[1] for s in series["DCGM_FI_DEV_POWER_USAGE"]} == {60.0}  # watts
 
 
+def test_dcgm_series_keep_dcgm_exporter_s_exact_names_and_types(rig) -> None:  # type: ignore[no-untyped-def]
+    """dcgm-exporter's default counters file: counters have no `_total` suffix (issue 19)."""
+    client, _, _ = rig
+    text = client.get("/metrics").text
+    types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE DCGM_"))
+    assert types == {
+        "DCGM_FI_DEV_GPU_UTIL": "gauge",
+        "DCGM_FI_DEV_FB_USED": "gauge",
+        "DCGM_FI_DEV_FB_FREE": "gauge",
+        "DCGM_FI_DEV_GPU_TEMP": "gauge",
+        "DCGM_FI_DEV_POWER_USAGE": "gauge",
+        "DCGM_FI_DEV_SM_CLOCK": "gauge",
+        "DCGM_FI_DEV_MEM_CLOCK": "gauge",
+        "DCGM_FI_DEV_MEM_COPY_UTIL": "gauge",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "counter",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "counter",
+        "DCGM_FI_DEV_XID_ERRORS": "gauge",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "gauge",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "gauge",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "counter",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "counter",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": "counter",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": "counter",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE": "gauge",
+    }
+    samples = {line.split("{")[0] for line in text.splitlines() if line.startswith("DCGM_")}
+    remapping = {n for n in types if "REMAP" in n}  # only where NVML reports row remapping
+    assert samples == set(types) - remapping
+    assert "_total" not in "".join(samples)
+
+
 def test_usage_counts_gpu_hours_per_tenant_and_job(rig) -> None:  # type: ignore[no-untyped-def]
     client, runner, clock = rig
     a = client.post(

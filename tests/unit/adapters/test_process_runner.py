@@ -100,6 +100,19 @@ def test_a_process_that_ignores_sigterm_is_killed_after_the_grace_period(
     assert reports[0].signal == signal.SIGKILL
 
 
+def test_a_kill_during_the_grace_period_escalates_to_sigkill_at_once(
+    runner: ProcessJobRunner,
+) -> None:
+    reports: list[ExitReport] = []
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"
+    runner.start(spec((sys.executable, "-c", code)), reports.append)
+    assert wait_for(lambda: "ready" in runner.read_log("j-1", 1, 100))
+    runner.stop("j-1", 7, grace_s=600)  # cancel: SIGTERM, ignored; SIGKILL only in 10 minutes
+    runner.stop("j-1", 7, grace_s=0)  # kill
+    assert wait_for(lambda: bool(reports))
+    assert reports[0].signal == signal.SIGKILL
+
+
 def test_no_process_of_the_job_outlives_its_exit_report(runner: ProcessJobRunner) -> None:
     # The job forks a grandchild into its own process group and exits at once.
     code = (
@@ -110,6 +123,22 @@ def test_no_process_of_the_job_outlives_its_exit_report(runner: ProcessJobRunner
     assert wait_for(lambda: bool(reports))
     grandchild = int(runner.read_log("j-1", 1, 100).strip())
     assert wait_for(lambda: not alive(grandchild))
+
+
+def test_a_grandchild_that_left_the_session_dies_with_its_attempt_without_cgroups(
+    runner: ProcessJobRunner,
+) -> None:
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid(); print(os.getpid(), flush=True); time.sleep(600)\n"
+        "time.sleep(0.5)\n"
+    )
+    reports: list[ExitReport] = []
+    runner.start(spec((sys.executable, "-c", code)), reports.append)
+    assert wait_for(lambda: bool(reports))
+    escaped = int(runner.read_log("j-1", 1, 100).strip())
+    assert wait_for(lambda: not alive(escaped))
 
 
 def test_reap_kills_leftovers_of_an_attempt_by_its_marker(tmp_path: Path) -> None:

@@ -55,10 +55,45 @@ def test_the_lending_limit_caps_what_the_cohort_can_borrow() -> None:
     assert "cohort c lends 2 idle GPUs, 2 already borrowed" in d.pending_reasons["a1"].message
 
 
-def test_an_unknown_tenant_is_not_admitted_when_quotas_are_set() -> None:
-    d = run_cycle(ClusterView(cluster(1)), [job("x", 1, tenant="z")], quotas={"a": Quota(8)})
-    assert d.pending_reasons["x"].code is PendingCode.ADMISSION
-    assert d.pending_reasons["x"].message == "tenant z has no quota"
+def test_a_tenant_without_a_quota_runs_on_idle_capacity_as_a_borrower() -> None:
+    """No guarantee and no cap (docs/scheduling.md): `default` is not starved by others' quotas."""
+    d = run_cycle(
+        ClusterView(cluster(1)),
+        [job("x", 6, tenant="default"), job("a0", 2, tenant="a")],
+        quotas={"a": Quota(2)},
+    )
+    assert set(d.binds) == {"x", "a0"}
+    assert d.borrowing == {"x"}
+    assert d.pending_reasons == {}
+
+
+def test_a_tenant_with_a_quota_reclaims_what_a_quota_less_tenant_took() -> None:
+    view = ClusterView(cluster(1))
+    running = [start(view, job("x", 8, tenant="default", priority=9))]  # admitted before quotas
+    policy = SchedulerPolicy(preemption=True, backfill=True)
+    d = run_cycle(view, [job("a0", 4, tenant="a")], running, quotas={"a": Quota(4)}, policy=policy)
+    assert [(p.victim, p.preemptor, p.cause) for p in d.preemptions] == [
+        ("x", "a0", PreemptionCause.RECLAIM)
+    ]
+
+
+def test_a_quota_less_tenant_never_reclaims_and_never_takes_guaranteed_work() -> None:
+    view = ClusterView(cluster(1))
+    running = [start(view, job("a0", 8, tenant="a", priority=0))]
+    policy = SchedulerPolicy(preemption=True)
+    d = run_cycle(
+        view, [job("x", 1, tenant="default", priority=9)], running, quotas={"a": Quota(8)},
+        policy=policy,
+    )  # fmt: skip
+    assert d.preemptions == ()
+    assert d.pending_reasons["x"].code is PendingCode.CAPACITY
+
+
+def test_a_quota_less_tenant_has_no_cap() -> None:
+    view = ClusterView(cluster(2))
+    running = [start(view, job("x0", 8, tenant="default"))]
+    d = run_cycle(view, [job("x1", 8, tenant="default")], running, quotas={"a": Quota(1)})
+    assert set(d.binds) == {"x1"}
 
 
 def test_cpu_quota_is_a_hard_cap() -> None:

@@ -47,7 +47,7 @@ class RemappedRows:
 class GpuReading:
     """One GPU's telemetry. None = unknown or not supported (see the snapshot's capabilities).
 
-    Units: percent, bytes, degrees Celsius, milliwatts, MHz.
+    Units: percent, bytes, degrees Celsius, milliwatts, MHz, millijoules, ratios 0..1.
     """
 
     uuid: str
@@ -64,6 +64,15 @@ class GpuReading:
     remapped_rows: RemappedRows | None = None
     mig_enabled: bool | None = None
     mig_profiles: tuple[str, ...] = ()
+    mem_clock_mhz: int | None = None
+    memory_util_pct: int | None = None  # memory-controller busy time (NVML `util.memory`)
+    energy_mj: int | None = None  # total since the driver loaded, millijoules
+    pcie_replays: int | None = None
+    last_xid: int | None = None  # 0 = none seen
+    # Profiling ratios (0..1): DCGM profiling only, never NVML; simulated GPUs derive them
+    # from their simulated utilization. None on real GPUs.
+    gr_engine_active: float | None = None
+    tensor_active: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,11 @@
 
 Who may be a victim of preemptor P (never a non-preemptible job, never one already stopping):
 - priority: victim.priority < P.priority, and (no quotas, or same tenant, or the victim runs
-  on borrowed quota) - a tenant's guaranteed work is never taken by another tenant's priority;
-- reclaim: P's tenant is within its nominal quota with P, and the victim borrows quota in the
-  same cohort from another tenant.
+  on borrowed quota or for a tenant without a quota) - a tenant's guaranteed work is never
+  taken by another tenant's priority;
+- reclaim: P's tenant is within its nominal quota with P, and the victim is another tenant's
+  job that borrows quota in P's cohort, or belongs to a tenant with no quota at all (such a
+  tenant only ever runs on idle capacity: no guarantee, no cap).
 
 Cost of a set, smallest wins: (GPUs, highest victim priority, total priority, total progress,
 ids). Gangs are victims whole: releasing a victim releases every task of it.
@@ -50,17 +52,25 @@ def cause_for(job: PendingJob, victim: RunningJob, quotas: QuotaBook) -> Preempt
     """Why `victim` may be preempted for `job`, or None if it may not."""
     if not victim.preemptible or victim.terminating:
         return None
+    # a tenant without a quota holds nothing guaranteed, whenever its job was admitted
+    quota_less = quotas.active and not quotas.has_quota(victim.tenant)
+    unguaranteed = victim.borrowing or quota_less
     if victim.priority < job.priority and (
-        not quotas.active or victim.tenant == job.tenant or victim.borrowing
+        not quotas.active or victim.tenant == job.tenant or unguaranteed
     ):
         return PreemptionCause.PRIORITY
     if (
         quotas.active
-        and victim.borrowing
+        and unguaranteed
         and victim.tenant != job.tenant
-        and quotas.cohort_of(job.tenant) is not None
-        and quotas.cohort_of(victim.tenant) == quotas.cohort_of(job.tenant)
         and quotas.within_guarantee(job)
+        and (
+            quota_less
+            or (
+                quotas.cohort_of(job.tenant) is not None
+                and quotas.cohort_of(victim.tenant) == quotas.cohort_of(job.tenant)
+            )
+        )
     ):
         return PreemptionCause.RECLAIM
     return None

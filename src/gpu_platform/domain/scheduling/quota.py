@@ -9,7 +9,10 @@ total stays within the idle quota its members lend:
         <= sum over members m of min(lendable_m, max(0, nominal_m - used_m))
 
 Borrowing and lending are counted in GPUs; CPU and GPU memory quotas are hard caps.
-No quotas at all (an empty mapping) means no quota checks.
+No quotas at all (an empty mapping) means no quota checks. With quotas set, a tenant without
+one (`default` included) has no guarantee and no cap: its jobs run on whatever is free and are
+admitted as borrowing, so they are preempted for priority like any borrower and reclaimed by
+any tenant that needs capacity within its own guarantee.
 """
 
 from __future__ import annotations
@@ -62,6 +65,9 @@ class QuotaBook:
         q = self.quotas.get(job.tenant)
         return q is not None and self.gpu.get(job.tenant, 0) + job.gpu_milli <= q.nominal_milli
 
+    def has_quota(self, tenant: str) -> bool:
+        return tenant in self.quotas
+
     def cohort_of(self, tenant: str) -> str | None:
         q = self.quotas.get(tenant)
         return None if q is None else q.cohort
@@ -80,7 +86,7 @@ class QuotaBook:
         t = job.tenant
         q = self.quotas.get(t)
         if q is None:
-            return PendingReason(PendingCode.ADMISSION, f"tenant {t} has no quota")
+            return True  # no guarantee, no cap: runs on idle capacity as a borrower
         if q.cpu_milli is not None and self.cpu.get(t, 0) + job.cpu_milli > q.cpu_milli:
             return PendingReason(
                 PendingCode.QUOTA,

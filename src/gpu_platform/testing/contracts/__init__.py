@@ -2,10 +2,13 @@
 of the port against it. Real adapters and the fakes in `gpu_platform.testing.fakes` pass the
 same suites.
 
-Fixtures per suite: GpuDiscoveryContract `discovery`, GpuTelemetryContract `telemetry` (an
-adapter that is also a GpuDiscovery), TopologyProbeContract `probe`, FabricDiscoveryContract
-`fabric_discovery`, JobRunnerContract / JobStoreContract / HardwareStoreContract as
-documented there.
+One convention for every suite: override, in the subclass, the pytest fixture the suite names.
+Discovery ports take the adapter itself: GpuDiscoveryContract `discovery`,
+GpuTelemetryContract `telemetry` (an adapter that is also a GpuDiscovery),
+TopologyProbeContract `probe`, FabricDiscoveryContract `fabric_discovery`. Stores take a
+factory that reopens the same data when called again: JobStoreContract, HardwareStoreContract,
+QuotaStoreContract and AccessStoreContract `make_store`, RaftStorageContract `make_storage`.
+JobRunnerContract `kit` (a RunnerKit), GpuResetContract `reset_kit` (a ResetKit).
 """
 
 from gpu_platform.testing.contracts.fabric_discovery import FabricDiscoveryContract

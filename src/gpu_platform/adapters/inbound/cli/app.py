@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import sys
 import time
@@ -146,6 +147,11 @@ def parse_duration(text: str) -> float:
             seconds = seconds * 60 + float(part)
     except ValueError:
         raise ValueError(f"--time-limit {text!r}: expected SECONDS or [HH:]MM:SS") from None
+    fields = [float(p) for p in parts]
+    if not all(math.isfinite(f) and f >= 0 for f in fields):
+        raise ValueError(f"--time-limit {text!r}: each field must be a finite number >= 0")
+    if len(fields) > 1 and any(f >= 60 for f in fields[1:]):
+        raise ValueError(f"--time-limit {text!r}: minutes and seconds must be below 60")
     if seconds <= 0:
         raise ValueError(f"--time-limit {text!r}: must be positive")
     return seconds
@@ -495,9 +501,11 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             raise _fail(str(exc), exc.exit_code) from None
         if wait:
             job = wait_job(server, job["id"])
-        if emit(output, job):
-            return
-        out.print(job["id"] if quiet else f"submitted {job['id']} ({job['state']})")
+        if not emit(output, job):
+            out.print(job["id"] if quiet else f"submitted {job['id']} ({job['state']})")
+        if wait and job["state"] != "COMPLETED":  # as srun: the job's failure is the exit status
+            code = job.get("exit_code")
+            raise typer.Exit(code if isinstance(code, int) and 0 < code < 256 else 1)
 
     def wait_job(server: str, job_id: str) -> Any:
         """Poll until the job has ended, with a spinner on a terminal."""

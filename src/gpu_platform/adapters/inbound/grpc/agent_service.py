@@ -33,6 +33,7 @@ from gpu_platform.adapters.agent_wire.codec import (
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
 from gpu_platform.adapters.cluster_identity import TOKEN_METADATA, cluster_id, same_cluster
+from gpu_platform.adapters.grpc_bind import NO_PORT_REUSE, bind_port
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.agent_hub import AgentHub, AttemptRef, NotAccepting
 from gpu_platform.application.consistency import LeaderElsewhere
@@ -323,12 +324,10 @@ class AgentGrpcServer:
             raise errors[0]
 
     async def _astart(self) -> None:
-        server = grpc.aio.server(options=KEEPALIVE_SERVER_OPTIONS)
+        server = grpc.aio.server(options=[*KEEPALIVE_SERVER_OPTIONS, NO_PORT_REUSE])
         pb_grpc.add_AgentServiceServicer_to_server(self._servicer, server)  # type: ignore[no-untyped-call]
-        if self._tls is not None:
-            self.port = server.add_secure_port(self._address, self._tls.grpc_server_credentials())
-        else:
-            self.port = server.add_insecure_port(self._address)
+        creds = None if self._tls is None else self._tls.grpc_server_credentials()
+        self.port = bind_port(server, self._address, "agent API", creds)
         if self._socket is not None:
             self._socket.unlink(missing_ok=True)  # left by a killed server
             server.add_insecure_port(f"unix:{self._socket}")

@@ -25,6 +25,7 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.trace import TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from gpu_platform.adapters.grpc_bind import NO_PORT_REUSE, bind_port
 from gpu_platform.adapters.inbound.grpc.agent_service import LEADER_METADATA
 from gpu_platform.adapters.inbound.grpc.auth import (
     AuthInterceptor,
@@ -458,7 +459,9 @@ class GrpcServer:
             interceptors.append(_TracingInterceptor(tracer_provider))
         interceptors.append(AuthInterceptor(access))
         self._server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=max_workers), interceptors=interceptors
+            futures.ThreadPoolExecutor(max_workers=max_workers),
+            interceptors=interceptors,
+            options=[NO_PORT_REUSE],
         )
         pb_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
             JobServicer(service, events, trail), self._server
@@ -477,14 +480,8 @@ class GrpcServer:
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         names = (*self._services, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(names, self._server)
-        if tls is None:
-            self.port = self._server.add_insecure_port(f"{host}:{port}")
-        else:
-            self.port = self._server.add_secure_port(
-                f"{host}:{port}", tls.grpc_server_credentials()
-            )
-        if self.port == 0:
-            raise OSError(f"cannot listen for gRPC on {host}:{port}")
+        creds = None if tls is None else tls.grpc_server_credentials()
+        self.port = bind_port(self._server, f"{host}:{port}", "gRPC API", creds)
         self.address = f"{host}:{self.port}"
 
     def start(self) -> None:

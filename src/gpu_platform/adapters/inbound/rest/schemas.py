@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
 from gpu_platform.adapters.inbound.rest.problems import CONFLICT, NOT_FOUND
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import MAX_TASKS, Job, JobSpec
+from gpu_platform.domain.model.spec_checks import ENV_KEY_PATTERN
 from gpu_platform.domain.scheduling.model import PendingReason, Quota
 from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo
 from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo
@@ -56,7 +57,7 @@ class JobSubmit(BaseModel):
     tasks: int = Field(
         1, ge=1, le=MAX_TASKS, description="tasks of a gang (all start together or none)"
     )
-    preemptible: bool = Field(
+    preemptible: StrictBool = Field(
         True, description="may be stopped and re-queued for higher-priority work"
     )
     gpu_models: list[Annotated[str, StringConstraints(min_length=1, max_length=128)]] = Field(
@@ -89,7 +90,7 @@ class JobSubmit(BaseModel):
         description="default: the caller's tenant; users may only name their own",
     )
     priority: int = Field(0, ge=-1000, le=1000)
-    env: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(
+    env: dict[Annotated[str, StringConstraints(pattern=ENV_KEY_PATTERN)], str] = Field(
         default_factory=dict,
         max_length=1024,
         json_schema_extra={"additionalProperties": False},  # keys must match the pattern
@@ -97,7 +98,9 @@ class JobSubmit(BaseModel):
     )
     cwd: str | None = Field(None, description="working directory on the node")
     memory_bytes: int | None = Field(None, gt=0, description="host memory cap in bytes")
-    time_limit_s: float | None = Field(None, gt=0, description="run-time limit per attempt, s")
+    time_limit_s: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="run-time limit per attempt, s"
+    )
     user: str | None = Field(
         None,
         min_length=1,
@@ -113,7 +116,11 @@ class JobSubmit(BaseModel):
         " preemptions, forced offlines and control-plane restarts do not count",
     )
     retry_backoff_s: float = Field(
-        0.0, ge=0, le=3600, description="wait before a re-queued attempt, doubled per attempt"
+        0.0,
+        ge=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="wait before a re-queued attempt, doubled per attempt",
     )
 
     def to_spec(self, default_tenant: str = "default") -> JobSpec:
@@ -458,7 +465,7 @@ class AdminActionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str = Field("", max_length=512, description="why; recorded in the audit log")
-    force: bool = Field(False, description="offline only: stop and re-queue running jobs")
+    force: StrictBool = Field(False, description="offline only: stop and re-queue running jobs")
 
 
 class NodeOut(BaseModel):

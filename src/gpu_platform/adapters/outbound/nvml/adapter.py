@@ -344,6 +344,9 @@ class NvmlGpuDiscovery:
         temp = calls("temperature", who, temp_fn, h, nvml.NVML_TEMPERATURE_GPU)
         power = calls("power", who, "nvmlDeviceGetPowerUsage", h)
         clock = calls("clocks", who, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM)
+        mem_clock = calls("clocks", who, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_MEM)
+        energy = calls("energy", who, "nvmlDeviceGetTotalEnergyConsumption", h)
+        replays = calls("pcie_replays", who, "nvmlDeviceGetPcieReplayCounter", h)
         reasons_fn = (  # ...ThrottleReasons is the pre-12.x name
             "nvmlDeviceGetCurrentClocksEventReasons"
             if hasattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons")
@@ -376,6 +379,10 @@ class NvmlGpuDiscovery:
             temperature_c=int(temp) if temp is not None else None,
             power_mw=int(power) if power is not None else None,
             sm_clock_mhz=int(clock) if clock is not None else None,
+            mem_clock_mhz=int(mem_clock) if mem_clock is not None else None,
+            memory_util_pct=int(util.memory) if util is not None else None,
+            energy_mj=int(energy) if energy is not None else None,
+            pcie_replays=int(replays) if replays is not None else None,
             clock_event_reasons=(
                 tuple(n for bit, n in CLOCK_EVENT_REASONS if int(mask) & bit)
                 if mask is not None

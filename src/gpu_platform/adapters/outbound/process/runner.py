@@ -142,9 +142,12 @@ class ProcessJobRunner:
             if not tasks:
                 return False
             for attempt in tasks:
-                if attempt.kill_timer is not None:
-                    continue
                 pid = attempt.proc.pid
+                if attempt.kill_timer is not None:  # already stopping: only a kill escalates
+                    if grace_s <= 0:
+                        attempt.kill_timer.cancel()
+                        _signal_group(pid, signal.SIGKILL)
+                    continue
                 _signal_group(pid, signal.SIGTERM)
                 timer = threading.Timer(grace_s, _signal_group, (pid, signal.SIGKILL))
                 timer.daemon = True
@@ -172,19 +175,7 @@ class ProcessJobRunner:
             self.fence.close()
 
     def reap(self, job_id: str, epoch: int) -> int:
-        needle = f"{MARKER}={job_id}:{epoch}".encode()
-        killed = 0
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                environ = (entry / "environ").read_bytes()
-            except OSError:
-                continue
-            if needle in environ.split(b"\0"):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(entry.name), signal.SIGKILL)
-                    killed += 1
+        killed = _kill_marked(job_id, epoch)
         self._release(job_id, epoch)  # other ranks' units: swept at start-up (Isolation.sweep)
         if killed:
             log.warning("reaped leftover processes", job_id=job_id, epoch=epoch, killed=killed)
@@ -379,6 +370,11 @@ class ProcessJobRunner:
         code = attempt.proc.wait()
         _signal_group(attempt.proc.pid, signal.SIGKILL)  # nothing of the attempt outlives it
         fenced = self.fence is not None and self.fence.unregister(attempt.proc.pid)
+        with self._lock:
+            key = (spec.job_id, spec.epoch, spec.rank)
+            alone = not any(k[:2] == key[:2] and k != key for k in self._live)
+        if alone and not attempt.cgroups:  # no cgroup to empty: escapees go by their marker
+            _kill_marked(spec.job_id, spec.epoch)
         for timer in (attempt.kill_timer, attempt.limit_timer):
             if timer is not None:
                 timer.cancel()
@@ -411,6 +407,25 @@ class ProcessJobRunner:
             self.isolation.release(name)
         except IsolationError as exc:
             log.error("could not remove isolation", unit=name, error=str(exc))
+
+
+def _kill_marked(job_id: str, epoch: int) -> int:
+    """SIGKILL every process whose environment carries this attempt's marker (those that left
+    its process group and session too); the number killed."""
+    needle = f"{MARKER}={job_id}:{epoch}".encode()
+    killed = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+    return killed
 
 
 def _require_mig_instance(spec: LaunchSpec) -> None:

@@ -35,6 +35,7 @@ import grpc.aio
 import structlog
 
 from gpu_platform.adapters.cluster_identity import TOKEN_METADATA, cluster_id, same_cluster
+from gpu_platform.adapters.grpc_bind import NO_PORT_REUSE, bind_port
 from gpu_platform.adapters.outbound.raft_grpc.codec import decode_message, encode_message
 from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2 as pb
 from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2_grpc as pb_grpc
@@ -242,16 +243,10 @@ class GrpcRaftTransport:
             raise error[0]
 
     async def _astart(self) -> None:
-        server = grpc.aio.server(options=_CHANNEL_OPTIONS)
+        server = grpc.aio.server(options=[*_CHANNEL_OPTIONS, NO_PORT_REUSE])
         pb_grpc.add_RaftServicer_to_server(_Servicer(self), server)  # type: ignore[no-untyped-call]
-        if self.tls is None:
-            self.bound_port = server.add_insecure_port(self.listen)
-        else:
-            self.bound_port = server.add_secure_port(
-                self.listen, self.tls.grpc_server_credentials()
-            )
-        if self.bound_port == 0:
-            raise OSError(f"cannot listen on {self.listen}")
+        creds = None if self.tls is None else self.tls.grpc_server_credentials()
+        self.bound_port = bind_port(server, self.listen, "Raft", creds)
         own = self._addresses.get(self.id, "")
         if own.endswith(":0"):  # asked for any free port: peers learn the one we got
             self._addresses[self.id] = f"{own[:-2]}:{self.bound_port}"

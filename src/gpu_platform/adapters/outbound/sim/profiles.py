@@ -50,6 +50,10 @@ from gpu_platform.ports.outbound.gpu_discovery import DiscoveryError
 
 __all__ = ["PROFILES", "ProfileGpuDiscovery", "profile_node", "profile_topology"]
 
+# Idle clocks a simulated GPU reports (an A100 at rest: SM 210 MHz, HBM2e 1593 MHz).
+SIM_SM_CLOCK_MHZ = 210
+SIM_MEM_CLOCK_MHZ = 1593
+
 _VENDOR_IDS = {Vendor.NVIDIA: 0x10DE, Vendor.AMD: 0x1002, Vendor.INTEL: 0x8086}
 
 
@@ -295,9 +299,17 @@ class ProfileGpuDiscovery:
                 memory_total_bytes=g.memory_bytes,
                 temperature_c=30,
                 power_mw=60_000,
+                sm_clock_mhz=SIM_SM_CLOCK_MHZ,
+                mem_clock_mhz=SIM_MEM_CLOCK_MHZ,
+                memory_util_pct=0,
+                energy_mj=0,
+                pcie_replays=0,
+                last_xid=0,
                 clock_event_reasons=("gpu_idle",),
                 ecc_corrected=0,
                 ecc_uncorrected=0,
+                gr_engine_active=0.0,  # derived: simulated utilization / 100 (idle)
+                tensor_active=0.0,  # likewise: the simulator models no pipes
             )
             for g in self._node.gpus
         )
