@@ -142,6 +142,8 @@ def encode_spec(spec: JobSpec) -> dict[str, Any]:
         "numa": spec.numa,
         "same_rack": spec.same_rack,
         "mig_profile": spec.mig_profile,
+        "image": spec.image,
+        "mounts": list(spec.mounts),
     }
 
 
@@ -167,6 +169,8 @@ def decode_spec(s: dict[str, Any]) -> JobSpec:
         numa=s.get("numa", "preferred"),
         same_rack=s.get("same_rack", "preferred"),
         mig_profile=s.get("mig_profile"),
+        image=s.get("image"),
+        mounts=tuple(s.get("mounts", ())),
     )
 
 

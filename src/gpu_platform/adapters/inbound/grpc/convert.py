@@ -30,6 +30,8 @@ def spec_from_pb(req: pb.SubmitJobRequest, default_tenant: str = "default") -> J
         numa=req.numa or "preferred",
         same_rack=req.same_rack or "preferred",
         mig_profile=req.mig_profile if req.HasField("mig_profile") else None,
+        image=req.image if req.HasField("image") else None,
+        mounts=tuple(req.mounts),
     )
 
 
@@ -68,6 +70,9 @@ def job_to_pb(job: Job, why: PendingReason | None = None) -> pb.Job:
         msg.user = job.spec.user
     if job.spec.mig_profile is not None:
         msg.mig_profile = job.spec.mig_profile
+    if job.spec.image is not None:
+        msg.image = job.spec.image
+    msg.mounts.extend(job.spec.mounts)
     msg.borrowing = job.borrowing
     if why is not None:
         msg.pending.CopyFrom(pb.PendingReason(code=str(why.code), message=why.message))

@@ -78,6 +78,16 @@ class JobSubmit(BaseModel):
         max_length=32,
         description="one MIG instance of this profile (e.g. 1g.10gb) on one GPU; needs gpus=1",
     )
+    image: str | None = Field(
+        None,
+        min_length=1,
+        max_length=512,
+        pattern=r"^\S+$",
+        description="run the command in this container image (the node's container runtime)",
+    )
+    mounts: list[Annotated[str, StringConstraints(pattern=r"^/[^:]*:/[^:]*(:ro|:rw)?$")]] = Field(
+        default_factory=list, max_length=64, description="bind mounts HOST:CONTAINER[:ro]"
+    )
     name: str = Field("", max_length=128)
     tenant: str | None = Field(
         None,
@@ -132,6 +142,8 @@ class JobSubmit(BaseModel):
             numa=self.numa,
             same_rack=self.same_rack,
             mig_profile=self.mig_profile,
+            image=self.image,
+            mounts=tuple(self.mounts),
         )
 
 
@@ -213,6 +225,8 @@ class JobOut(BaseModel):
     numa: str
     same_rack: str
     mig_profile: str | None = None
+    image: str | None = None
+    mounts: list[str] = []
     memory_bytes: int | None
     time_limit_s: float | None
     user: str | None
@@ -249,6 +263,8 @@ class JobOut(BaseModel):
             numa=job.spec.numa,
             same_rack=job.spec.same_rack,
             mig_profile=job.spec.mig_profile,
+            image=job.spec.image,
+            mounts=list(job.spec.mounts),
             memory_bytes=job.spec.memory_bytes,
             time_limit_s=job.spec.time_limit_s,
             user=job.spec.user,
