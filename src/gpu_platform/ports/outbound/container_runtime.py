@@ -112,13 +112,14 @@ class ContainerRuntime(Protocol):
     """A node's container runtime. Thread-safe; every call may block on the runtime (seconds).
 
     Promises: `run` returns the id of a started container or raises ImageNotFound /
-    ContainerError (argv[0] not in the image included), leaving nothing behind; `wait` blocks until the container has exited and
-    says how (it may be called after the exit, until `remove`); `logs` yields its combined
-    stdout/stderr from the start, following it until it exits; `stop` sends SIGTERM, then
-    SIGKILL after `grace_s` seconds, and returns once it has exited (an exited or unknown
-    container is no error); `kill` sends SIGKILL now; `remove` deletes it (idempotent);
-    `list_ours` lists every container, running or not, whose labels include all of `labels`;
-    `close` releases the runtime's connections (containers are left as they are).
+    ContainerError (argv[0] not in the image included), leaving nothing behind; `wait`
+    blocks until the container has exited and says how (callable after the exit, until
+    `remove`); `logs` yields its combined stdout/stderr from the start, following it until
+    it exits; `stop` sends SIGTERM, then SIGKILL after `grace_s` seconds, and returns once
+    it has exited (an exited or unknown container is no error); `kill` sends SIGKILL now;
+    `remove` deletes it (idempotent); `list_ours` lists every container, running or not,
+    whose labels include all of `labels`; `close` releases the runtime's connections
+    (containers are left as they are).
     """
 
     name: str

@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
 
 from gpu_platform.adapters.inbound.rest.problems import CONFLICT, NOT_FOUND
 from gpu_platform.domain.model.audit import AuditRecord
@@ -89,6 +96,14 @@ class JobSubmit(BaseModel):
         default_factory=list, max_length=64, description="bind mounts HOST:CONTAINER[:ro]"
     )
     name: str = Field("", max_length=128)
+
+    @field_validator("mounts")
+    @classmethod
+    def _mounts_need_an_image(cls, mounts: list[str], info: ValidationInfo) -> list[str]:
+        if mounts and info.data.get("image") is None:
+            raise ValueError("mounts need an image: a bare process already sees the host's files")
+        return mounts
+
     tenant: str | None = Field(
         None,
         min_length=1,
