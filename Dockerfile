@@ -35,7 +35,7 @@ ENV PATH=/opt/gpu-platform/bin:$PATH \
 USER gpu-platform
 WORKDIR /var/lib/gpu-platform
 # REST, gRPC, agents' streams, Raft (the defaults; each is a setting)
-EXPOSE 8080 50051 9191 7001
+EXPOSE 8080 50051 50053 7001
 # /healthz on the REST port this container serves (GPU_PLATFORM_PORT, default 8080).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('GPU_PLATFORM_PORT', '8080'), timeout=2)"]
