@@ -21,6 +21,14 @@ from gpu_platform.testing.docker_host import (
 from gpu_platform.testing.system import require
 
 REPO = Path(__file__).resolve().parents[2]
+# The first test pays for the session's fixtures: a debootstrap and an image build (minutes).
+SESSION_TIMEOUT_S = 1800
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
+            item.add_marker(pytest.mark.timeout(SESSION_TIMEOUT_S))
 
 
 @pytest.fixture(scope="session")

@@ -171,19 +171,22 @@ def _rootfs_tarball() -> Path:
         raise DaemonUnavailable("debootstrap needs root to build the base image")
     with tempfile.TemporaryDirectory(prefix="gp-rootfs-") as tmp:
         root = Path(tmp) / "rootfs"
-        subprocess.run(
-            [
-                debootstrap,
-                "--variant=minbase",
-                f"--include={_PACKAGES}",
-                "bookworm",
-                str(root),
-                debian_mirror(),
-            ],
-            check=True,
-            capture_output=True,
-            timeout=1800,
-        )
+        try:
+            subprocess.run(
+                [
+                    debootstrap,
+                    "--variant=minbase",
+                    f"--include={_PACKAGES}",
+                    "bookworm",
+                    str(root),
+                    debian_mirror(),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=1800,
+            )
+        finally:
+            _unmount_under(root)  # an interrupted debootstrap leaves /proc mounted inside
         for part in _TRIM:
             for child in (root / part).glob("*"):
                 if child.is_dir() and not child.is_symlink():
@@ -194,6 +197,18 @@ def _rootfs_tarball() -> Path:
         subprocess.run(["tar", "-C", str(root), "-cf", str(partial), "."], check=True)
         partial.rename(tarball)
     return tarball
+
+
+def _unmount_under(root: Path) -> None:
+    """Lazily unmount every mount below `root`, deepest first."""
+    prefix = str(root.resolve()) + "/"
+    try:
+        lines = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return
+    points = [line.split()[1] for line in lines if len(line.split()) > 1]
+    for point in sorted((p for p in points if p.startswith(prefix)), reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
 
 
 def base_image(api: Any) -> str:

@@ -245,7 +245,7 @@ class ContainerJobRunner:
         if gpus is not None:
             env["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus.device_ids)
         return ContainerSpec(
-            name=_container_name(spec),
+            name=_container_name(self._owner, spec),
             image=spec.image,
             argv=spec.argv,
             env=env,
@@ -353,10 +353,11 @@ def _report(spec: LaunchSpec, code: int | None, oom: bool, timed_out: bool) -> E
     )
 
 
-def _container_name(spec: LaunchSpec) -> str:
-    """gpu-platform-<job>-<epoch>-<rank> (the name characters Docker accepts)."""
-    job = re.sub(r"[^A-Za-z0-9_.-]", "_", spec.job_id)
-    return f"gpu-platform-{job}-{spec.epoch}-{spec.rank}"
+def _container_name(owner: str, spec: LaunchSpec) -> str:
+    """gpu-platform-<node>-<job>-<epoch>-<rank>, in the characters Docker accepts (agents of
+    several simulated nodes may share one daemon)."""
+    name = f"gpu-platform-{owner}-{spec.job_id}-{spec.epoch}-{spec.rank}"
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
 def _account(user: str | None) -> str | None:
