@@ -147,7 +147,7 @@ class FakeContainerRuntime:
             if box is None:
                 return
             self._cond.wait_for(lambda: box.done)
-            del self._boxes[container_id]
+            self._boxes.pop(container_id, None)  # another remover may have been first
 
     def list_ours(self, labels: Mapping[str, str]) -> list[ContainerInfo]:
         with self._cond:

@@ -197,3 +197,15 @@ def test_a_job_spec_refuses_malformed_images_and_mounts(
 def test_a_job_spec_takes_an_image_with_mounts() -> None:
     job = JobSpec(("true",), image="reg.example/x:1", mounts=("/a:/b", "/c:/d:ro"))
     assert job.mounts == ("/a:/b", "/c:/d:ro")
+
+
+def test_image_and_mounts_survive_the_grpc_request_and_the_replicated_record() -> None:
+    from gpu_platform.adapters.inbound.grpc.convert import spec_from_pb
+    from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
+    from gpu_platform.domain.model_codec import decode_spec, encode_spec
+
+    request = pb.SubmitJobRequest(command=["true"], image="img:1", mounts=["/a:/b:ro"])
+    job = spec_from_pb(request)
+    assert (job.image, job.mounts) == ("img:1", ("/a:/b:ro",))
+    assert decode_spec(encode_spec(job)) == job
+    assert spec_from_pb(pb.SubmitJobRequest(command=["true"])).image is None
