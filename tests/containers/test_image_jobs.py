@@ -147,7 +147,9 @@ def test_a_restarted_agent_removes_the_container_its_killed_predecessor_left(
     job_id = submit(server, "--image", base, "--", "sleep", "600")
     server.wait_job(job_id, lambda j: j["state"] == "RUNNING")
     assert wait_for(lambda: len(containers_of(runtime, job_id)) == 1)
+    [orphan] = containers_of(runtime, job_id)
     server.stop(signal.SIGKILL)  # the agent dies; the daemon keeps its container running
     assert [c.running for c in containers_of(runtime, job_id)] == [True]
     server.start()  # the same node, the same data directory
-    assert wait_for(lambda: containers_of(runtime, job_id) == [], timeout=60)
+    # the orphan goes; the job's attempt was lost with the agent, so a new one may start
+    assert wait_for(lambda: orphan.id not in {c.id for c in containers_of(runtime, job_id)}, 60)

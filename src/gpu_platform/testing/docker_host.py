@@ -125,11 +125,13 @@ def _own_daemon(dockerd: str, driver: str) -> Iterator[str]:
                 time.sleep(0.2)
         except BaseException:
             _stop_daemon(proc)
+            _unmount_under(Path(run))
             raise
         try:
             yield sock
         finally:
             _stop_daemon(proc)
+            _unmount_under(Path(run))  # dockerd leaves exec/netns/default mounted
 
 
 def _stop_daemon(proc: subprocess.Popen[bytes]) -> None:
