@@ -4,11 +4,12 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 # System packages the system tests need (Debian names); `make deps` installs them as root.
-SYSTEM_DEPS := hwloc-nox golang-etcd-server-dev iproute2 procps prometheus etcd-server chromium
+SYSTEM_DEPS := hwloc-nox golang-etcd-server-dev iproute2 procps prometheus etcd-server chromium \
+  docker.io docker-compose debootstrap
 # A single-node Slurm beside us in `make bench` (tests/benchmarks/bench_slurm_peer.py).
 SYSTEM_DEPS += slurmctld slurmd slurm-client munge
 
-.PHONY: run test lint typecheck contracts unit bench chaos deps clean help proto openapi
+.PHONY: run test lint typecheck contracts unit bench chaos deps clean help proto openapi containers
 
 help:
 	@echo "make run    - create .venv, install, start 'gpu-platform serve' (embedded single node)"
@@ -18,6 +19,8 @@ help:
 	@echo "              (make bench QUICK=1: smaller sizes, a few minutes)"
 	@echo "make chaos  - leader kills and network partitions on raft_kv clusters in network"
 	@echo "              namespaces (root), linearizability-checked; writes bench/chaos.json"
+	@echo "make containers - image jobs, the Dockerfile and the compose cluster on a real Docker"
+	@echo "              daemon (started here when none runs; root); minutes the first time"
 	@echo "make deps   - install the system packages the system tests need (root, apt-get)"
 	@echo "make proto  - regenerate the gRPC Python modules from the .proto file"
 	@echo "make openapi - rewrite docs/openapi.json from the code (a test checks they agree)"
@@ -44,7 +47,11 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/lint-imports
 
 test: lint
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --ignore=tests/containers
+
+# Not part of `make test` (minutes the first time: debootstrap, image build); .ci/run runs it.
+containers: $(VENV)/.installed-dev
+	$(VENV)/bin/pytest -q tests/containers
 
 unit: $(VENV)/.installed-dev
 	$(VENV)/bin/pytest -q tests/unit tests/property

@@ -882,6 +882,8 @@ class ControlPlane:
                     tenant=job.spec.tenant,
                     traceparent=self._traces.traceparent(job.id) or "",
                     mig_profile=job.spec.mig_profile,
+                    image=job.spec.image,
+                    mounts=job.spec.mounts,
                 )
             )
         return specs

@@ -164,6 +164,8 @@ def encode_spec(spec: JobSpec) -> dict[str, Any]:
         "same_rack": spec.same_rack,
         "mig_profile": spec.mig_profile,
         "client_token": spec.client_token,
+        "image": spec.image,
+        "mounts": list(spec.mounts),
     }
 
 
@@ -190,6 +192,8 @@ def decode_spec(s: dict[str, Any]) -> JobSpec:
         same_rack=s.get("same_rack", "preferred"),
         mig_profile=s.get("mig_profile"),
         client_token=s.get("client_token"),
+        image=s.get("image"),
+        mounts=tuple(s.get("mounts", ())),
     )
 
 

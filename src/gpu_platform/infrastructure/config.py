@@ -104,6 +104,20 @@ class Settings(BaseSettings):
     job_pids_max: int | None = Field(
         None, gt=0, description="Cap on processes per job (pids cgroup); none = no cap."
     )
+    container_runtime: Literal["auto", "docker", "none"] = Field(
+        "auto",
+        description="Runs jobs that name an image: docker (the Engine API at container_host; "
+        "refuses to start without it), auto (docker when its socket is there) or none (such "
+        "jobs fail to launch).",
+    )
+    container_host: str | None = Field(
+        None,
+        description="The container daemon's address, e.g. unix:///run/docker.sock (default: "
+        "DOCKER_HOST, else the local socket).",
+    )
+    container_pull: bool = Field(
+        False, description="Pull a job's image when the node lacks it (else the launch fails)."
+    )
     schedule_interval_seconds: float = Field(
         1.0, gt=0, description="Longest pause between scheduling cycles (they also run on events)."
     )

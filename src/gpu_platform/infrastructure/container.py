@@ -63,6 +63,7 @@ from gpu_platform.domain.model.node import Inventory
 from gpu_platform.domain.placement import Unschedulable
 from gpu_platform.domain.scheduling import QueueOrder, Quota, SchedulerPolicy
 from gpu_platform.infrastructure.config import ConfigError, Settings
+from gpu_platform.infrastructure.containers import container_runner, with_containers
 from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector, service_labels
 from gpu_platform.infrastructure.metrics import Metrics
 from gpu_platform.infrastructure.replicated import (
@@ -357,13 +358,20 @@ def process_runner(
         pids_max=settings.job_pids_max,
         fence=fence,
     )
+    containers = container_runner(settings, inventory)  # tasks that name an image
+    routed = with_containers(runner, containers)
+    if routed is not runner:  # the agent finds the lease fence on the runner it is given
+        routed.fence = fence  # type: ignore[attr-defined]
     if settings.mig_controller == "nvml":  # MIG jobs get an instance on this node's GPUs
         local = inventory.nodes[0].gpus if inventory.nodes else ()
-        mig = MigJobRunner(runner, NvmlMigController(), {g.index: g.model for g in local})
+        mig = MigJobRunner(routed, NvmlMigController(), {g.index: g.model for g in local})
         mig.fence = fence  # type: ignore[attr-defined]
         yield mig
     else:
-        yield runner
+        yield routed
+    if containers is not None:
+        containers.close(settings.stop_grace_seconds)
+        containers.runtime.close()
     runner.close(settings.stop_grace_seconds)
 
 

@@ -93,7 +93,11 @@ class JobSpec:
     Idempotency: `client_token` (REST `Idempotency-Key`, gRPC `request_id`) names one intended
     submission; a submit repeating a token its tenant already used returns the job the first
     one created (a different request under the same token is refused), as long as that job
-    exists."""
+    exists.
+
+    Containers: `image` runs the command inside that container image (the node's container
+    runtime; None = a bare process); `mounts` are bind mounts "HOST:CONTAINER[:ro]" of
+    absolute paths, only with an image (docs/containers.md)."""
 
     command: tuple[str, ...]
     gpus: int = 0
@@ -116,8 +120,11 @@ class JobSpec:
     same_rack: str = "preferred"
     mig_profile: str | None = None
     client_token: str | None = None
+    image: str | None = None
+    mounts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        check_container_fields(self.image, self.mounts)
         for name in ("nvlink", "numa", "same_rack"):
             if getattr(self, name) not in AFFINITIES:
                 raise ValueError(f"{name} must be one of {', '.join(AFFINITIES)}")
@@ -139,6 +146,20 @@ class JobSpec:
             raise ValueError(f"time_limit_s must be > 0, got {self.time_limit_s}")
         if self.client_token is not None and not valid_client_token(self.client_token):
             raise ValueError(f"client_token must match {CLIENT_TOKEN_PATTERN}")
+
+
+def check_container_fields(image: str | None, mounts: tuple[str, ...]) -> None:
+    """`image` is a non-empty reference without blanks; each mount is HOST:CONTAINER[:ro|rw]
+    with two absolute paths; mounts need an image (a bare process sees the host already)."""
+    if image is not None and (not image or any(c.isspace() for c in image)):
+        raise ValueError(f"image must be an image reference without blanks, got {image!r}")
+    if mounts and image is None:
+        raise ValueError("mounts need an image: a bare process already sees the host's files")
+    for mount in mounts:
+        parts = mount.split(":")
+        mode_ok = len(parts) == 2 or (len(parts) == 3 and parts[2] in ("ro", "rw"))
+        if not mode_ok or not all(p.startswith("/") for p in parts[:2]):
+            raise ValueError(f"mounts: {mount!r} is not HOST:CONTAINER[:ro] of absolute paths")
 
 
 @dataclass(frozen=True, slots=True)

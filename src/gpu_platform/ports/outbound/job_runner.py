@@ -45,6 +45,10 @@ class LaunchSpec:
     `mig_uuids` are the MIG device UUIDs ("MIG-...") it may use. A runner that is given a
     profile without UUIDs refuses to launch (LaunchError): a MIG-aware runner
     (`application.mig_jobs.MigJobRunner`) fills them in first.
+    Containers: `image` runs `argv` in that container image with the same promises (only its
+    GPUs, its limits, its environment, its log; stopped on stop/time limit); `mounts` are
+    "HOST:CONTAINER[:ro]" bind mounts. A runner without a container runtime refuses such a
+    spec (LaunchError) rather than run it bare.
     """
 
     job_id: str
@@ -70,6 +74,8 @@ class LaunchSpec:
     traceparent: str = ""
     mig_profile: str | None = None
     mig_uuids: tuple[str, ...] = ()
+    image: str | None = None
+    mounts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.mig_uuids and self.vendor != "nvidia":

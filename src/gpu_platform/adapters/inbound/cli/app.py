@@ -419,6 +419,16 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         ] = Affinity.preferred,
         tenant: Annotated[str | None, typer.Option(help="Default: your token's tenant.")] = None,
         cwd: Annotated[str | None, typer.Option(help="Working directory on the node.")] = None,
+        image: Annotated[
+            str | None,
+            typer.Option(help="Run the command in this container image (the node's runtime)."),
+        ] = None,
+        mount: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--mount", help="HOST:CONTAINER[:ro] bind mount, with --image (repeatable)."
+            ),
+        ] = None,
         memory: Annotated[
             str | None, typer.Option(help="Host memory cap, e.g. 512M, 4G (binary units).")
         ] = None,
@@ -481,6 +491,8 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             "max_attempts": max_attempts,
             "retry_backoff_s": retry_backoff,
         }
+        if image is not None or mount:
+            body.update(image=image, mounts=mount or [])
         try:
             if memory is not None:
                 body["memory_bytes"] = parse_size(memory)

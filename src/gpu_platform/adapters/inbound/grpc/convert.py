@@ -31,6 +31,8 @@ def spec_from_pb(req: pb.SubmitJobRequest, default_tenant: str = "default") -> J
         same_rack=req.same_rack or "preferred",
         mig_profile=req.mig_profile if req.HasField("mig_profile") else None,
         client_token=req.request_id if req.HasField("request_id") else None,
+        image=req.image if req.HasField("image") else None,
+        mounts=tuple(req.mounts),
     )
 
 
@@ -71,6 +73,9 @@ def job_to_pb(job: Job, why: PendingReason | None = None) -> pb.Job:
         msg.user = job.spec.user
     if job.spec.mig_profile is not None:
         msg.mig_profile = job.spec.mig_profile
+    if job.spec.image is not None:
+        msg.image = job.spec.image
+    msg.mounts.extend(job.spec.mounts)
     msg.borrowing = job.borrowing
     if job.array is not None:
         msg.array_id = job.array.array_id

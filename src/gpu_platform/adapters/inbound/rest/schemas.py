@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
 
 from gpu_platform.adapters.inbound.rest.problems import CONFLICT, NOT_FOUND
 from gpu_platform.domain.model.audit import AuditRecord
@@ -81,7 +89,25 @@ class JobSubmit(BaseModel):
         max_length=32,
         description="one MIG instance of this profile (e.g. 1g.10gb) on one GPU; needs gpus=1",
     )
+    image: str | None = Field(
+        None,
+        min_length=1,
+        max_length=512,
+        pattern=r"^\S+$",
+        description="run the command in this container image (the node's container runtime)",
+    )
+    mounts: list[Annotated[str, StringConstraints(pattern=r"^/[^:]*:/[^:]*(:ro|:rw)?$")]] = Field(
+        default_factory=list, max_length=64, description="bind mounts HOST:CONTAINER[:ro]"
+    )
     name: str = Field("", max_length=128)
+
+    @field_validator("mounts")
+    @classmethod
+    def _mounts_need_an_image(cls, mounts: list[str], info: ValidationInfo) -> list[str]:
+        if mounts and info.data.get("image") is None:
+            raise ValueError("mounts need an image: a bare process already sees the host's files")
+        return mounts
+
     tenant: str | None = Field(
         None,
         min_length=1,
@@ -145,6 +171,8 @@ class JobSubmit(BaseModel):
             numa=self.numa,
             same_rack=self.same_rack,
             mig_profile=self.mig_profile,
+            image=self.image,
+            mounts=tuple(self.mounts),
         )
 
 
@@ -285,6 +313,8 @@ class JobOut(BaseModel):
     numa: str
     same_rack: str
     mig_profile: str | None = None
+    image: str | None = None
+    mounts: list[str] = []
     memory_bytes: int | None
     time_limit_s: float | None
     user: str | None
@@ -324,6 +354,8 @@ class JobOut(BaseModel):
             numa=job.spec.numa,
             same_rack=job.spec.same_rack,
             mig_profile=job.spec.mig_profile,
+            image=job.spec.image,
+            mounts=list(job.spec.mounts),
             memory_bytes=job.spec.memory_bytes,
             time_limit_s=job.spec.time_limit_s,
             user=job.spec.user,

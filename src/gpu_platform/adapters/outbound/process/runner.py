@@ -29,7 +29,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +49,14 @@ from gpu_platform.ports.outbound.isolation import (
 )
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
 
-__all__ = ["ProcessJobRunner", "visibility_env"]
+__all__ = [
+    "ProcessJobRunner",
+    "free_port",
+    "pump_log",
+    "task_environment",
+    "visibility_env",
+    "write_capped",
+]
 
 log = structlog.get_logger(__name__)
 _SHIM = str(Path(__file__).with_name("_shim.py"))
@@ -79,6 +86,40 @@ def visibility_env(spec: LaunchSpec, mode: Literal["index", "uuid"] = "index") -
     elif spec.vendor == "intel":
         env["ZE_AFFINITY_MASK"] = ",".join(str(i) for i in spec.gpu_indices)
     return {k: v for k, v in env.items() if v or k != "NVIDIA_VISIBLE_DEVICES"}
+
+
+def task_environment(
+    spec: LaunchSpec, mode: Literal["index", "uuid"], master_port: int
+) -> dict[str, str]:
+    """What the platform adds to a task's environment: the job's own variables, the vendor's
+    visible-device masks, torchrun's rendezvous (overriding the user's: a wrong RANK would
+    hang the gang), MPS limits, nearest NICs, the trace context and the attempt markers."""
+    env = dict(spec.env)
+    env.update(visibility_env(spec, mode))
+    gang = spec.gang
+    if gang is None:  # a lone task is its own world
+        env.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
+                   NODE_RANK="0", MASTER_ADDR="127.0.0.1")  # fmt: skip
+    else:
+        env.update(
+            RANK=str(spec.rank),
+            LOCAL_RANK=str(gang.local_rank),
+            WORLD_SIZE=str(gang.world_size),
+            LOCAL_WORLD_SIZE=str(gang.local_world_size),
+            NODE_RANK=str(gang.node_rank),
+            MASTER_ADDR=gang.master_addr,
+        )
+    env["MASTER_PORT"] = str(master_port)
+    if spec.mps is not None:  # MPS client limits: compute share and pinned memory
+        env.update(mps_environment(spec.mps))
+    if spec.nics:  # NCCL/UCX: use the RDMA NICs nearest the job's GPUs
+        env.setdefault("NCCL_IB_HCA", ",".join(spec.nics))
+        env.setdefault("UCX_NET_DEVICES", ",".join(f"{n}:1" for n in spec.nics))
+    if spec.traceparent:  # OpenTelemetry's environment carrier: the job joins its trace
+        env.setdefault("TRACEPARENT", spec.traceparent)
+    env["GPU_PLATFORM_JOB_ID"] = spec.job_id
+    env[MARKER] = f"{spec.job_id}:{spec.epoch}"
+    return env
 
 
 @dataclass
@@ -211,42 +252,17 @@ class ProcessJobRunner:
 
     def environment(self, spec: LaunchSpec) -> dict[str, str]:
         env = dict(self._base_env)
-        env.update(dict(spec.env))
-        env.update(visibility_env(spec, self._visible))
-        env.update(self._rendezvous(spec))
-        if spec.mps is not None:  # MPS client limits: compute share and pinned memory
-            env.update(mps_environment(spec.mps))
-        if spec.nics:  # NCCL/UCX: use the RDMA NICs nearest the job's GPUs
-            env.setdefault("NCCL_IB_HCA", ",".join(spec.nics))
-            env.setdefault("UCX_NET_DEVICES", ",".join(f"{n}:1" for n in spec.nics))
-        if spec.traceparent:  # OpenTelemetry's environment carrier: the job joins its trace
-            env.setdefault("TRACEPARENT", spec.traceparent)
-        env["GPU_PLATFORM_JOB_ID"] = spec.job_id
-        env[MARKER] = f"{spec.job_id}:{spec.epoch}"
+        env.update(task_environment(spec, self._visible, self._port_of(spec)))
         return env
 
-    def _rendezvous(self, spec: LaunchSpec) -> dict[str, str]:
-        """torchrun's variables. A lone task is its own world; every task of a gang attempt
-        gets its gang's values and one shared MASTER_PORT (picked here when the gang left it
-        to the runner). These override the user's env: a wrong RANK would hang the gang."""
-        gang = spec.gang
-        if gang is None:
-            return {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
-                    "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-                    "MASTER_PORT": str(_free_port())}  # fmt: skip
-        port = gang.master_port
-        if port == 0:
-            with self._lock:
-                port = self._ports.setdefault((spec.job_id, spec.epoch), _free_port())
-        return {
-            "RANK": str(spec.rank),
-            "LOCAL_RANK": str(gang.local_rank),
-            "WORLD_SIZE": str(gang.world_size),
-            "LOCAL_WORLD_SIZE": str(gang.local_world_size),
-            "NODE_RANK": str(gang.node_rank),
-            "MASTER_ADDR": gang.master_addr,
-            "MASTER_PORT": str(port),
-        }
+    def _port_of(self, spec: LaunchSpec) -> int:
+        """The attempt's MASTER_PORT: the gang's, else one picked here and shared by its tasks."""
+        if spec.gang is not None and spec.gang.master_port:
+            return spec.gang.master_port
+        if spec.gang is None:
+            return free_port()
+        with self._lock:
+            return self._ports.setdefault((spec.job_id, spec.epoch), free_port())
 
     @staticmethod
     def _unit(job_id: str, epoch: int, rank: int) -> str:
@@ -321,7 +337,7 @@ class ProcessJobRunner:
             raise LaunchError(f"cannot start {program!r}: {exc.strerror or exc}") from exc
         assert proc.stdout is not None
         pump = threading.Thread(
-            target=_pump,
+            target=pump_log,
             args=(proc.stdout, path, self._log_max),
             name=f"log-{spec.job_id}",
             daemon=True,
@@ -429,7 +445,13 @@ def _kill_marked(job_id: str, epoch: int) -> int:
 
 
 def _require_mig_instance(spec: LaunchSpec) -> None:
-    """A MIG job must come with its MIG device: never run it on the whole GPU instead."""
+    """A MIG job must come with its MIG device: never run it on the whole GPU instead; an
+    image job must run in its container: never run its command bare on the host."""
+    if spec.image is not None:
+        raise LaunchError(
+            f"the job runs in image {spec.image!r} but this node has no container runtime "
+            "(setting container_runtime)"
+        )
     if spec.mig_profile is not None and not spec.mig_uuids:
         raise LaunchError(
             f"the job asks for MIG profile {spec.mig_profile} but no MIG instance was "
@@ -437,11 +459,17 @@ def _require_mig_instance(spec: LaunchSpec) -> None:
         )
 
 
-def _pump(stream: IO[bytes], path: Path, cap: int) -> None:
+def pump_log(stream: IO[bytes], path: Path, cap: int) -> None:
     """Copy the job's output to its log, up to `cap` bytes; keep draining after the cut."""
+    with stream:
+        write_capped(iter(lambda: stream.read1(65536), b""), path, cap)  # type: ignore[attr-defined]
+
+
+def write_capped(chunks: Iterable[bytes], path: Path, cap: int) -> None:
+    """Append `chunks` to `path` up to `cap` bytes, marking the cut; consume them all."""
     written = 0
-    with stream, path.open("ab") as out:
-        while chunk := stream.read1(65536):  # type: ignore[attr-defined]
+    with path.open("ab") as out:
+        for chunk in chunks:
             if written >= cap:
                 continue
             part = chunk[: cap - written]
@@ -457,7 +485,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -62,6 +62,8 @@ class SubmitJobRequest(_message.Message):
     NUMA_FIELD_NUMBER: _builtins.int
     SAME_RACK_FIELD_NUMBER: _builtins.int
     MIG_PROFILE_FIELD_NUMBER: _builtins.int
+    IMAGE_FIELD_NUMBER: _builtins.int
+    MOUNTS_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     """whole GPUs on one node"""
@@ -88,6 +90,8 @@ class SubmitJobRequest(_message.Message):
     """same"""
     mig_profile: _builtins.str
     """one MIG instance of this profile (e.g. 1g.10gb); gpus = 1"""
+    image: _builtins.str
+    """run the command in this container image"""
     request_id: _builtins.str
     """idempotency: a retry with the same id returns the same job"""
     @_builtins.property
@@ -103,6 +107,10 @@ class SubmitJobRequest(_message.Message):
     @_builtins.property
     def gpu_models(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """accepted GPU models (empty = any)"""
+
+    @_builtins.property
+    def mounts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """bind mounts HOST:CONTAINER[:ro]; only with image"""
 
     def __init__(
         self,
@@ -125,14 +133,18 @@ class SubmitJobRequest(_message.Message):
         numa: _builtins.str = ...,
         same_rack: _builtins.str = ...,
         mig_profile: _builtins.str | None = ...,
+        image: _builtins.str | None = ...,
+        mounts: _abc.Iterable[_builtins.str] | None = ...,
         request_id: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "preemptible", b"preemptible", "request_id", b"request_id", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "preemptible", b"preemptible", "request_id", b"request_id", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpu_models", b"gpu_models", "gpus", b"gpus", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "preemptible", b"preemptible", "priority", b"priority", "request_id", b"request_id", "same_rack", b"same_rack", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpu_models", b"gpu_models", "gpus", b"gpus", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "mounts", b"mounts", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "preemptible", b"preemptible", "priority", b"priority", "request_id", b"request_id", "same_rack", b"same_rack", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cwd: _TypeAlias = _typing.Literal["cwd"]  # noqa: Y015
     _WhichOneofArgType__cwd: _TypeAlias = _typing.Literal["_cwd", b"_cwd"]  # noqa: Y015
+    _WhichOneofReturnType__image: _TypeAlias = _typing.Literal["image"]  # noqa: Y015
+    _WhichOneofArgType__image: _TypeAlias = _typing.Literal["_image", b"_image"]  # noqa: Y015
     _WhichOneofReturnType__memory_bytes: _TypeAlias = _typing.Literal["memory_bytes"]  # noqa: Y015
     _WhichOneofArgType__memory_bytes: _TypeAlias = _typing.Literal["_memory_bytes", b"_memory_bytes"]  # noqa: Y015
     _WhichOneofReturnType__mig_profile: _TypeAlias = _typing.Literal["mig_profile"]  # noqa: Y015
@@ -147,6 +159,8 @@ class SubmitJobRequest(_message.Message):
     _WhichOneofArgType__user: _TypeAlias = _typing.Literal["_user", b"_user"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__cwd) -> _WhichOneofReturnType__cwd | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__image) -> _WhichOneofReturnType__image | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_bytes) -> _WhichOneofReturnType__memory_bytes | None: ...
     @_typing.overload
@@ -298,6 +312,8 @@ class Job(_message.Message):
     ARRAY_FIELD_NUMBER: _builtins.int
     FAULTS_FIELD_NUMBER: _builtins.int
     INTERRUPTIONS_FIELD_NUMBER: _builtins.int
+    IMAGE_FIELD_NUMBER: _builtins.int
+    MOUNTS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     state: _builtins.str
@@ -331,6 +347,7 @@ class Job(_message.Message):
     """attempts ended by faults (the max_attempts budget)"""
     interruptions: _builtins.int
     """re-queued, not its fault: preemption, restarts, forced offline"""
+    image: _builtins.str
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -345,6 +362,8 @@ class Job(_message.Message):
 
     @_builtins.property
     def gpu_models(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def mounts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -381,10 +400,12 @@ class Job(_message.Message):
         array: _builtins.str = ...,
         faults: _builtins.int = ...,
         interruptions: _builtins.int = ...,
+        image: _builtins.str | None = ...,
+        mounts: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array_id", b"array_id", "exit_code", b"exit_code", "finished_at", b"finished_at", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "pending", b"pending", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array_id", b"array_id", "exit_code", b"exit_code", "finished_at", b"finished_at", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "pending", b"pending", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array", b"array", "array_id", b"array_id", "array_index", b"array_index", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "depends_on", b"depends_on", "exit_code", b"exit_code", "faults", b"faults", "finished_at", b"finished_at", "gpu_models", b"gpu_models", "gpus", b"gpus", "history", b"history", "id", b"id", "interruptions", b"interruptions", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "same_rack", b"same_rack", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array", b"array", "array_id", b"array_id", "array_index", b"array_index", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "depends_on", b"depends_on", "exit_code", b"exit_code", "faults", b"faults", "finished_at", b"finished_at", "gpu_models", b"gpu_models", "gpus", b"gpus", "history", b"history", "id", b"id", "image", b"image", "interruptions", b"interruptions", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "mounts", b"mounts", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "same_rack", b"same_rack", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__allocation: _TypeAlias = _typing.Literal["allocation"]  # noqa: Y015
     _WhichOneofArgType__allocation: _TypeAlias = _typing.Literal["_allocation", b"_allocation"]  # noqa: Y015
@@ -394,6 +415,8 @@ class Job(_message.Message):
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
     _WhichOneofReturnType__finished_at: _TypeAlias = _typing.Literal["finished_at"]  # noqa: Y015
     _WhichOneofArgType__finished_at: _TypeAlias = _typing.Literal["_finished_at", b"_finished_at"]  # noqa: Y015
+    _WhichOneofReturnType__image: _TypeAlias = _typing.Literal["image"]  # noqa: Y015
+    _WhichOneofArgType__image: _TypeAlias = _typing.Literal["_image", b"_image"]  # noqa: Y015
     _WhichOneofReturnType__memory_bytes: _TypeAlias = _typing.Literal["memory_bytes"]  # noqa: Y015
     _WhichOneofArgType__memory_bytes: _TypeAlias = _typing.Literal["_memory_bytes", b"_memory_bytes"]  # noqa: Y015
     _WhichOneofReturnType__mig_profile: _TypeAlias = _typing.Literal["mig_profile"]  # noqa: Y015
@@ -414,6 +437,8 @@ class Job(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__exit_code) -> _WhichOneofReturnType__exit_code | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__finished_at) -> _WhichOneofReturnType__finished_at | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__image) -> _WhichOneofReturnType__image | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_bytes) -> _WhichOneofReturnType__memory_bytes | None: ...
     @_typing.overload
