@@ -61,7 +61,8 @@ def _directed(state: ClusterState, data: st.DataObject, n: int) -> Command:
     kind = data.draw(st.sampled_from(["bind", "end", "stop", "random"]))
     holding = [j for j in state.open_jobs() if j.holds_gpus and j.allocation is not None]
     if kind == "bind":
-        free = {name: sorted(state.free_gpus(name)) for name in NODES}
+        present = {node.name for node in state.nodes}  # RemoveNode may have taken some
+        free = {name: sorted(state.free_gpus(name)) for name in NODES if name in present}
         free = {name: gpus for name, gpus in free.items() if gpus and _ready(state, name)}
         if free:
             name = data.draw(st.sampled_from(sorted(free)))
