@@ -133,6 +133,8 @@ def test_hostile_values_in_a_job_submission_are_refused_naming_the_field(
     def run(case: schemathesis.Case, hostile: tuple[str, Any]) -> None:
         field, value = hostile
         body = dict(case.body) if isinstance(case.body, dict) else {"command": ["true"]}
+        if not body.get("image"):  # mounts need an image (a rule across fields, not the schema's)
+            body.pop("mounts", None)
         body[field] = value
         response = case.call(
             headers={**HEADERS, "content-type": "application/json"},

@@ -36,7 +36,8 @@ def test_xid_79_on_a_busy_gpu_moves_its_job_to_another_gpu(
     assert described.returncode == 0, described.stderr
     lines = described.stdout.splitlines()
     assert "State:          RUNNING" in lines
-    assert "Attempt:        2 of at most 3" in lines
+    assert "Attempt:        2" in lines
+    assert "Faults:         1 of at most 3" in lines  # an XID 79 is a fault of the job's GPU
     assert any("QUEUED" in line and f"gpu {node}:{gpu}: xid 79 (reboot)" in line for line in lines)
 
     gpus = {g["index"]: g for g in server.get("/v1/gpus")}

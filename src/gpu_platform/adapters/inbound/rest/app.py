@@ -133,7 +133,7 @@ def create_app(
                 route = getattr(request.scope.get("route"), "path", None) or "unmatched"
                 observe.http_request(request.method, route, status, time.perf_counter() - started)
 
-    @app.post("/v1/jobs", status_code=201, response_model=JobOut)
+    @app.post("/v1/jobs", status_code=201, response_model=JobOut, responses=CONFLICT)
     async def submit(
         body: JobSubmit,
         jobs: TenantScope = Depends(auth.scope),
