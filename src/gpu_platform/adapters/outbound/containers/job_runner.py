@@ -21,7 +21,6 @@ Same promises as a bare process (ProcessJobRunner), kept by the container runtim
 from __future__ import annotations
 
 import contextlib
-import os
 import pwd
 import re
 import threading
@@ -33,7 +32,9 @@ from typing import Literal
 import structlog
 
 from gpu_platform.adapters.outbound.process.runner import (
+    attempt_log_path,
     free_port,
+    read_tail,
     task_environment,
     write_capped,
 )
@@ -212,22 +213,13 @@ class ContainerJobRunner:
             return b""
 
     def read_log(self, job_id: str, attempt: int, tail_bytes: int, rank: int = 0) -> str:
-        try:
-            with self.log_path(job_id, attempt, rank).open("rb") as f:
-                size = f.seek(0, os.SEEK_END)
-                f.seek(max(0, size - tail_bytes))
-                return f.read().decode(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return read_tail(self.log_path(job_id, attempt, rank), tail_bytes)
 
     # -- internals ---------------------------------------------------------------------------
 
     def log_path(self, job_id: str, attempt: int, rank: int = 0) -> Path:
         """The same layout as ProcessJobRunner's: either runner reads the other's logs."""
-        if "/" in job_id or job_id.startswith("."):
-            raise ValueError(f"bad job id {job_id!r}")
-        name = f"attempt-{attempt}.log" if rank == 0 else f"attempt-{attempt}.rank-{rank}.log"
-        return self.log_root / job_id / name
+        return attempt_log_path(self.log_root, job_id, attempt, rank)
 
     def container_spec(self, spec: LaunchSpec) -> ContainerSpec:
         """The container one task runs in (see the module docstring for what it promises)."""

@@ -29,17 +29,23 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import Literal
 
 import structlog
 
 from gpu_platform.adapters.outbound.cgroups.devices import gpu_device_rules
 from gpu_platform.adapters.outbound.cgroups.noop import NoopIsolation
 from gpu_platform.adapters.outbound.process.fence import ProcessLeaseFence
+from gpu_platform.adapters.outbound.process.logs import (
+    attempt_log_path,
+    pump_log,
+    read_tail,
+    write_capped,
+)
 from gpu_platform.domain.allocation.mps import mps_environment
 from gpu_platform.ports.outbound.isolation import (
     Isolation,
@@ -51,8 +57,10 @@ from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, Laun
 
 __all__ = [
     "ProcessJobRunner",
+    "attempt_log_path",
     "free_port",
     "pump_log",
+    "read_tail",
     "task_environment",
     "visibility_env",
     "write_capped",
@@ -233,22 +241,12 @@ class ProcessJobRunner:
             return b""
 
     def read_log(self, job_id: str, attempt: int, tail_bytes: int, rank: int = 0) -> str:
-        path = self.log_path(job_id, attempt, rank)
-        try:
-            with path.open("rb") as f:
-                size = f.seek(0, os.SEEK_END)
-                f.seek(max(0, size - tail_bytes))
-                return f.read().decode(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return read_tail(self.log_path(job_id, attempt, rank), tail_bytes)
 
     # -- internals ---------------------------------------------------------------------------
 
     def log_path(self, job_id: str, attempt: int, rank: int = 0) -> Path:
-        if "/" in job_id or job_id.startswith("."):
-            raise ValueError(f"bad job id {job_id!r}")
-        name = f"attempt-{attempt}.log" if rank == 0 else f"attempt-{attempt}.rank-{rank}.log"
-        return self.log_root / job_id / name
+        return attempt_log_path(self.log_root, job_id, attempt, rank)
 
     def environment(self, spec: LaunchSpec) -> dict[str, str]:
         env = dict(self._base_env)
@@ -457,27 +455,6 @@ def _require_mig_instance(spec: LaunchSpec) -> None:
             f"the job asks for MIG profile {spec.mig_profile} but no MIG instance was "
             "assigned: this node has no MIG controller (setting mig_controller)"
         )
-
-
-def pump_log(stream: IO[bytes], path: Path, cap: int) -> None:
-    """Copy the job's output to its log, up to `cap` bytes; keep draining after the cut."""
-    with stream:
-        write_capped(iter(lambda: stream.read1(65536), b""), path, cap)  # type: ignore[attr-defined]
-
-
-def write_capped(chunks: Iterable[bytes], path: Path, cap: int) -> None:
-    """Append `chunks` to `path` up to `cap` bytes, marking the cut; consume them all."""
-    written = 0
-    with path.open("ab") as out:
-        for chunk in chunks:
-            if written >= cap:
-                continue
-            part = chunk[: cap - written]
-            out.write(part)
-            written += len(part)
-            if written >= cap:
-                out.write(f"\n[gpu-platform: log truncated at {cap} bytes]\n".encode())
-            out.flush()
 
 
 def _signal_group(pgid: int, sig: int) -> None:
