@@ -7,8 +7,11 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
+from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
+from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
 from gpu_platform.testing.cluster_procs import ENTRY, ReplicatedCluster, wait_until
 
 WAIT = 90.0
@@ -85,6 +88,15 @@ def test_nodes_remove_takes_out_a_gone_node_and_refuses_a_connected_one(
         assert "node-1" in listed.stdout and "node-2" not in listed.stdout
         again = c.cli("nodes", "remove", "node-2", "--server", c.url(1))
         assert again.returncode != 0 and "node-2" in again.stderr
+        with grpc.insecure_channel(f"127.0.0.1:{c.grpc[1]}") as channel:
+            admin = pb_grpc.AdminServiceStub(channel)
+            with pytest.raises(grpc.RpcError) as busy:
+                admin.RemoveNode(pb.RemoveNodeRequest(node="node-1", reason="x"), timeout=30)
+            assert busy.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+            assert "agent is connected" in (busy.value.details() or "")
+            with pytest.raises(grpc.RpcError) as gone:
+                admin.RemoveNode(pb.RemoveNodeRequest(node="node-2"), timeout=30)
+            assert gone.value.code() is grpc.StatusCode.NOT_FOUND
         audit = c.client.get(c.url(1) + "/v1/audit").json()
         removals = [(a["target"], a["outcome"]) for a in audit if a["action"] == "remove"]
         assert ("node node-2", "ok") in removals

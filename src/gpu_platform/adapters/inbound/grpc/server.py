@@ -13,7 +13,6 @@ mTLS when a client CA is given) when `tls` is set.
 from __future__ import annotations
 
 import queue
-import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any, Protocol, TypeVar
@@ -23,7 +22,6 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.trace import TracerProvider
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gpu_platform.adapters.grpc_bind import NO_PORT_REUSE, bind_port
 from gpu_platform.adapters.inbound.grpc.agent_service import LEADER_METADATA
@@ -39,6 +37,7 @@ from gpu_platform.adapters.inbound.grpc.convert import (
     spec_from_pb,
     status_to_pb,
 )
+from gpu_platform.adapters.inbound.grpc.interceptors import MetricsInterceptor, TracingInterceptor
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
 from gpu_platform.adapters.tls import TlsFiles
@@ -241,9 +240,11 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         self._access = access
         self._trail = trail
 
-    def _operator(self, context: grpc.ServicerContext, action: str) -> str:
+    def _operator(
+        self, context: grpc.ServicerContext, action: str, allowed: tuple[str, ...] = _ACTIONS
+    ) -> str:
         who = current_principal()
-        if action not in _ACTIONS:
+        if action not in allowed:
             context.set_trailing_metadata((("field", "action"),))
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"action: one of {_ACTIONS}")
         if not who.may(Permission.HARDWARE_ADMIN):
@@ -285,6 +286,17 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             return pb.Node(
                 name=n.name, state=str(n.state), reason=n.reason, gpus=n.gpus, jobs=n.jobs
             )
+
+        return _call(context, act)
+
+    def RemoveNode(
+        self, request: pb.RemoveNodeRequest, context: grpc.ServicerContext
+    ) -> pb.RemoveNodeResponse:
+        actor = self._operator(context, "remove", ("remove",))
+
+        def act() -> pb.RemoveNodeResponse:
+            self._admin.remove_node(request.node, reason=request.reason, actor=actor)
+            return pb.RemoveNodeResponse()
 
         return _call(context, act)
 
@@ -365,74 +377,6 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         return _token_pb(info)
 
 
-class _TracingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
-    """One OpenTelemetry span per unary RPC, named after its method
-    (e.g. /gpu_platform.v1.JobService/GetJob); a `traceparent` in the call's metadata makes it
-    a child of the caller's span."""
-
-    def __init__(self, tracer_provider: TracerProvider) -> None:
-        self._tracer = tracer_provider.get_tracer("gpu_platform.grpc")
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
-            return handler  # streams are left untraced: a span per event would be noise
-        method = handler_call_details.method
-        inner = handler.unary_unary
-
-        def traced(request: Any, context: grpc.ServicerContext) -> Any:
-            parent = TraceContextTextMapPropagator().extract(dict(context.invocation_metadata()))
-            with self._tracer.start_as_current_span(method, context=parent) as span:
-                span.set_attribute("rpc.system", "grpc")
-                span.set_attribute("rpc.method", method)
-                return inner(request, context)
-
-        return grpc.unary_unary_rpc_method_handler(
-            traced,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
-
-
-class _MetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
-    """Reports each unary RPC's latency and status code to ApiMetrics."""
-
-    def __init__(self, metrics: ApiMetrics) -> None:
-        self._metrics = metrics
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
-            return handler  # streams (WatchJobs) last as long as the client wants
-        method = handler_call_details.method
-        inner = handler.unary_unary
-
-        def measured(request: Any, context: grpc.ServicerContext) -> Any:
-            started, failed = time.perf_counter(), True
-            try:
-                response = inner(request, context)
-                failed = False
-                return response
-            finally:
-                code = context.code() or (grpc.StatusCode.UNKNOWN if failed else grpc.StatusCode.OK)
-                name = code.name if isinstance(code, grpc.StatusCode) else str(code)
-                self._metrics.grpc_call(method, name, time.perf_counter() - started)
-
-        return grpc.unary_unary_rpc_method_handler(
-            measured,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
-
-
 class GrpcServer:
     """Owns a grpc.Server bound to `host:port` (port 0 = any free port; see `.port`)."""
 
@@ -454,9 +398,9 @@ class GrpcServer:
         trail = trail or AuditTrail()
         interceptors: list[grpc.ServerInterceptor] = []
         if api_metrics is not None:  # outermost: the latency includes tracing and auth
-            interceptors.append(_MetricsInterceptor(api_metrics))
+            interceptors.append(MetricsInterceptor(api_metrics))
         if tracer_provider is not None:
-            interceptors.append(_TracingInterceptor(tracer_provider))
+            interceptors.append(TracingInterceptor(tracer_provider))
         interceptors.append(AuthInterceptor(access))
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers),

@@ -1016,6 +1016,43 @@ class GpuActionRequest(_message.Message):
 Global___GpuActionRequest: _TypeAlias = GpuActionRequest  # noqa: Y015
 
 @_typing.final
+class RemoveNodeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveNodeRequest: _TypeAlias = RemoveNodeRequest  # noqa: Y015
+
+@_typing.final
+class RemoveNodeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveNodeResponse: _TypeAlias = RemoveNodeResponse  # noqa: Y015
+
+@_typing.final
 class NodeActionRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

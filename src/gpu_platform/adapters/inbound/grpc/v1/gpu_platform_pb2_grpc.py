@@ -622,6 +622,11 @@ class AdminServiceStub:
                 request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.NodeActionRequest.SerializeToString,
                 response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Node.FromString,
                 _registered_method=True)
+        self.RemoveNode = channel.unary_unary(
+                '/gpu_platform.v1.AdminService/RemoveNode',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RemoveNodeRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RemoveNodeResponse.FromString,
+                _registered_method=True)
         self.ListNodes = channel.unary_unary(
                 '/gpu_platform.v1.AdminService/ListNodes',
                 request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ListNodesRequest.SerializeToString,
@@ -670,6 +675,13 @@ class AdminServiceServicer:
 
     def NodeAction(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveNode(self, request, context):
+        """no work there, agent gone
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -728,6 +740,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.NodeAction,
                     request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.NodeActionRequest.FromString,
                     response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Node.SerializeToString,
+            ),
+            'RemoveNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveNode,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RemoveNodeRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RemoveNodeResponse.SerializeToString,
             ),
             'ListNodes': grpc.unary_unary_rpc_method_handler(
                     servicer.ListNodes,
@@ -819,6 +836,33 @@ class AdminService:
             '/gpu_platform.v1.AdminService/NodeAction',
             gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.NodeActionRequest.SerializeToString,
             gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Node.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.AdminService/RemoveNode',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RemoveNodeRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RemoveNodeResponse.FromString,
             options,
             channel_credentials,
             insecure,

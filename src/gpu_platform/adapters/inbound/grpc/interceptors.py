@@ -1,0 +1,84 @@
+"""gRPC server interceptors: one OpenTelemetry span and one latency/status sample per unary
+RPC (streams are left alone: they last as long as the client wants)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from opentelemetry.trace import TracerProvider
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from gpu_platform.ports.outbound.metrics import ApiMetrics
+
+__all__ = ["MetricsInterceptor", "TracingInterceptor"]
+
+
+class TracingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+    """One OpenTelemetry span per unary RPC, named after its method
+    (e.g. /gpu_platform.v1.JobService/GetJob); a `traceparent` in the call's metadata makes it
+    a child of the caller's span."""
+
+    def __init__(self, tracer_provider: TracerProvider) -> None:
+        self._tracer = tracer_provider.get_tracer("gpu_platform.grpc")
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler  # streams are left untraced: a span per event would be noise
+        method = handler_call_details.method
+        inner = handler.unary_unary
+
+        def traced(request: Any, context: grpc.ServicerContext) -> Any:
+            parent = TraceContextTextMapPropagator().extract(dict(context.invocation_metadata()))
+            with self._tracer.start_as_current_span(method, context=parent) as span:
+                span.set_attribute("rpc.system", "grpc")
+                span.set_attribute("rpc.method", method)
+                return inner(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            traced,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+class MetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+    """Reports each unary RPC's latency and status code to ApiMetrics."""
+
+    def __init__(self, metrics: ApiMetrics) -> None:
+        self._metrics = metrics
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler  # streams (WatchJobs) last as long as the client wants
+        method = handler_call_details.method
+        inner = handler.unary_unary
+
+        def measured(request: Any, context: grpc.ServicerContext) -> Any:
+            started, failed = time.perf_counter(), True
+            try:
+                response = inner(request, context)
+                failed = False
+                return response
+            finally:
+                code = context.code() or (grpc.StatusCode.UNKNOWN if failed else grpc.StatusCode.OK)
+                name = code.name if isinstance(code, grpc.StatusCode) else str(code)
+                self._metrics.grpc_call(method, name, time.perf_counter() - started)
+
+        return grpc.unary_unary_rpc_method_handler(
+            measured,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
