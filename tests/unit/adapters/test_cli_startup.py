@@ -78,3 +78,9 @@ def test_a_client_command_talks_through_the_standard_library_not_httpx() -> None
     modules = loaded_modules("jobs", "list", "--server", "http://127.0.0.1:9")
     assert "http.client" in modules  # the probe sees what the command loaded
     assert "httpx" not in modules
+
+
+def test_help_and_a_listing_load_no_domain_package() -> None:
+    """The domain package costs ~25 ms of imports; only commands that need it load it."""
+    for args in (("--help",), ("jobs", "list", "--server", "http://127.0.0.1:9")):
+        assert not [m for m in loaded_modules(*args) if m.startswith("gpu_platform.domain")], args

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_platform.domain.model.job_array import ArraySpec, format_array, parse_stored_array
-
 __all__ = ["array_fields", "group_pending_tasks"]
 
 _WAITING = ("PENDING", "QUEUED")
@@ -33,6 +31,9 @@ def group_pending_tasks(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(group) == 1:
             out.append(row)
             continue
+        # imported here: the domain package costs a CLI call that lists no array its time
+        from gpu_platform.domain.model.job_array import ArraySpec, format_array, parse_stored_array
+
         throttle = parse_stored_array(task["array"]).throttle
         indices = tuple(sorted(r["array"]["index"] for r in group))
         text = format_array(ArraySpec(indices, throttle))
