@@ -51,7 +51,8 @@ def test_submit_describe_then_a_crash_and_restart_keep_the_record(
     assert server.stop(signal.SIGKILL) == -signal.SIGKILL
     again = server_factory(server.data_dir)
     assert again.get(f"/v1/jobs/{job_id}") == done
-    assert again.cli("jobs", "describe", job_id).stdout == described.stdout
+    # the output comes from the node's agent, which may still be reconnecting
+    assert wait_for(lambda: again.cli("jobs", "describe", job_id).stdout == described.stdout)
 
 
 def test_a_running_job_dies_with_a_crashed_server_and_runs_again_after_restart(
