@@ -18,6 +18,7 @@ from tests.containers.conftest import REPO
 from tests.integration.conftest import free_port, wait_for
 
 COMPOSE_FILES = ("-f", "docker-compose.yml", "-f", "docker-compose.host.yml")
+TOKEN = "gpc_compose_test_0123456789"  # the cluster's shared secret (docs/replication.md)
 
 
 def compose_command(address: str) -> list[str]:
@@ -93,7 +94,7 @@ def _health(api: Any, cid: str) -> str:
 
 def test_the_compose_files_are_valid(docker_address: str) -> None:
     compose = compose_command(docker_address)
-    env = dict(os.environ, DOCKER_HOST=docker_address)
+    env = dict(os.environ, DOCKER_HOST=docker_address, GPU_PLATFORM_CLUSTER_TOKEN=TOKEN)
     for files in (("-f", "docker-compose.yml"), COMPOSE_FILES):
         done = subprocess.run([*compose, *files, "config", "-q"], cwd=REPO, env=env,
                               capture_output=True, text=True, check=False)  # fmt: skip
@@ -105,7 +106,12 @@ def cluster(platform: str, docker_address: str) -> Iterator[list[str]]:
     """The compose cluster's 3 servers and 2 agents on the host's network (no registry here
     for the Prometheus and Grafana images: `config` checks those)."""
     compose = [*compose_command(docker_address), "-p", f"gp-test-{os.getpid()}", *COMPOSE_FILES]
-    env = dict(os.environ, DOCKER_HOST=docker_address, GPU_PLATFORM_IMAGE=platform)
+    env = dict(
+        os.environ,
+        DOCKER_HOST=docker_address,
+        GPU_PLATFORM_IMAGE=platform,
+        GPU_PLATFORM_CLUSTER_TOKEN=TOKEN,
+    )
     services = ["server-1", "server-2", "server-3", "agent-1", "agent-2"]
     up = subprocess.run([*compose, "up", "-d", "--no-build", *services], cwd=REPO, env=env,
                         capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
