@@ -34,5 +34,5 @@ class ModelRoute:
 
 class ModelRoutes(Protocol):
     def routes(self) -> Mapping[str, ModelRoute]:
-        """Every servable model, keyed by its name; replicas not ready are included with ready=False."""
+        """Every servable model by name; replicas not ready are listed with ready=False."""
         ...
