@@ -485,6 +485,7 @@ def _running_health(plane: ControlPlane, health: HealthParts) -> Iterator[Health
 
 
 def _rest_app(
+    settings: Settings,
     plane: ControlPlane,
     metrics: Metrics,
     tracer: TracerProvider,
@@ -509,6 +510,8 @@ def _rest_app(
         api_metrics=metrics.api,
         access=access,
         trail=trail,
+        max_request_bytes=settings.max_request_bytes,
+        metrics_auth=settings.metrics_auth,
     )
     site = Site(
         jobs,
@@ -548,6 +551,7 @@ def _grpc_server(
         access=access,
         trail=trail,
         tls=tls_files(settings),
+        max_message_bytes=settings.max_request_bytes,
     )
     server.start()
     yield server
@@ -643,6 +647,7 @@ class Container(containers.DeclarativeContainer):
     )
     rest_app = providers.Singleton(
         _rest_app,
+        settings,
         control_plane,
         observability.metrics,
         observability.tracer_provider,
