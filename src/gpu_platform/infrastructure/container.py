@@ -18,6 +18,7 @@ from dependency_injector import containers, providers
 from fastapi import FastAPI
 from opentelemetry.sdk.trace import TracerProvider
 
+from gpu_platform.adapters.audit_seal import load_key as load_audit_key
 from gpu_platform.adapters.inbound.grpc import GrpcServer
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.adapters.inbound.rest import create_app
@@ -209,7 +210,21 @@ def configured_quotas(settings: Settings) -> dict[str, Quota]:
 
 
 def _audit_log(settings: Settings) -> Iterator[AuditLog]:
-    log = JsonlAuditLog(settings.audit_file or settings.data_dir / "audit.jsonl")
+    path = settings.audit_file or settings.data_dir / "audit.jsonl"
+    key, new_key = None, False
+    if settings.audit_key_file is not None:  # seals the chain's head (audit_seal)
+        new_key = not settings.audit_key_file.exists()
+        try:
+            key = load_audit_key(settings.audit_key_file, create=True)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"configuration: audit_key_file: {exc}") from None
+        if settings.audit_key_file.resolve().is_relative_to(settings.data_dir.resolve()):
+            structlog.get_logger(__name__).warning(
+                "audit_key_file is inside the data directory: whoever can rewrite the log "
+                "can read the key too",
+                audit_key_file=str(settings.audit_key_file),
+            )
+    log = JsonlAuditLog(path, key, adopt=new_key)
     yield log
     log.close()
 
