@@ -184,6 +184,18 @@ def test_an_unknown_dependency_is_refused_naming_the_field(rig: Rig) -> None:
     assert err.value.field == "depends_on"
 
 
+def test_another_tenants_job_as_a_dependency_is_refused_exactly_like_an_unknown_id(
+    rig: Rig,
+) -> None:
+    theirs = rig.plane.submit(JobSpec(("fake-forever",), gpus=1, tenant="b")).id
+    errors = []
+    for dep in (theirs, "j-nope"):
+        with pytest.raises(InvalidRequest) as err:
+            rig.plane.submit(JobSpec(("fake-forever",), gpus=1, tenant="a", depends_on=(dep,)))
+        errors.append((err.value.field, str(err.value).replace(dep, "ID")))
+    assert errors[0] == errors[1] == ("depends_on", "depends_on: no such job: ID")
+
+
 def test_quotas_set_at_run_time_are_stored_and_win_over_configured_ones() -> None:
     store = InMemoryQuotaStore()
     rig = Rig(quotas={"a": Quota(1)}, quota_store=store)
