@@ -81,7 +81,7 @@ from gpu_platform.ports.outbound.gpu_discovery import GpuDiscovery, GpuTelemetry
 from gpu_platform.ports.outbound.gpu_reset import GpuReset
 from gpu_platform.ports.outbound.hardware_store import HardwareStore
 from gpu_platform.ports.outbound.health_monitor import FaultInjector, HealthMonitor
-from gpu_platform.ports.outbound.isolation import Isolation
+from gpu_platform.ports.outbound.isolation import Isolation, IsolationError
 from gpu_platform.ports.outbound.job_runner import JobRunner
 from gpu_platform.ports.outbound.job_store import JobStore
 from gpu_platform.ports.outbound.metrics import SchedulerMetrics
@@ -388,6 +388,10 @@ def process_runner(
         containers.close(settings.stop_grace_seconds)
         containers.runtime.close()
     runner.close(settings.stop_grace_seconds)
+    try:  # no job cgroup, nor this server's prefix group, outlives it
+        isolation.sweep()
+    except IsolationError as exc:
+        structlog.get_logger(__name__).warning("job cgroups left behind", error=str(exc))
 
 
 def _gpu_reset(runner: JobRunner, health: HealthParts) -> GpuReset | None:
