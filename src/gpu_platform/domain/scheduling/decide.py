@@ -92,6 +92,14 @@ def _capacity(view: ClusterView) -> Capacity:
     return Capacity(gpu, cpu, memory)
 
 
+def _key(entry: tuple[tuple[int, int, float, int], PendingJob]) -> tuple[int, int, float, int]:
+    return entry[0]
+
+
+def _dependency(job: PendingJob) -> PendingReason:
+    return PendingReason(PendingCode.DEPENDENCY, f"waiting for {', '.join(sorted(job.waiting_on))}")
+
+
 def _when(at: float) -> str:
     return "once jobs without a time limit end" if at == float("inf") else f"at t={at:g}"
 
@@ -134,23 +142,38 @@ class _Cycle:
 
     def run(self) -> Decision:
         window = Window(self.pending, self.policy.max_jobs, self.capacity.gpu)
-        deferred: list[PendingJob] = []
+        deferred: list[tuple[tuple[int, int, float, int], PendingJob]] = []
+        leftover: list[PendingJob] = []
         for job in self.queue:
+            if window.full:  # the rest cannot be examined: answered cheaply below
+                leftover = [job, *self.queue.rest(), *(j for _, j in deferred)]
+                deferred = []
+                break
             admitted = self._admissible(job)
             if isinstance(admitted, PendingReason):  # blocked: answered, uses no window
                 self.reasons[job.id] = admitted
             elif window.admits(job.tenant):
                 self._examine(job, admitted, window)
-            else:
-                deferred.append(job)
-        for job in deferred:  # past their tenant's slice: examined while the window has room
+            else:  # its tenant's slice is used: the tenant waits for the second pass
+                deferred.extend(self.queue.defer(job.tenant))
+        if not window.full:
+            deferred.sort(key=_key)
+        for _, job in deferred:  # past their tenant's slice: examined while there is room
+            if window.full:
+                leftover.append(job)
+                continue
             admitted = self._admissible(job)  # this cycle's binds may have used the quota
             if isinstance(admitted, PendingReason):
                 self.reasons[job.id] = admitted
-            elif not window.full:
-                self._examine(job, admitted, window)
             else:
-                self.reasons[job.id] = self._unexamined()
+                self._examine(job, admitted, window)
+        unexamined = PendingReason(
+            PendingCode.ADMISSION,
+            f"not examined this cycle: the window of {self.policy.max_jobs} jobs was used by"
+            " jobs ahead of it in queue order (shared fairly across tenants)",
+        )
+        for job in leftover:
+            self.reasons[job.id] = _dependency(job) if job.waiting_on else unexamined
         return Decision(
             binds=self.binds,
             preemptions=tuple(self.preemptions),
@@ -166,20 +189,11 @@ class _Cycle:
         if reason is not None:
             self.reasons[job.id] = reason
 
-    def _unexamined(self) -> PendingReason:
-        return PendingReason(
-            PendingCode.ADMISSION,
-            f"not examined this cycle: the window of {self.policy.max_jobs} jobs was used by"
-            " jobs ahead of it in queue order (shared fairly across tenants)",
-        )
-
     def _admissible(self, job: PendingJob) -> PendingReason | bool:
         """Why `job` cannot run whatever the cluster looks like (dependencies, quota, larger
         than the cluster), else whether admitting it borrows quota."""
         if job.waiting_on:
-            return PendingReason(
-                PendingCode.DEPENDENCY, f"waiting for {', '.join(sorted(job.waiting_on))}"
-            )
+            return _dependency(job)
         admitted = self.book.check(job)
         if isinstance(admitted, PendingReason):
             return admitted

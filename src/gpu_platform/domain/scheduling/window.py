@@ -7,9 +7,10 @@ blocked jobs cannot hide another tenant's runnable ones.
 
 When more candidates (jobs without unmet dependencies that could fit the cluster) wait than
 the window holds, each tenant gets a max-min fair slice of it (water-filling: a tenant with
-fewer candidates than an equal share keeps them all, the rest is split among the others). A
-job of a tenant past its slice is deferred; deferred jobs are examined, in queue order, after
-every tenant's slice, while the window has room (slices of tenants whose candidates turned
+fewer candidates than an equal share keeps them all, the rest is split among the others). Once
+a tenant's slice is used, its remaining jobs are deferred (`FairQueue.defer`); deferred jobs
+are examined after every tenant's slice, in queue order (starvation tier, priority,
+submission; fair share aside), while the window has room (slices of tenants whose candidates turned
 out blocked by quota are not wasted). Without contention (candidates <= window) nothing is
 deferred and the queue order is unchanged.
 """
@@ -51,12 +52,17 @@ class Window:
         self.size = size
         self.examined = 0
         self._per_tenant: dict[str, int] = {}
+        self._slices: dict[str, int] | None = None
+        jobs = list(jobs)
+        if len(jobs) <= size:  # no contention possible
+            return
         candidates: dict[str, int] = {}
-        for job in jobs:
-            if not job.waiting_on and job.gpu_milli <= cluster_gpu_milli:
+        for job in jobs:  # this loop sees every job: `gpu_milli` inlined
+            r = job.request
+            if not job.waiting_on and r.tasks * r.gpus * r.gpu_milli <= cluster_gpu_milli:
                 candidates[job.tenant] = candidates.get(job.tenant, 0) + 1
-        contended = sum(candidates.values()) > size
-        self._slices: dict[str, int] | None = fair_slices(candidates, size) if contended else None
+        if sum(candidates.values()) > size:
+            self._slices = fair_slices(candidates, size)
 
     @property
     def full(self) -> bool:
