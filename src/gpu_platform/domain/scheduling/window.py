@@ -10,9 +10,10 @@ the window holds, each tenant gets a max-min fair slice of it (water-filling: a 
 fewer candidates than an equal share keeps them all, the rest is split among the others). Once
 a tenant's slice is used, its remaining jobs are deferred (`FairQueue.defer`); deferred jobs
 are examined after every tenant's slice, in queue order (starvation tier, priority,
-submission; fair share aside), while the window has room (slices of tenants whose candidates turned
-out blocked by quota are not wasted). Without contention (candidates <= window) nothing is
-deferred and the queue order is unchanged.
+submission; fair share aside), while the window has room (slices of tenants whose candidates
+turned out blocked by quota are not wasted). Without contention (candidates <= window)
+nothing is deferred and the queue order is unchanged. The oldest job past the aging bound is
+still examined first: it is its tenant's first job, within any slice.
 """
 
 from __future__ import annotations
