@@ -92,13 +92,18 @@ def _blocked_job(kind: str, tenant: str, i: int) -> PendingJob:
         return job(f"{tenant}-{i}", 1, tenant="capped", at=at, seq=i * 10 + len(tenant))
     if kind == "too-big":  # larger than what is free, not than the cluster
         return job(f"{tenant}-{i}", 12, tenant=tenant, at=at)
+    if kind == "cpu-only":  # runnable: it is bound, using window but no GPU
+        return job(f"{tenant}-{i}", 0, tenant=tenant, at=at)
     return PendingJob(f"{tenant}-{i}", tenant, GpuRequest(gpus=64), at, i * 10 + len(tenant))
 
 
 @settings(max_examples=40, deadline=None)
 @given(
     queues=st.lists(
-        st.lists(st.sampled_from(["dependency", "quota", "too-big", "never-fits"]), max_size=40),
+        st.lists(
+            st.sampled_from(["dependency", "quota", "too-big", "never-fits", "cpu-only"]),
+            max_size=40,
+        ),
         min_size=1,
         max_size=4,
     ),
