@@ -58,7 +58,9 @@ KEEPALIVE_CLIENT_OPTIONS = [
     ("grpc.http2.max_pings_without_data", 0),
 ]
 #: ... and the server accepts those pings (by default it would close a stream pinged this often).
+AGENT_MAX_MESSAGE_BYTES = 4 << 20  # one agent stream message (a reconcile of a big node fits)
 KEEPALIVE_SERVER_OPTIONS = [
+    ("grpc.max_receive_message_length", AGENT_MAX_MESSAGE_BYTES),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_recv_ping_interval_without_data_ms", 4000),
     ("grpc.http2.max_ping_strikes", 0),
