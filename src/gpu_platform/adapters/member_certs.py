@@ -19,8 +19,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
-import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
@@ -28,46 +26,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from gpu_platform.adapters.cluster_identity import ROLES, SCHEME, Member
+
 __all__ = ["ROLES", "SCHEME", "Member", "issue", "new_ca", "write_pair"]
-
-SCHEME = "gpu-platform"
-ROLES = ("server", "agent", "client")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-
-
-@dataclass(frozen=True, slots=True)
-class Member:
-    """A role (one of ROLES) and the name it holds (server id, node name or user)."""
-
-    role: str
-    name: str
-
-    def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise ValueError(f"role: {self.role!r} is not one of {', '.join(ROLES)}")
-        if not _NAME.match(self.name):
-            raise ValueError(f"name: {self.name!r} is not 1-63 of A-Z a-z 0-9 . _ -")
-        if self.role == "server" and not (self.name.isdigit() and int(self.name) > 0):
-            raise ValueError(f"name: a server's name is its server id (> 0), not {self.name!r}")
-
-    @property
-    def uri(self) -> str:
-        return f"{SCHEME}://{self.role}/{self.name}"
-
-    @classmethod
-    def from_uri(cls, uri: str) -> Member | None:
-        """The member a `gpu-platform://ROLE/NAME` URI names; None for any other URI."""
-        prefix = f"{SCHEME}://"
-        if not uri.startswith(prefix):
-            return None
-        role, _, name = uri[len(prefix) :].partition("/")
-        try:
-            return cls(role, name)
-        except ValueError:
-            return None
-
-    def __str__(self) -> str:
-        return f"{self.role} {self.name}"
 
 
 def _key() -> ec.EllipticCurvePrivateKey:

@@ -30,11 +30,21 @@ import grpc
 import grpc.aio
 import structlog
 
-from gpu_platform.adapters.cluster_identity import TOKEN_METADATA, cluster_id, same_cluster
-from gpu_platform.adapters.member_certs import Member
+from gpu_platform.adapters.cluster_identity import (
+    TOKEN_METADATA,
+    Member,
+    cluster_id,
+    same_cluster,
+)
 from gpu_platform.domain.model.audit import AuditRecord
 
-__all__ = ["MemberGate", "Refusal", "peer_certificate_digest", "peer_member"]
+__all__ = [
+    "MemberGate",
+    "Refusal",
+    "client_certificate_refusal",
+    "peer_certificate_digest",
+    "peer_member",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -63,6 +73,19 @@ def peer_certificate_digest(context: grpc.aio.ServicerContext) -> str:
     """SHA-256 (hex, 16 digits) of the peer's certificate; '' without one."""
     pems = _auth(context).get("x509_pem_cert", [])
     return hashlib.sha256(pems[0]).hexdigest()[:16] if pems else ""
+
+
+def client_certificate_refusal(context: grpc.aio.ServicerContext) -> str:
+    """Why a client API call is refused for its certificate ('' when it is not): a `server`
+    or `agent` member certificate is not a user's. (A `client` certificate, or a user
+    certificate binding no member, is admitted; tokens then say who the caller is.)"""
+    member = peer_member(context)
+    if member is None or member.role == "client":
+        return ""
+    return (
+        f"its certificate is a {member.role}'s ({member.name}); the client API admits "
+        "client certificates only (gpu-platform certs issue client NAME)"
+    )
 
 
 def _local(context: grpc.aio.ServicerContext) -> bool:
@@ -127,7 +150,8 @@ class MemberGate:
     def record(self, context: grpc.aio.ServicerContext, claimed: str, reason: str) -> None:
         """Log, count and audit a refusal of `<role> <claimed>` for `reason`."""
         peer = context.peer() or "?"
-        log.warning(f"{self.port} connection refused", peer=peer, claims=claimed, why=reason)
+        event = "raft message refused" if self.port == "raft" else f"{self.port} refused"
+        log.warning(event, peer=peer, claims=claimed, why=reason)
         with self._lock:
             self.refused += 1
             now = time.monotonic()

@@ -61,7 +61,7 @@ def register_certs(app: typer.Typer, out: Console) -> None:
         days: Annotated[int, typer.Option(help="Validity in days.")] = 365,
     ) -> None:
         """Issue a certificate binding ROLE and NAME (URI SAN gpu-platform://ROLE/NAME)."""
-        from gpu_platform.adapters.member_certs import Member
+        from gpu_platform.adapters.cluster_identity import Member
         from gpu_platform.adapters.member_certs import issue as issue_cert
 
         member = _or_fail(lambda: Member(role, name))
@@ -84,7 +84,7 @@ def register_certs(app: typer.Typer, out: Console) -> None:
         """Print the member (role and name) a certificate binds, or say it binds none."""
         from cryptography import x509
 
-        from gpu_platform.adapters.member_certs import Member
+        from gpu_platform.adapters.cluster_identity import Member
 
         try:
             cert = x509.load_pem_x509_certificate(file.read_bytes())
