@@ -45,13 +45,19 @@ def _node(name: str) -> Node:
 class Site:
     """An agents' server (real gRPC) over a hub whose control plane accepts every agent."""
 
-    def __init__(self, tls: TlsFiles | None = None) -> None:
+    def __init__(self, tls: TlsFiles | None = None, heartbeat_s: float = 2.0) -> None:
         self.audit: list[AuditRecord] = []
         self.listener = AcceptingListener()
         self.hub = AgentHub()
         self.hub.attach(self.listener)
         self.server = AgentGrpcServer(
-            self.hub, "127.0.0.1", 0, token=TOKEN, tls=tls, audit=self.audit.append
+            self.hub,
+            "127.0.0.1",
+            0,
+            heartbeat_s=heartbeat_s,
+            token=TOKEN,
+            tls=tls,
+            audit=self.audit.append,
         )
         self.server.start()
         self.address = f"127.0.0.1:{self.server.port}"
@@ -227,3 +233,20 @@ def test_with_mtls_a_reconnect_of_the_same_agent_replaces_its_stream_and_another
     finally:
         for a in opened:
             a.close()
+
+
+def test_a_node_whose_agent_fell_silent_may_be_claimed_by_a_new_agent_process() -> None:
+    site = Site(heartbeat_s=0.05)  # silent: nothing heard for three heartbeat intervals
+    opened: list[RawAgent] = []
+
+    def hello(instance: str) -> grpc.StatusCode:
+        opened.append(RawAgent(site.address, "node-s", None, instance=instance))
+        return opened[-1].answer()
+
+    try:
+        assert hello("vanished-host") is grpc.StatusCode.OK  # then never heartbeats
+        assert wait_for(lambda: hello("rebooted-host") is grpc.StatusCode.OK)
+    finally:
+        for a in opened:
+            a.close()
+        site.close()

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -76,6 +77,7 @@ class _Session:
         self._loop = loop
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.leader = ""
+        self.last_seen = time.monotonic()  # the agent's last message (on the event loop)
 
     @property
     def node(self) -> str:
@@ -173,7 +175,8 @@ class _Servicer(pb_grpc.AgentServiceServicer):
         session = _Session(node.name, loop)
         identity = f"{peer_certificate_digest(context)}/{hello.instance}"
         held = self._claims.get(node.name)
-        if held is not None and held[0] != identity:
+        silent = held is not None and time.monotonic() - held[1].last_seen > 3 * self._heartbeat_s
+        if held is not None and held[0] != identity and not silent:
             why = (
                 f"node {node.name} is connected from another agent (another certificate or "
                 "agent process); a second one cannot claim it while the first is live"
@@ -237,6 +240,7 @@ class _Servicer(pb_grpc.AgentServiceServicer):
         tail: asyncio.Future[None] | None = None
         hub = self._hub
         async for msg in requests:
+            session.last_seen = time.monotonic()
             kind = msg.WhichOneof("kind")
             call: Callable[[], None] | None = None
             if kind == "launched":
@@ -313,7 +317,8 @@ class AgentGrpcServer:
     ) -> None:
         """Admits members only (adapters.member_gate): the cluster `token`; with mTLS
         (`tls.ca`) an agent certificate naming the node; a node held by a live stream of
-        another agent (certificate or agent process) is refused. `audit` records refusals."""
+        another agent (certificate or agent process; live: it spoke within three heartbeat
+        intervals) is refused. `audit` records refusals."""
         self._hub = hub
         self._address = f"{host}:{port}"
         self._socket = local_socket  # also on this unix socket (mode 0600), without TLS
