@@ -62,10 +62,12 @@ def test_an_agent_with_another_clusters_token_is_refused_and_never_registers(
         assert wait_until(lambda: c.job(job["id"])["state"] == "COMPLETED", WAIT)
         # A forged Raft sender holding the token is refused too; both land in the audit log.
         forged = raft_pb.Batch(from_id=99, to_id=1)
-        with grpc.insecure_channel(f"127.0.0.1:{c.raft[1]}") as channel:
-            with pytest.raises(grpc.RpcError) as refused:
-                metadata = ((TOKEN_METADATA, c.env["GPU_PLATFORM_CLUSTER_TOKEN"]),)
-                raft_grpc.RaftStub(channel).Send(forged, metadata=metadata, timeout=30)
+        metadata = ((TOKEN_METADATA, c.env["GPU_PLATFORM_CLUSTER_TOKEN"]),)
+        with (
+            grpc.insecure_channel(f"127.0.0.1:{c.raft[1]}") as channel,
+            pytest.raises(grpc.RpcError) as refused,
+        ):
+            raft_grpc.RaftStub(channel).Send(forged, metadata=metadata, timeout=30)
         assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
         audit = c.client.get(c.url(1) + "/v1/audit").json()
         refusals = {(a["action"], a["actor"]) for a in audit if a["outcome"].startswith("refused")}
