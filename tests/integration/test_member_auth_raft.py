@@ -187,3 +187,28 @@ def test_with_mtls_peers_holding_their_own_server_certificates_exchange_messages
     finally:
         a.stop()
         b.stop()
+
+
+@pytest.mark.parametrize("role", ["agent", "client"])
+def test_an_agents_or_a_users_certificate_cannot_serve_the_raft_port(
+    pki: MemberPki, role: str
+) -> None:
+    """Their certificates lack serverAuth: a peer dialling such a server refuses the handshake
+    (even with 127.0.0.1 among its names), so nothing it would answer is believed."""
+    impostor = GrpcRaftTransport(
+        2, {2: "127.0.0.1:0"}, tls=pki.tls(role, "x", hosts=("127.0.0.1",)), token=TOKEN
+    )
+    got: queue.Queue[Message] = queue.Queue()
+    impostor.start(got.put, lambda _: None, lambda _p, _ok: None)
+    unreachable: queue.Queue[int] = queue.Queue()
+    member = GrpcRaftTransport(
+        1, impostor.addresses, listen="127.0.0.1:0", tls=pki.tls("server", "1"), token=TOKEN
+    )
+    member.start(lambda _: None, unreachable.put, lambda _p, _ok: None)
+    try:
+        member.send([Message(MessageType.HEARTBEAT, to=2, from_=1, term=1, commit=0)])
+        assert unreachable.get(timeout=WAIT) == 2
+        assert got.empty() and member.stats.sent == 0
+    finally:
+        member.stop()
+        impostor.stop()

@@ -30,10 +30,12 @@ class MemberPki:
         write_pair(cert, key, self.ca, self.dir / "ca.key")
         self._ca_cert, self._ca_key = cert, key
 
-    def tls(self, role: str, name: str) -> TlsFiles:
-        stem = self.dir / f"{role}-{name}"
+    def tls(self, role: str, name: str, *, hosts: tuple[str, ...] | None = None) -> TlsFiles:
+        """`hosts` default: `127.0.0.1` and `localhost` for servers, none for the others."""
+        stem = self.dir / f"{role}-{name}" if hosts is None else self.dir / f"{role}-{name}-h"
         if not stem.with_suffix(".pem").exists():
-            hosts = ("127.0.0.1", "localhost") if role == "server" else ()
+            if hosts is None:
+                hosts = ("127.0.0.1", "localhost") if role == "server" else ()
             cert, key = issue(self._ca_cert, self._ca_key, Member(role, name), hosts=hosts, days=2)
             write_pair(cert, key, stem.with_suffix(".pem"), stem.with_suffix(".key"))
         return TlsFiles(stem.with_suffix(".pem"), stem.with_suffix(".key"), self.ca)
