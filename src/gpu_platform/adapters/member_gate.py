@@ -14,8 +14,9 @@ A connection is admitted when
 
 Every refusal is logged, counted (`refused`) and recorded by `audit` (an `AuditRecord`: actor
 the claimed member, action `<port>.connect`, target the peer address, outcome
-`refused: <why>`); the same refusal from the same peer address is recorded at most once per
-`quiet_s` so a retrying stranger does not flood the audit log (it is still logged).
+`refused: <why>`); the same refusal from the same peer host is recorded at most once per
+`quiet_s`, and at most 256 refusals per `quiet_s` in all, so a retrying or flooding stranger
+does not flood the audit log (every refusal is still logged).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ __all__ = [
 ]
 
 log = structlog.get_logger(__name__)
+_MAX_AUDITED = 256  # refusals audited per port per quiet period, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +161,8 @@ class MemberGate:
             if now - self._recent.get(key, -self._quiet_s) < self._quiet_s:
                 return
             self._recent = {k: t for k, t in self._recent.items() if now - t < self._quiet_s}
+            if len(self._recent) >= _MAX_AUDITED:  # a flood of varied refusals: log only
+                return
             self._recent[key] = now
         if self._audit is None:
             return

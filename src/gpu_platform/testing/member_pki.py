@@ -4,6 +4,7 @@
 the `TlsFiles` of a member certificate (servers get `127.0.0.1` and `localhost` as names),
 trusting the CA; `pki.plain(name)` is a certificate from the same CA that binds no member (a
 user certificate made by other tooling); `MemberPki(directory, "other")` is another cluster's.
+`FakeCallContext` stands in for a gRPC call's context where the member gate reads it.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from gpu_platform.adapters.cluster_identity import TOKEN_METADATA
 from gpu_platform.adapters.member_certs import Member, issue, new_ca, write_pair
 from gpu_platform.adapters.tls import TlsFiles
 
-__all__ = ["MemberPki"]
+__all__ = ["FakeCallContext", "MemberPki"]
 
 
 class MemberPki:
@@ -75,3 +77,24 @@ class MemberPki:
                 stem.with_suffix(".key"),
             )
         return TlsFiles(stem.with_suffix(".pem"), stem.with_suffix(".key"), self.ca)
+
+
+class FakeCallContext:
+    """What `adapters.member_gate` reads of a gRPC call (`peer()`, `auth_context()`,
+    `invocation_metadata()`): the peer address, its certificate's URI SANs, the token."""
+
+    def __init__(self, peer: str, uris: tuple[str, ...] = (), token: str | None = None) -> None:
+        self._peer = peer
+        self._uris = uris
+        self._token = token
+
+    def peer(self) -> str:
+        return self._peer
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        if not self._uris:
+            return {}
+        return {"peer_uri": [u.encode() for u in self._uris], "x509_pem_cert": [b"PEM"]}
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((TOKEN_METADATA, self._token),) if self._token else ()
