@@ -140,9 +140,15 @@ class RawAgent:
     """One agent stream opened by hand: a hello (with `instance`), kept open until `close`."""
 
     def __init__(
-        self, address: str, node: str, tls: TlsFiles | None, instance: str = "raw"
+        self,
+        address: str,
+        node: str,
+        tls: TlsFiles | None,
+        instance: str = "raw",
+        token: str = TOKEN,
     ) -> None:
         self._done = threading.Event()
+        self.details = ""
         self._channel = (
             grpc.insecure_channel(address)
             if tls is None
@@ -157,13 +163,14 @@ class RawAgent:
             self._done.wait()
 
         stub = pb_grpc.AgentServiceStub(self._channel)  # type: ignore[no-untyped-call]
-        self._call = stub.Connect(requests(), metadata=((TOKEN_METADATA, TOKEN),), timeout=20)
+        self._call = stub.Connect(requests(), metadata=((TOKEN_METADATA, token),), timeout=20)
 
     def answer(self) -> grpc.StatusCode:
         """OK once the server welcomes the agent, else the refusal's code."""
         try:
             first = next(self._call)
         except grpc.RpcError as exc:
+            self.details = exc.details() or ""
             return exc.code()  # type: ignore[no-any-return]
         assert first.WhichOneof("kind") == "welcome"
         return grpc.StatusCode.OK

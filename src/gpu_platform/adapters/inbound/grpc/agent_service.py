@@ -200,6 +200,7 @@ class _Servicer(pb_grpc.AgentServiceServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"agent refused: {exc}")
             return
         reader = asyncio.create_task(self._read(request_iterator, session, loop))
+        getter: asyncio.Future[Any] | None = None
         try:
             welcome = pb.Welcome(
                 server_id=self._server_id,
@@ -221,6 +222,8 @@ class _Servicer(pb_grpc.AgentServiceServicer):
                 yield item
         finally:
             reader.cancel()
+            if getter is not None:  # the call was cancelled while it waited
+                getter.cancel()
             self._release(session)
             self._hub.closed(session)
 
