@@ -212,3 +212,35 @@ def test_an_agents_or_a_users_certificate_cannot_serve_the_raft_port(
     finally:
         member.stop()
         impostor.stop()
+
+
+def test_a_member_removed_while_its_stream_is_open_is_refused_from_its_next_batch() -> None:
+    audit: list[AuditRecord] = []
+    member = GrpcRaftTransport(
+        1, {1: "127.0.0.1:0", 2: "127.0.0.1:1"}, token=TOKEN, audit=audit.append
+    )
+    got: queue.Queue[Message] = queue.Queue()
+    member.start(got.put, lambda _: None, lambda _p, _ok: None)
+    batches: queue.Queue[pb.Batch | None] = queue.Queue()
+
+    def stream() -> Iterator[pb.Batch]:
+        while (batch := batches.get()) is not None:
+            yield batch
+
+    try:
+        with grpc.insecure_channel(member.addresses[1]) as channel:
+            call = pb_grpc.RaftStub(channel).Stream.future(
+                stream(), metadata=((TOKEN_METADATA, TOKEN),), timeout=WAIT
+            )
+            batches.put(_heartbeat(2))
+            assert got.get(timeout=WAIT).from_ == 2  # a member: delivered
+            member.remove_peer(2)
+            batches.put(_heartbeat(2))
+            with pytest.raises(grpc.RpcError) as refused:
+                call.result(timeout=WAIT)
+            batches.put(None)
+        assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert got.empty()
+        assert [a.outcome for a in audit] == ["refused: node 2 is not a member of this cluster"]
+    finally:
+        member.stop()

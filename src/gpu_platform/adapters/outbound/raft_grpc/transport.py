@@ -147,12 +147,14 @@ class _Servicer(pb_grpc.RaftServicer):
         accepted = 0
         admitted = False
         async for request in request_iterator:
-            if not admitted:  # the token is the stream's; the sender is checked once
+            if not admitted:  # the token and certificate are the stream's: checked once
                 await self._admit(request, context)
                 admitted = True
                 sender = request.from_id
             elif request.from_id != sender:
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, "raft: sender changed")
+            elif sender not in self._t._addresses:  # removed while its stream was open
+                await self._admit(request, context)
             if request.to_id != self._t.id:  # misrouted: refuse the whole stream
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "wrong node")
             accepted += self._deliver(request)
