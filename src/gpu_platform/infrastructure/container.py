@@ -617,9 +617,16 @@ class Container(containers.DeclarativeContainer):
     tls = providers.Singleton(tls_files, settings)
     policy = providers.Singleton(fault_policy, settings)
     replication = providers.Resource(
-        running_replication, settings, policy, tls, observability.metrics.provided.registry
+        running_replication,
+        settings,
+        policy,
+        tls,
+        observability.metrics.provided.registry,
+        audited_hardware.provided.append_audit,  # refused Raft senders
     )
-    agent_server = providers.Resource(running_agent_server, settings, adapters.runner, tls)
+    agent_server = providers.Resource(
+        running_agent_server, settings, adapters.runner, tls, audited_hardware.provided.append_audit
+    )
     control_plane = providers.Resource(
         _running_control_plane,
         settings,
