@@ -343,6 +343,11 @@ class Settings(BaseSettings):
         description="/metrics: none = anyone may scrape; token = a viewer, operator or admin "
         "bearer token is required (the exposition names tenants and jobs).",
     )
+    agent_metrics_token_file: Path | None = Field(
+        None,
+        description="An agent's /metrics (--metrics-port) requires `Authorization: Bearer` "
+        "with this file's contents; none = anyone who reaches the port may scrape.",
+    )
     tls_cert_file: Path | None = Field(
         None, description="PEM certificate for REST and gRPC; with tls_key_file turns TLS on."
     )
