@@ -5,7 +5,14 @@ SQLite WAL with fsync) and simulated agents — each node its own real gRPC stre
 * `cluster.submit_to_bound`: per job, the leader's bind time minus its submit time (both
   from the job's history), p50/p99; ops_per_s = jobs bound per second over the whole run.
   `extra`: REST submit latency p50/p99 as the client saw it, jobs/s completed, the leader's
-  CPU seconds and RSS, commits (Raft applied index) and nodes/GPUs.
+  CPU seconds and RSS, commits (Raft applied index), nodes/GPUs, and `elections_during_run`:
+  term changes between the agents being connected and the end of the run, no server killed
+  (issue 21: must be 0), with the load average.
+* `control_plane.failover`: then, on the same cluster (the swarm still streaming), kill -9
+  the leader; time until a survivor reports itself leader of a newer term (`extra`: until a
+  submit is acknowledged again; term increase per kill). Raft timing is the server's
+  defaults (15 ms tick, election timeout 10 ticks). The killed server is restarted and caught
+  up before the next kill. 20 kills (--quick 5, smoke 1).
 * `recovery.node_loss` (mode=replicated): a whole-node job runs on an agent; the agent is
   SIGSTOPped; time until the job runs again on another node (node_down_after = 4 s here).
 
@@ -28,7 +35,10 @@ from typing import Any
 import httpx
 from _harness import percentile, result
 
+from gpu_platform.application.raft_node import RaftNodeConfig
 from gpu_platform.testing.cluster_procs import ReplicatedCluster, wait_until
+
+DEFAULTS = RaftNodeConfig(id=0, voters=())  # the server's Raft timing (not overridden here)
 
 
 def _proc_cpu_rss(pid: int) -> tuple[float, int]:
@@ -73,7 +83,14 @@ def _submit_all(c: ReplicatedCluster, url: str, jobs: int, threads: int) -> list
     return latencies
 
 
-def _scale(root: Path, nodes: int, jobs: int) -> dict[str, Any]:
+def _elections(before: dict[int, Any], after: dict[int, Any]) -> int | None:
+    """Elections between two readings of every server's term (None if a reading is missing)."""
+    if None in before.values() or None in after.values():
+        return None
+    return int(max(after.values())) - int(max(before.values()))
+
+
+def _scale(root: Path, nodes: int, jobs: int, kills: int) -> list[dict[str, Any]]:
     env = {"GPU_PLATFORM_NODE_SUSPECT_AFTER_SECONDS": "15", "GPU_PLATFORM_NODE_DOWN_AFTER_SECONDS": "30",
            "GPU_PLATFORM_LOG_LEVEL": "warning", "GPU_PLATFORM_SCHEDULE_INTERVAL_SECONDS": "0.5"}  # fmt: skip
     c = ReplicatedCluster(root, servers=3, agents=0, env=env).start()
@@ -90,6 +107,7 @@ def _scale(root: Path, nodes: int, jobs: int) -> dict[str, Any]:
         if not wait_until(lambda: len(c.agents_connected(lead)) >= nodes, 300, 0.5):
             raise RuntimeError(f"only {len(c.agents_connected(lead))} of {nodes} agents connected")
         pid = c.servers[lead].pid
+        terms0 = {i: (c.cluster(i) or {}).get("term") for i in c.alive()}
         cpu0, _ = _proc_cpu_rss(pid)
         t0 = time.perf_counter()
         submit_us = _submit_all(c, c.url(lead), jobs, threads=8)
@@ -108,6 +126,7 @@ def _scale(root: Path, nodes: int, jobs: int) -> dict[str, Any]:
         if not isinstance(listed, list):
             raise RuntimeError(f"GET /v1/jobs: {listed}")
         terms = {i: (c.cluster(i) or {}).get("term") for i in c.alive()}
+        elections = _elections(terms0, terms)
         bound_us = []
         for job in listed:
             at = {h["state"]: h["at"] for h in job["history"]}
@@ -128,11 +147,14 @@ def _scale(root: Path, nodes: int, jobs: int) -> dict[str, Any]:
                 "leader_rss_mib": round(rss / (1 << 20), 1),
                 "raft_applied_index": info.get("applied"),
                 "raft_terms_at_end": terms,
+                # term changes while the benchmark ran, no server killed: must be 0
+                "elections_during_run": elections,
+                "load_average": [round(x, 2) for x in os.getloadavg()],
                 "wall_s": round(elapsed, 2),
             },
         )
         row["ops_per_s"] = round(len(bound_us) / elapsed, 1)
-        return row
+        return [row, _leader_kills(c, kills, nodes)]
     finally:
         if swarm is not None:
             swarm.send_signal(signal.SIGTERM)
@@ -141,6 +163,70 @@ def _scale(root: Path, nodes: int, jobs: int) -> dict[str, Any]:
             except subprocess.TimeoutExpired:
                 swarm.kill()
         c.close()
+
+
+def _leader_kills(c: ReplicatedCluster, kills: int, nodes: int) -> dict[str, Any]:
+    """kill -9 the leader `kills` times (the swarm's agents streaming); per kill: time until a
+    survivor reports itself leader of a newer term, and until a submit is acknowledged again.
+    The killed server is restarted and caught up before the next kill."""
+    elect: list[float] = []
+    write: list[float] = []
+    bumps: list[int] = []
+    body = {"command": ["fake-exit", "0"], "gpus": 1}
+    for k in range(kills):
+        old = c.wait_leader(timeout=120)
+        term = int((c.cluster(old) or {})["term"])
+        survivors = [i for i in c.alive() if i != old]
+        t0 = time.perf_counter()
+        c.kill_server(old)
+        found: list[int] = []
+
+        def newer(
+            survivors: list[int] = survivors, term: int = term, found: list[int] = found
+        ) -> bool:
+            for i in survivors:
+                info = c.cluster(i)
+                if info and info["role"] == "leader" and info["term"] > term:
+                    found[:] = [i, info["term"]]
+                    return True
+            return False
+
+        if not wait_until(newer, 60, 0.002):
+            raise RuntimeError(f"no new leader within 60 s after killing server {old}")
+        elect.append((time.perf_counter() - t0) * 1e6)
+        bumps.append(found[1] - term)
+        url = c.url(found[0])
+
+        def accepted(url: str = url) -> bool:
+            return c.client.post(url + "/v1/jobs", json=body, timeout=10).status_code == 201
+
+        if wait_until(accepted, 60, 0.005):
+            write.append((time.perf_counter() - t0) * 1e6)
+        if k < kills - 1:  # the last killed server stays down: close() ends the others
+            c.start_server(old)
+
+            def caught_up(old: int = old, new: int = found[0]) -> bool:
+                a, b = c.cluster(old), c.cluster(new)
+                return a is not None and b is not None and a["applied"] >= b["commit"]
+
+            if not wait_until(caught_up, 300, 0.1):
+                raise RuntimeError(f"restarted server {old} did not catch up")
+    row = result(
+        "control_plane.failover",
+        {"servers": 3, "nodes": nodes, "kills": kills, "settings": "server defaults",
+         "tick_s": DEFAULTS.tick_interval, "election_tick": DEFAULTS.election_tick},
+        elect,
+        extra={
+            "max_us": round(max(elect), 1),
+            "first_submit_p50_us": round(percentile(write, 50), 1),
+            "first_submit_p99_us": round(percentile(write, 99), 1),
+            # {term increase: kills}; more than 1 = a split vote, another timeout
+            "term_increase_per_kill": {str(t): bumps.count(t) for t in sorted(set(bumps))},
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        },
+    )  # fmt: skip
+    row["ops_per_s"] = None  # a time, not a rate
+    return row
 
 
 def _node_loss(root: Path, kills: int) -> dict[str, Any]:
@@ -178,7 +264,8 @@ def run(quick: bool) -> list[dict[str, Any]]:
     smoke = os.environ.get("GPU_PLATFORM_BENCH_SMOKE") == "1"
     nodes, jobs = (4, 40) if smoke else (32, 1000) if quick else (128, 10_000)
     with tempfile.TemporaryDirectory(prefix="bench-cp-") as tmp:
-        rows = [_scale(Path(tmp) / "scale", nodes, jobs)]
+        kills = 1 if smoke else 5 if quick else 20
+        rows = _scale(Path(tmp) / "scale", nodes, jobs, kills)
         rows.append(_node_loss(Path(tmp) / "loss", 1 if quick else 5))
     return rows
 
