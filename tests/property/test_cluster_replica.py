@@ -5,6 +5,7 @@ any point; duplicated envelopes are applied once; malformed entries change nothi
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 
 from hypothesis import given, settings
@@ -183,3 +184,21 @@ def test_two_replicas_fed_the_same_log_with_garbage_end_with_identical_snapshots
         if r.error is not None and getattr(r.error, "field", None) == "entry":
             assert isinstance(r.error, InvalidRequest)
             assert r.events == ()
+
+
+@settings(max_examples=10, deadline=None)
+@given(logs(max_size=15))
+def test_a_snapshot_streamed_job_by_job_is_the_same_bytes_as_one_canonical_dump(
+    commands: list[Command],
+) -> None:
+    r = replica()
+    feed(r, entries(r, commands))
+    streamed = r.snapshot()
+    whole = {
+        "v": 1,
+        "applied_index": r.applied_index,
+        "state": encode_state(r.state),
+        "seen": json.loads(streamed)["seen"],
+    }
+    dumped = json.dumps(whole, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    assert streamed == dumped

@@ -2,11 +2,15 @@
 
     GPU_PLATFORM_CLUSTER_TOKEN=... python -m gpu_platform.testing.agent_swarm \
         --servers H:P[,H:P...] --nodes 128 [--profile dgx-a100] [--prefix node-] [--tick 0.05]
+        [--ramp 64]
 
 Each node is a simulated profile node running jobs on `FakeJobRunner` (held to the JobRunner
 contract): `fake-exit CODE` ends at the next tick, `fake-forever` runs until stopped. All
 streams share one event loop and one worker pool, so 128 nodes cost a few threads. Used by
-the control-plane scale benchmark; prints `ready` once every agent is connected.
+the control-plane scale benchmark; prints `ready` once every agent is connected. `--ramp N`
+dials N agents at a time, the next N once those are welcomed (or after 30 s): a thousand
+agents dialling at once on a loaded machine wait past their welcome timeout and dial again,
+over and over.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", default="dgx-a100")
     parser.add_argument("--prefix", default="node-")
     parser.add_argument("--tick", type=float, default=0.05)
+    parser.add_argument("--ramp", type=int, default=0, help="agents dialled at a time (0 = all)")
     args = parser.parse_args(argv)
     servers = [s for s in args.servers.split(",") if s]
     token = os.environ.get("GPU_PLATFORM_CLUSTER_TOKEN")  # the cluster's (ReplicatedCluster's)
@@ -48,10 +53,22 @@ def main(argv: list[str] | None = None) -> None:
         client = AgentClient(agent, servers, loop=loop, pool=pool, token=token)
         runners.append(runner)
         clients.append(client)
-        client.start()
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
+    step = args.ramp or len(clients)
+    for first in range(0, len(clients), step):
+        if done.is_set():
+            break
+        batch = clients[first : first + step]
+        for client in batch:
+            client.start()
+        deadline = time.monotonic() + 30.0
+        while not all(c.connected_to for c in batch) and time.monotonic() < deadline:
+            if done.wait(args.tick):
+                break
+            for runner in runners:
+                runner.deliver()
     announced = False
     while not done.wait(args.tick):
         for runner in runners:
