@@ -3,7 +3,8 @@ GPUs / 100,000 jobs).
 
 One real `gpu-platform serve` process (a one-voter Raft cluster: the leader, SQLite WAL with
 fsync; no in-process agent) and 1,024 simulated nodes x 8 GPUs from one `agent_swarm`
-process, each node its own real gRPC stream. 100,000 1-GPU jobs (`fake-exit 0`: each ends at
+process, each node its own real gRPC stream, dialled 64 at a time, heartbeat 5 s (at the
+default 1 s, 1,024 agents never all connected on a loaded 2-core machine). 100,000 1-GPU jobs (`fake-exit 0`: each ends at
 the swarm's next tick) go in as 10 job arrays over REST; the benchmark then lets them run and
 finish for a fixed window (or until all completed). A sampler thread reads the leader's
 /proc/PID/status (VmRSS every 0.1 s, VmHWM at the end) and /proc/PID/stat (CPU), and its
