@@ -165,6 +165,15 @@ def _scale(root: Path, nodes: int, jobs: int, kills: int) -> list[dict[str, Any]
         c.close()
 
 
+def _term(c: ReplicatedCluster, i: int) -> int:
+    """Server i's term (a loaded server may miss /v1/cluster's 2 s timeout: ask again)."""
+    for _ in range(30):
+        info = c.cluster(i)
+        if info is not None:
+            return int(info["term"])
+    raise RuntimeError(f"server {i} does not answer /v1/cluster")
+
+
 def _leader_kills(c: ReplicatedCluster, kills: int, nodes: int) -> dict[str, Any]:
     """kill -9 the leader `kills` times (the swarm's agents streaming); per kill: time until a
     survivor reports itself leader of a newer term, and until a submit is acknowledged again.
@@ -175,7 +184,7 @@ def _leader_kills(c: ReplicatedCluster, kills: int, nodes: int) -> dict[str, Any
     body = {"command": ["fake-exit", "0"], "gpus": 1}
     for k in range(kills):
         old = c.wait_leader(timeout=120)
-        term = int((c.cluster(old) or {})["term"])
+        term = _term(c, old)
         survivors = [i for i in c.alive() if i != old]
         t0 = time.perf_counter()
         c.kill_server(old)
