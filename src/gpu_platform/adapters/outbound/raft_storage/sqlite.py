@@ -130,11 +130,11 @@ class SqliteRaftStorage(LogReads):
             db.execute(f"ALTER TABLE {table} ADD COLUMN crc INTEGER")
             if table == "entries":
                 rows = db.execute("SELECT idx, term, type, data FROM entries").fetchall()
-                sums = [(entry_crc(i, t, k, bytes(d)), i) for i, t, k, d in rows]
+                sums = [(entry_crc(i, t, k, _blob(d)), i) for i, t, k, d in rows]
                 db.executemany("UPDATE entries SET crc = ? WHERE idx = ?", sums)
             else:
                 rows = db.execute("SELECT key, value FROM meta").fetchall()
-                sums = [(record_crc(k, bytes(v)), k) for k, v in rows]
+                sums = [(record_crc(k, _blob(v)), k) for k, v in rows]
                 db.executemany("UPDATE meta SET crc = ? WHERE key = ?", sums)
             db.execute("COMMIT")
 
@@ -147,7 +147,7 @@ class SqliteRaftStorage(LogReads):
 
     def _load(self) -> None:
         for key, value, crc in self._db.execute("SELECT key, value, crc FROM meta"):
-            blob = value.encode() if isinstance(value, str) else bytes(value)
+            blob = _blob(value)
             want = record_crc(str(key), blob)
             if crc != want:
                 raise self._corrupt(f"record {key!r}", crc, want)
@@ -165,14 +165,20 @@ class SqliteRaftStorage(LogReads):
         off_index, off_term = json.loads(off) if off is not None else (0, 0)
         self._ents = [Entry(off_term, off_index)]
         rows = self._db.execute("SELECT idx, term, type, data, crc FROM entries ORDER BY idx")
-        for idx, term, typ, data, crc in rows:
-            blob = data.encode() if isinstance(data, str) else bytes(data)
+        loaded = []
+        for idx, term, typ, data, crc in rows:  # every checksum first: a flipped index
+            blob = _blob(data)  # moves its row
             want = entry_crc(idx, term, typ, blob)
             if crc != want:
                 raise self._corrupt(f"log entry {idx}", crc, want)
-            if idx != self._ents[-1].index + 1:
-                raise LogInvariantError(f"gap in the stored log before index {idx}")
-            self._ents.append(Entry(term, idx, EntryType(typ), blob))
+            loaded.append(Entry(term, idx, EntryType(typ), blob))
+        for entry in loaded:
+            if entry.index != self._ents[-1].index + 1:
+                raise StorageCorrupt(
+                    f"{self.path} is corrupt: the log has a gap before entry {entry.index}; "
+                    f"refusing to start: {RECOVERY_HINT}"
+                )
+            self._ents.append(entry)
         self._metas.clear()  # only for this load: the snapshot's bytes live in `_snapshot`
 
     def _check_watermark(self) -> None:
@@ -347,3 +353,8 @@ class SqliteRaftStorage(LogReads):
 
 def _crc(e: Entry) -> int:
     return entry_crc(e.index, e.term, e.type.value, e.data)
+
+
+def _blob(value: str | bytes) -> bytes:
+    """A stored BLOB's bytes (TEXT, as SQLite may hold it, as UTF-8)."""
+    return value.encode() if isinstance(value, str) else bytes(value)
