@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from gpu_platform.adapters.outbound.integrity import StorageCorrupt, StorageLost, Watermark
 from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
-from gpu_platform.adapters.outbound.storage import SqliteAccessStore
+from gpu_platform.adapters.outbound.storage import SqliteAccessStore, SqliteJobStore
 from gpu_platform.domain.consensus import ConfState, Entry, EntryType, HardState, Snapshot
 from gpu_platform.domain.consensus import SnapshotMetadata as Meta
+from gpu_platform.domain.model.job import Job, JobSpec, JobState
 
 
 def _entries(first: int, last: int, term: int) -> list[Entry]:
@@ -43,14 +44,33 @@ def template() -> Iterator[Path]:
         yield path
 
 
+@pytest.fixture(scope="module")
+def jobs_template() -> Iterator[Path]:
+    """An embedded-mode state.db with two job records."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "state.db"
+        store = SqliteJobStore(path)
+        spec = JobSpec(command=("true",), gpus=1, tenant="a")
+        store.save([Job(f"j-{i}", spec, JobState.QUEUED, 1.0, seq=i) for i in (1, 2)])
+        store.close()
+        yield path
+
+
+_RECORDS = {
+    "entries": ("idx", "term", "type", "data", "crc"),
+    "meta": ("key", "value", "crc"),
+    "jobs": ("id", "seq", "state", "body", "crc"),
+}
+
+
 def _cells(path: Path) -> list[tuple[str, str, int]]:
     """Every stored field of every record: (table, column, rowid)."""
     db = sqlite3.connect(path)
     cells = []
-    for table, columns in (
-        ("entries", ("idx", "term", "type", "data", "crc")),
-        ("meta", ("key", "value", "crc")),
-    ):
+    tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+    for table, columns in _RECORDS.items():
+        if table not in tables:
+            continue
         for (rowid,) in db.execute(f"SELECT rowid FROM {table}"):
             cells += [(table, column, rowid) for column in columns]
     db.close()
@@ -101,6 +121,19 @@ def test_any_single_bit_flip_in_any_stored_record_is_refused(
         _flip(path, cell, bit)
         with pytest.raises(StorageCorrupt, match=r"raft\.db is corrupt: .* fails its checksum"):
             SqliteRaftStorage(path)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), bit=st.integers(0, 1 << 16))
+def test_any_single_bit_flip_in_a_stored_job_record_is_refused(
+    jobs_template: Path, data: st.DataObject, bit: int
+) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "state.db"
+        shutil.copy(jobs_template, path)
+        _flip(path, data.draw(st.sampled_from(_cells(path))), bit)
+        with pytest.raises(StorageCorrupt, match=r"the record of job .* fails its checksum"):
+            SqliteJobStore(path)
 
 
 def test_a_log_from_before_checksums_gets_them_once_and_then_detects_flips(

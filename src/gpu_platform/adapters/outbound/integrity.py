@@ -91,6 +91,7 @@ class Watermark:
 
     def __init__(self, db_path: Path) -> None:
         self.path = db_path.with_suffix(".mark")
+        self._fd: int | None = None  # kept open once written: a write is one pwrite
 
     def read(self) -> dict[str, Any]:
         try:
@@ -121,12 +122,15 @@ class Watermark:
 
     def write(self, value: dict[str, Any]) -> None:
         """Replace the recorded object (a store that owns its watermark alone)."""
-        body = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+        body = json.dumps(value, separators=(",", ":")).encode()
         line = body + b" %08x\n" % zlib.crc32(body)
         if len(line) > _SIZE:
             raise ValueError(f"{self.path}: watermark over {_SIZE} bytes")
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            os.pwrite(fd, line.ljust(_SIZE, b"\0"), 0)
-        finally:
-            os.close(fd)
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.pwrite(self._fd, line.ljust(_SIZE, b"\0"), 0)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -327,6 +327,7 @@ class SqliteRaftStorage(LogReads):
 
     def close(self) -> None:
         self._db.close()
+        self._mark.close()
 
     # ------------------------------------------------------------------ helpers
     def _full(self) -> None:

@@ -63,6 +63,7 @@ class SqliteDb:
             ) from None
         except BaseException:
             self._db.close()
+            self._mark.close()
             raise
 
     def _check_watermark(self) -> None:
@@ -103,3 +104,4 @@ class SqliteDb:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            self._mark.close()
