@@ -24,7 +24,8 @@ __all__ = ["check_storage"]
 def check_storage(settings: Settings) -> None:
     """Open and close every store `serve` will use; raises `StorageError` on damage."""
     if settings.server_id:
-        SqliteRaftStorage(settings.data_dir / "raft.db").close()
+        identity = {"member": settings.server_id}  # another member's log is refused too
+        SqliteRaftStorage(settings.data_dir / "raft.db", identity=identity).close()
     state = settings.data_dir / "state.db"
     for store in (SqliteJobStore, SqliteHardwareStore, SqliteAccessStore, SqliteQuotaStore):
         store(state).close()

@@ -13,7 +13,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from gpu_platform.adapters.outbound.integrity import StorageCorrupt, StorageLost, Watermark
+from gpu_platform.adapters.outbound.integrity import (
+    StorageCorrupt,
+    StorageError,
+    StorageLost,
+    Watermark,
+)
 from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
 from gpu_platform.adapters.outbound.storage import SqliteAccessStore, SqliteJobStore
 from gpu_platform.domain.consensus import ConfState, Entry, EntryType, HardState, Snapshot
@@ -172,6 +177,15 @@ def test_a_log_behind_its_watermark_is_refused_with_the_members_identity(
         SqliteRaftStorage(path)
     with pytest.raises(StorageLost):  # and the refused open changed nothing
         SqliteRaftStorage(path)
+
+
+def test_another_members_log_is_refused(template: Path, tmp_path: Path) -> None:
+    path = tmp_path / "raft.db"
+    shutil.copy(template, path)
+    shutil.copy(template.with_suffix(".mark"), path.with_suffix(".mark"))
+    with pytest.raises(StorageError, match=r"the log of member 2 .* start it with --id 2"):
+        SqliteRaftStorage(path, identity={"member": 3})
+    SqliteRaftStorage(path, identity={"member": 2}).close()
 
 
 def test_a_truncated_log_lowers_its_watermark_so_it_reopens(tmp_path: Path) -> None:

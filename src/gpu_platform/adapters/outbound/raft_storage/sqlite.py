@@ -30,6 +30,7 @@ from pathlib import Path
 from gpu_platform.adapters.outbound.integrity import (
     RECOVERY_HINT,
     StorageCorrupt,
+    StorageError,
     StorageLost,
     Watermark,
     entry_crc,
@@ -189,6 +190,14 @@ class SqliteRaftStorage(LogReads):
             self.close()
             raise
         floor = tuple(mark.get("raft", (0, 0, 0)))
+        member, was = self._identity.get("member"), mark.get("member")
+        if member is not None and was is not None and member != was and any(floor):
+            self.close()
+            raise StorageError(
+                f"{self.path} is the log of member {was} ({self._mark.path.name}), but this "
+                f"server is member {member}: start it with --id {was}, or give member "
+                f"{member} its own data dir"
+            )
         self._identity = {**{k: v for k, v in mark.items() if k != "raft"}, **self._identity}
         have = (self.hard_state.term, self.hard_state.commit, self.last_index())
         if any(h < f for h, f in zip(have, floor, strict=True)):
