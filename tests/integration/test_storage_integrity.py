@@ -11,13 +11,14 @@ import os
 import shutil
 import signal
 import sqlite3
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.integration.conftest import Server, free_port, wait_for
+from tests.integration.conftest import ENTRY, Server, free_port, wait_for
 
 JOBS = 3
 
@@ -52,23 +53,78 @@ def state(server: Server, token: str, job_id: str) -> str:
     return str(job.get("state"))
 
 
-def copy_of(crashed: Path, tmp_path: Path) -> Path:
-    data = tmp_path / "data"
+def copy_of(crashed: Path, into: Path) -> Path:
+    data = into / "data"
     shutil.copytree(crashed, data)
     (data / "lock").unlink()
     return data
 
 
-def refused_start(data: Path) -> str:
-    """Start `serve` on `data`: it must exit non-zero with one line and no traceback."""
-    server = Server(data, free_port(), {"GPU_PLATFORM_AUTH": "on"})
-    r = server.cli("serve", "--port", str(server.port), "--data-dir", str(data))
-    assert r.returncode == 1, r.stderr
-    assert "Traceback" not in r.stderr, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    assert lines[0].startswith("error: ")
-    return lines[0]
+def flip_the_gpu_count(data: Path) -> None:
+    """The audit's flip: `flipme`'s `"gpus":1` becomes `"gpus":3` inside its log entry."""
+    with sqlite3.connect(data / "raft.db") as db:  # fold the WAL into the file to edit it
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw = bytearray((data / "raft.db").read_bytes())
+    at = raw.find(b'"gpus":1', 0, raw.find(b'"name":"flipme"')) + len(b'"gpus":')
+    assert at > 6 and raw[at] == ord("1")
+    raw[at] ^= 0b10
+    (data / "raft.db").write_bytes(raw)
+
+
+def delete_the_wal(data: Path) -> None:
+    (data / "raft.db-wal").unlink()
+
+
+def delete_raft_db(data: Path) -> None:
+    for name in ("raft.db", "raft.db-wal", "raft.db-shm"):
+        (data / name).unlink(missing_ok=True)
+
+
+def empty_state_db(data: Path) -> None:
+    for name in ("state.db-wal", "state.db-shm"):
+        (data / name).unlink(missing_ok=True)
+    os.truncate(data / "state.db", 0)
+
+
+DAMAGE = {
+    f.__name__: f for f in (flip_the_gpu_count, delete_the_wal, delete_raft_db, empty_state_db)
+}
+
+
+@pytest.fixture(scope="module")
+def refusals(crashed: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str]]:
+    """`serve` on a copy of `crashed` with each DAMAGE done (all started at once): its exit
+    status and stderr."""
+    procs = {}
+    for name, damage in DAMAGE.items():
+        data = copy_of(crashed, tmp_path_factory.mktemp(name))
+        damage(data)
+        server = Server(data, free_port(), {"GPU_PLATFORM_AUTH": "on"})
+        procs[name] = subprocess.Popen(
+            [*ENTRY, "serve", "--port", str(server.port), "--data-dir", str(data)],
+            env=server.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    results = {}
+    for name, proc in procs.items():
+        try:
+            _, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+        results[name] = (proc.returncode, err)
+    return results
+
+
+def refusal(refusals: dict[str, tuple[int, str]], damage: str) -> str:
+    """The one line a refused start printed (exit status 1, no traceback)."""
+    rc, err = refusals[damage]
+    assert rc == 1, err
+    assert "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("error: ")
+    return err.strip()
 
 
 def test_the_crashed_data_dir_itself_starts_with_every_acknowledged_job(
@@ -86,48 +142,31 @@ def test_the_crashed_data_dir_itself_starts_with_every_acknowledged_job(
 
 
 def test_a_flipped_bit_in_a_stored_entry_is_refused_naming_the_entry(
-    crashed: Path, tmp_path: Path
+    refusals: dict[str, tuple[int, str]],
 ) -> None:
-    data = copy_of(crashed, tmp_path)
-    with sqlite3.connect(data / "raft.db") as db:  # fold the WAL into the file to edit it
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    raw = bytearray((data / "raft.db").read_bytes())
-    at = raw.find(b'"gpus":1', 0, raw.find(b'"name":"flipme"')) + len(b'"gpus":')
-    assert at > 6 and raw[at] == ord("1")
-    raw[at] ^= 0b10  # "1" -> "3": the audit's 1 -> 3 GPUs
-    (data / "raft.db").write_bytes(raw)
-    line = refused_start(data)
+    line = refusal(refusals, "flip_the_gpu_count")
     assert "raft.db is corrupt: log entry" in line and "fails its checksum" in line
     assert "backup" in line and "--join" in line
 
 
 def test_a_deleted_wal_is_refused_rather_than_losing_acknowledged_jobs(
-    crashed: Path, tmp_path: Path
+    refusals: dict[str, tuple[int, str]],
 ) -> None:
-    data = copy_of(crashed, tmp_path)
-    (data / "raft.db-wal").unlink()
-    line = refused_start(data)
+    line = refusal(refusals, "delete_the_wal")
     assert "raft.db has lost data" in line and "raft.mark" in line
 
 
 def test_a_deleted_raft_db_is_refused_with_how_to_rejoin_as_a_new_member(
-    crashed: Path, tmp_path: Path
+    refusals: dict[str, tuple[int, str]],
 ) -> None:
-    data = copy_of(crashed, tmp_path)
-    for name in ("raft.db", "raft.db-wal", "raft.db-shm"):
-        (data / name).unlink(missing_ok=True)
-    line = refused_start(data)
+    line = refusal(refusals, "delete_raft_db")
     assert "raft.db has lost data: it holds term 0, commit 0, last index 0" in line
     assert "member 1, cluster c-" in line
     assert "serve --id NEW_ID" in line and "cluster add-server NEW_ID" in line
 
 
 def test_an_emptied_state_db_is_refused_rather_than_wiping_tenants_and_tokens(
-    crashed: Path, tmp_path: Path
+    refusals: dict[str, tuple[int, str]],
 ) -> None:
-    data = copy_of(crashed, tmp_path)
-    for name in ("state.db-wal", "state.db-shm"):
-        (data / name).unlink(missing_ok=True)
-    os.truncate(data / "state.db", 0)
-    line = refused_start(data)
+    line = refusal(refusals, "empty_state_db")
     assert "state.db has lost data" in line and "state.mark" in line
