@@ -104,8 +104,10 @@ def running_replication(
         yield None
         return
     peers = voters(settings)
-    token = cluster_token(settings, server=True)
-    identity = {"member": settings.server_id, "cluster": cluster_id(token)}
+    identity = {
+        "member": settings.server_id,
+        "cluster": cluster_id(cluster_token(settings, server=True)),
+    }
     storage = SqliteRaftStorage(settings.data_dir / "raft.db", identity=identity)
     replica = ClusterReplica(policy, threading.RLock())
     metrics = PrometheusRaftMetrics(registry, settings.server_id)
@@ -125,7 +127,7 @@ def running_replication(
             peers,
             listen=_raft_listen(settings),
             tls=tls,
-            token=token,
+            token=cluster_token(settings, server=True),
         ),
         replica,
         metrics=metrics,
