@@ -15,6 +15,7 @@ from pathlib import Path
 import structlog
 from prometheus_client import CollectorRegistry
 
+from gpu_platform.adapters.cluster_identity import cluster_id
 from gpu_platform.adapters.inbound.agent_client import AgentClient
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.adapters.outbound.observability import PrometheusRaftMetrics
@@ -109,7 +110,11 @@ def running_replication(
         yield None
         return
     peers = voters(settings)
-    storage = SqliteRaftStorage(settings.data_dir / "raft.db")
+    identity = {
+        "member": settings.server_id,
+        "cluster": cluster_id(cluster_token(settings, server=True)),
+    }
+    storage = SqliteRaftStorage(settings.data_dir / "raft.db", identity=identity)
     replica = ClusterReplica(policy, threading.RLock())
     metrics = PrometheusRaftMetrics(registry, settings.server_id)
     config = RaftNodeConfig(

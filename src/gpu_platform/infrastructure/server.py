@@ -19,6 +19,7 @@ import structlog
 import uvicorn
 
 from gpu_platform.adapters.grpc_bind import PortUnavailable
+from gpu_platform.adapters.outbound.integrity import StorageError
 from gpu_platform.adapters.outbound.storage import AuditChainBroken
 from gpu_platform.adapters.outbound.topology_command import topology_command
 from gpu_platform.application.consistency import stale_reads
@@ -26,6 +27,7 @@ from gpu_platform.infrastructure.config import ConfigError, Settings, load_setti
 from gpu_platform.infrastructure.container import Container, tls_files
 from gpu_platform.infrastructure.listen_check import check_ports_free
 from gpu_platform.infrastructure.logging import configure_logging
+from gpu_platform.infrastructure.storage_check import check_storage
 from gpu_platform.infrastructure.tracing import TracingError
 from gpu_platform.ports.outbound.gpu_discovery import DiscoveryError
 
@@ -108,6 +110,7 @@ def serve(options: _ServeOptions) -> None:
         DataDirLocked,
         AuditChainBroken,
         PortUnavailable,
+        StorageError,
     ) as exc:
         raise SystemExit(f"error: {exc}") from None
 
@@ -170,7 +173,8 @@ def serve_settings(settings: Settings) -> None:
     lock = lock_data_dir(settings.data_dir)
     try:
         check_ports_free(settings)
-    except PortUnavailable:
+        check_storage(settings)
+    except (PortUnavailable, StorageError):
         lock.close()
         raise
     container = Container(settings=settings)
