@@ -92,9 +92,10 @@ class WebAuth:
     def enabled(self) -> bool:
         return self.access.enabled
 
-    def login(self, token: str | None) -> tuple[Session, Principal]:
-        """A new session for `token` (Unauthenticated if the server does not know it)."""
-        who = self.access.authenticate(token if self.enabled else None)
+    def login(self, token: str | None, source: str = "") -> tuple[Session, Principal]:
+        """A new session for `token` (Unauthenticated if the server does not know it;
+        TooManyRequests once `source` has tried too many bad tokens)."""
+        who = self.access.authenticate(token if self.enabled else None, source)
         return self.sessions.create(token if self.enabled else None), who
 
     def resolve(self, request: Request) -> tuple[Session, Principal]:
