@@ -64,6 +64,11 @@ class ReplicatedAccessStartup:
         self._thread.start()
         return self
 
+    def wait(self, timeout: float) -> bool:
+        """Until the setup is done (True) or `timeout` seconds passed (False)."""
+        self._thread.join(timeout=timeout)
+        return not self._thread.is_alive()
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)

@@ -188,6 +188,8 @@ def serve_settings(settings: Settings) -> None:
         container.agent_server()
         container.local_agent()
         alone = not settings.peers.strip()  # with peers, a leader may need servers not up yet
+        if alone and access_startup is not None and not access_startup.wait(READY_TIMEOUT_S):
+            log.warning("authentication setup not finished; serving anyway")
         if alone and not plane.wait_ready(READY_TIMEOUT_S):
             log.warning(
                 "no leader yet, or this host's agent has not registered; serving anyway",
