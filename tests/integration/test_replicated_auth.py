@@ -14,9 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 
+from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
+from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
 from gpu_platform.adapters.outbound.storage import SqliteAccessStore
 from gpu_platform.application.auth import digest_of
 from gpu_platform.domain.model.tenancy import Role
@@ -100,6 +103,19 @@ def test_tokens_work_on_every_server_survive_failover_and_revocations_reach_all(
         timeout=10,
     )
     assert stale.status_code == 200, stale.text
+    # gRPC too: a follower knows the user (PERMISSION_DENIED, not UNAUTHENTICATED) and sends
+    # an admin's write to the leader
+    admin_md = (("authorization", c.client.headers["Authorization"]),)
+    with grpc.insecure_channel(f"127.0.0.1:{c.grpc[followers[1]]}") as channel:
+        stub = pb_grpc.AdminServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as denied:
+            stub.ListTokens(
+                pb.ListTokensRequest(), metadata=(("authorization", f"Bearer {spare['token']}"),)
+            )
+        assert denied.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        with pytest.raises(grpc.RpcError) as moved:
+            stub.CreateTenant(pb.CreateTenantRequest(name="team-b"), metadata=admin_md)
+        assert moved.value.code() is grpc.StatusCode.UNAVAILABLE
     # the old store's token was imported once by the leader and works everywhere too
     assert wait_until(lambda: _everywhere(c, LEGACY_SECRET, 200), WAIT)
 

@@ -4,7 +4,8 @@ Each source (a client's IP address) may present at most `max_failures` unknown o
 tokens within any `window_s` seconds; past that, every request from it that carries a token is
 answered TooManyRequests (429 with Retry-After / RESOURCE_EXHAUSTED) without the token being
 looked at, until its oldest counted failure leaves the window. Requests without a token are
-not counted (they learn nothing). At most `max_sources` sources are tracked; when more appear,
+not counted (they learn nothing), nor are calls with no source ('': an in-process caller that
+cannot name one). At most `max_sources` sources are tracked; when more appear,
 the ones idle longest are forgotten. Time comes from the caller (`now`, seconds). Thread-safe.
 """
 
@@ -34,7 +35,7 @@ class FailedAuthLimiter:
 
     def check(self, source: str, now: float) -> None:
         """Raise TooManyRequests if `source` is over its limit at `now`."""
-        if self._max == 0:
+        if self._max == 0 or not source:
             return
         with self._lock:
             times = self._failures.get(source)
@@ -52,7 +53,7 @@ class FailedAuthLimiter:
 
     def failed(self, source: str, now: float) -> None:
         """Count one failed authentication of `source` at `now`."""
-        if self._max == 0:
+        if self._max == 0 or not source:
             return
         with self._lock:
             times = self._failures.pop(source, None)

@@ -33,12 +33,16 @@ def test_a_source_past_its_bad_token_limit_is_told_to_wait_even_with_a_good_toke
     assert access.authenticate(good, "10.0.0.9").role is Role.ADMIN
 
 
-def test_missing_tokens_are_not_counted_and_zero_turns_the_limit_off() -> None:
+def test_missing_tokens_and_unnamed_sources_are_not_counted_and_zero_turns_the_limit_off() -> None:
     access, _, good = _access(1)
     for _ in range(5):
         with pytest.raises(Unauthenticated):
             access.authenticate(None, "10.0.0.9")
     assert access.authenticate(good, "10.0.0.9").role is Role.ADMIN
+    for _ in range(5):  # an in-process caller without a source is never limited
+        with pytest.raises(Unauthenticated):
+            access.authenticate("guess")
+    assert access.authenticate(good).role is Role.ADMIN
     off, _, good = _access(0)
     for _ in range(50):
         with pytest.raises(Unauthenticated):

@@ -104,7 +104,8 @@ class WebAuth:
         if session is None:
             raise NoSession("no session")
         try:
-            who = self.access.authenticate(session.token)
+            source = request.client.host if request.client is not None else ""
+            who = self.access.authenticate(session.token, source)
         except Unauthenticated:
             self.sessions.drop(session.id)
             raise NoSession("the session's token is no longer valid") from None
