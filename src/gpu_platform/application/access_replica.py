@@ -145,8 +145,10 @@ class ReplicatedAccessStore:
         """Copy `legacy`'s tenants and tokens in; returns how many tokens were added. Raises
         LeaderElsewhere when this server does not lead (nothing or part copied)."""
         known = {t.token_id for t in self.tokens()}
+        tenants = {name for name, _ in self.tenants()}
         for name, created_at in legacy.tenants():
-            self.add_tenant(name, created_at)
+            if name not in tenants:
+                self.add_tenant(name, created_at)
         added = 0
         for record in legacy.tokens():
             if record.token_id in known:

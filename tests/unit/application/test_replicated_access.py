@@ -10,7 +10,7 @@ from gpu_platform.application.access_replica import ReplicatedAccessStore
 from gpu_platform.application.access_setup import ReplicatedAccessSetup
 from gpu_platform.application.auth import AccessControl, digest_of
 from gpu_platform.application.consistency import LeaderElsewhere
-from gpu_platform.domain.access_state import BootstrapAdmin, IssueToken
+from gpu_platform.domain.access_state import BootstrapAdmin, CreateTenant, IssueToken
 from gpu_platform.domain.errors import InvalidRequest
 from gpu_platform.domain.model.tenancy import Principal, Role, Unauthenticated
 from gpu_platform.ports.outbound.access_store import TokenRecord
@@ -57,6 +57,7 @@ def test_tokens_of_the_old_store_are_imported_once_revoked_ones_as_revoked() -> 
     _, rerun = _server(solo, legacy)
     assert rerun.step().imported == 0
     assert sum(isinstance(c, IssueToken) for c in solo.commands) == 2
+    assert sum(isinstance(c, CreateTenant) for c in solo.commands) == 1
 
 
 def test_a_follower_waits_for_the_leader_and_sends_writes_to_it() -> None:
