@@ -301,6 +301,12 @@ class Settings(BaseSettings):
     rate_limit_burst: float = Field(
         100.0, ge=1, description="Token-bucket size: requests a token may make at once."
     )
+    auth_failures_per_minute: int = Field(
+        20,
+        ge=0,
+        description="Unknown or revoked tokens one client address may present per minute; "
+        "past that its requests are answered 429 until the minute has passed (0 = no limit).",
+    )
     max_queued_jobs_per_tenant: int = Field(
         0, ge=0, description="Jobs a tenant may have waiting to run; more are 429 (0 = no limit)."
     )

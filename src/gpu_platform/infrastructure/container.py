@@ -49,6 +49,7 @@ from gpu_platform.adapters.outbound.storage import (
 from gpu_platform.adapters.outbound.system import SystemClock, UuidJobIds
 from gpu_platform.adapters.outbound.telemetry_health import TelemetryHealthMonitor
 from gpu_platform.adapters.tls import TlsFiles
+from gpu_platform.application.access_replica import ReplicatedAccessStore
 from gpu_platform.application.admission import AdmissionControl, AdmissionLimits, InputLimits
 from gpu_platform.application.agent import Agent
 from gpu_platform.application.agent_hub import AgentHub
@@ -229,6 +230,10 @@ def _audit_log(settings: Settings) -> Iterator[AuditLog]:
     log.close()
 
 
+def _access_store(legacy: AccessStore, replication: RaftReplication | None) -> AccessStore:
+    return legacy if replication is None else ReplicatedAccessStore(replication)
+
+
 def _access(
     settings: Settings, store: AccessStore, clock: SystemClock, audit: AuditLog
 ) -> AccessControl:
@@ -239,6 +244,7 @@ def _access(
         enabled=settings.auth == "on",
         rate_per_s=settings.rate_limit_per_second,
         burst=settings.rate_limit_burst,
+        failures_per_minute=settings.auth_failures_per_minute,
     )
 
 
@@ -656,8 +662,10 @@ class Container(containers.DeclarativeContainer):
     )
     usage = providers.Singleton(UsageService, control_plane, adapters.clock)
     jobs_api = providers.Singleton(_admission, settings, control_plane)
+    # replicated: tenants and tokens are cluster state (state.db's are imported once)
+    access_store = providers.Singleton(_access_store, adapters.access_store, replication)
     access = providers.Singleton(
-        _access, settings, adapters.access_store, adapters.clock, adapters.audit_log
+        _access, settings, access_store, adapters.clock, adapters.audit_log
     )
     audit_trail = providers.Singleton(AuditTrail, adapters.audit_log, adapters.clock)
     grpc_server = providers.Resource(
