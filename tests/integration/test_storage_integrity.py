@@ -1,6 +1,6 @@
 """Issue 20.6 against a real `serve`: damaged storage is refused in one line, never served.
 
-One server (auth on, so state.db holds tenants and tokens) takes three jobs and is killed
+One server (auth on: tenants and token digests are replicated state, in raft.db) takes three jobs and is killed
 (SIGKILL: its SQLite WAL files stay, as after a crash); each test damages a copy of that data
 dir the way the audit did and starts `serve` on it.
 """
@@ -86,9 +86,7 @@ def empty_state_db(data: Path) -> None:
     os.truncate(data / "state.db", 0)
 
 
-DAMAGE = {
-    f.__name__: f for f in (flip_the_gpu_count, delete_the_wal, delete_raft_db, empty_state_db)
-}
+DAMAGE = {f.__name__: f for f in (flip_the_gpu_count, delete_the_wal, delete_raft_db)}
 
 
 @pytest.fixture(scope="module")
@@ -165,8 +163,21 @@ def test_a_deleted_raft_db_is_refused_with_how_to_rejoin_as_a_new_member(
     assert "serve --id NEW_ID" in line and "cluster add-server NEW_ID" in line
 
 
-def test_an_emptied_state_db_is_refused_rather_than_wiping_tenants_and_tokens(
-    refusals: dict[str, tuple[int, str]],
-) -> None:
-    line = refusal(refusals, "empty_state_db")
-    assert "state.db has lost data" in line and "state.mark" in line
+def test_an_emptied_state_db_loses_no_tenant_token_or_job(crashed: Path, tmp_path: Path) -> None:
+    """The audit's emptied state.db wiped tenants and tokens; they now live in the replicated
+    log, so the server starts with all of them (a state.db that did hold writes and is found
+    emptied is refused: tests/unit/adapters/test_storage_integrity.py)."""
+    data = copy_of(crashed, tmp_path)
+    empty_state_db(data)
+    server = Server(data, free_port(), {"GPU_PLATFORM_AUTH": "on"}).start()
+    try:
+        token = (data / "admin-token").read_text().strip()
+        headers = {"Authorization": f"Bearer {token}"}
+        jobs = httpx.get(f"{server.url}/v1/jobs", headers=headers, timeout=10)
+        assert jobs.status_code == 200, jobs.text
+        body = jobs.json()
+        assert len(body["items"] if isinstance(body, dict) else body) == JOBS
+        tenants = httpx.get(f"{server.url}/v1/tenants", headers=headers, timeout=10)
+        assert tenants.status_code == 200 and "default" in tenants.text
+    finally:
+        assert server.stop() == 0
