@@ -44,6 +44,7 @@ from gpu_platform.adapters.outbound.storage import (
     SqliteHardwareStore,
     SqliteJobStore,
     SqliteQuotaStore,
+    SqliteRunAsStore,
 )
 from gpu_platform.adapters.outbound.system import SystemClock, UuidJobIds
 from gpu_platform.adapters.outbound.telemetry_health import TelemetryHealthMonitor
@@ -56,6 +57,7 @@ from gpu_platform.application.auth_scope import AuditedHardwareStore, AuditTrail
 from gpu_platform.application.control_plane import ControlPlane
 from gpu_platform.application.mig_jobs import MigJobRunner
 from gpu_platform.application.replication import RaftReplication
+from gpu_platform.application.run_as import RunAsAccounts
 from gpu_platform.application.usage import UsageService
 from gpu_platform.domain.events import DomainEvent
 from gpu_platform.domain.faults.policy import FaultPolicy, XidClass
@@ -85,6 +87,7 @@ from gpu_platform.ports.outbound.job_runner import JobRunner
 from gpu_platform.ports.outbound.job_store import JobStore
 from gpu_platform.ports.outbound.metrics import SchedulerMetrics
 from gpu_platform.ports.outbound.quota_store import QuotaStore
+from gpu_platform.ports.outbound.run_as_store import RunAsStore
 
 __all__ = [
     "Container",
@@ -175,6 +178,12 @@ def _sqlite_access(settings: Settings) -> Iterator[AccessStore]:
     store.close()
 
 
+def _sqlite_run_as(settings: Settings) -> Iterator[RunAsStore]:
+    store = SqliteRunAsStore(settings.data_dir / "state.db")  # own table
+    yield store
+    store.close()
+
+
 def _sqlite_quotas(settings: Settings) -> Iterator[QuotaStore]:
     store = SqliteQuotaStore(settings.data_dir / "state.db")  # own table
     yield store
@@ -227,7 +236,7 @@ def _access(
     )
 
 
-def _admission(settings: Settings, plane: ControlPlane) -> AdmissionControl:
+def _admission(settings: Settings, plane: ControlPlane, run_as: RunAsAccounts) -> AdmissionControl:
     return AdmissionControl(
         plane,
         AdmissionLimits(
@@ -241,6 +250,7 @@ def _admission(settings: Settings, plane: ControlPlane) -> AdmissionControl:
             max_gpus=settings.max_gpus_per_job,
             max_array_size=settings.max_array_size,
         ),
+        run_as.check,
     )
 
 
@@ -357,6 +367,9 @@ def process_runner(
         log_max_bytes=settings.job_log_max_bytes,
         pids_max=settings.job_pids_max,
         fence=fence,
+        default_user=settings.job_user,
+        pid_namespace=settings.job_pid_namespace,
+        protected=(settings.data_dir,),
     )
     containers = container_runner(settings, inventory)  # tasks that name an image
     routed = with_containers(runner, containers)
@@ -494,6 +507,7 @@ def _rest_app(
     access: AccessControl,
     trail: AuditTrail,
     events: EventHub,
+    run_as: RunAsAccounts,
 ) -> FastAPI:
     metrics.watch(lambda: plane)
     metrics.watch_usage(lambda: usage)
@@ -509,6 +523,7 @@ def _rest_app(
         api_metrics=metrics.api,
         access=access,
         trail=trail,
+        run_as=run_as,
     )
     site = Site(
         jobs,
@@ -580,6 +595,7 @@ class Adapters(containers.DeclarativeContainer):
     health_parts = providers.Singleton(select_health, settings, inventory, discovery)
     access_store = providers.Resource(_sqlite_access, settings)
     quota_store = providers.Resource(_sqlite_quotas, settings)
+    run_as_store = providers.Resource(_sqlite_run_as, settings)
     audit_log = providers.Resource(_audit_log, settings)
 
 
@@ -625,11 +641,12 @@ class Container(containers.DeclarativeContainer):
         adapters.local_runner,
     )
     usage = providers.Singleton(UsageService, control_plane, adapters.clock)
-    jobs_api = providers.Singleton(_admission, settings, control_plane)
+    audit_trail = providers.Singleton(AuditTrail, adapters.audit_log, adapters.clock)
+    run_as = providers.Singleton(RunAsAccounts, adapters.run_as_store, audit_trail)
+    jobs_api = providers.Singleton(_admission, settings, control_plane, run_as)
     access = providers.Singleton(
         _access, settings, adapters.access_store, adapters.clock, adapters.audit_log
     )
-    audit_trail = providers.Singleton(AuditTrail, adapters.audit_log, adapters.clock)
     grpc_server = providers.Resource(
         _grpc_server,
         settings,
@@ -652,4 +669,5 @@ class Container(containers.DeclarativeContainer):
         access,
         audit_trail,
         observability.event_hub,
+        run_as,
     )

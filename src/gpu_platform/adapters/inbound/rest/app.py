@@ -31,6 +31,7 @@ from gpu_platform.adapters.inbound.rest.problems import (
     install_problem_handlers,
     problem_openapi,
 )
+from gpu_platform.adapters.inbound.rest.run_as import run_as_router
 from gpu_platform.adapters.inbound.rest.schemas import (
     ArrayOut,
     ArraySubmit,
@@ -48,6 +49,7 @@ from gpu_platform.domain.model.tenancy import Forbidden, Permission, Principal
 from gpu_platform.ports.inbound.access import AccessService
 from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
+from gpu_platform.ports.inbound.run_as import RunAsAdmin
 from gpu_platform.ports.inbound.usage import UsageQueries
 from gpu_platform.ports.outbound.metrics import ApiMetrics
 
@@ -87,6 +89,7 @@ def create_app(
     api_metrics: ApiMetrics | None = None,
     access: AccessService | None = None,
     trail: AuditTrail | None = None,
+    run_as: RunAsAdmin | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="gpu-platform",
@@ -280,6 +283,8 @@ def create_app(
         return {"status": "ok", "inventory": s.inventory_source, "simulated": s.simulated}
 
     app.include_router(access_router(auth))
+    if run_as is not None:
+        app.include_router(run_as_router(auth, run_as))
     if admin is not None:
         app.include_router(admin_router(service, admin, auth))
 

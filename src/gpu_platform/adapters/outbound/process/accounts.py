@@ -1,0 +1,54 @@
+"""The account a job's task runs as, and the working directory it may ask for.
+
+A job naming no `user` runs as the node's default job account (the agent's `job_user`,
+`nobody` unless configured) when the runner is root; a runner that is not root runs every
+task as itself (it cannot switch) and refuses a job naming another account. Which accounts a
+job may name at all is decided at submit (`domain.model.run_as`); here only what the node can
+check: the account exists, the runner may become it, and the job's `cwd` is an existing
+directory outside the node's protected directories (its data directory: secrets, state and
+other jobs' logs). Whether the account may use that directory is checked by the shim, which
+enters it after dropping to the account.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Iterable
+from pathlib import Path
+
+from gpu_platform.ports.outbound.job_runner import LaunchError
+
+__all__ = ["check_cwd", "job_account"]
+
+
+def job_account(user: str | None, default_user: str | None) -> pwd.struct_passwd | None:
+    """The task's account: `user`, else `default_user` when this process is root; None: this
+    process's own. LaunchError for an unknown account or one a non-root runner cannot be."""
+    name = user
+    if name is None:
+        if default_user is None or os.geteuid() != 0:
+            return None
+        name = default_user
+    try:
+        account = pwd.getpwnam(name)
+    except KeyError:
+        raise LaunchError(f"cannot run as user {name!r}: no such user") from None
+    if os.geteuid() not in (0, account.pw_uid):
+        raise LaunchError(f"cannot run as user {name!r}: the node agent is not root")
+    return account
+
+
+def check_cwd(cwd: str, protected: Iterable[Path]) -> None:
+    """LaunchError unless `cwd` is an absolute path to an existing directory that is not in
+    (or equal to) a `protected` directory, symbolic links resolved."""
+    where = Path(cwd)
+    if not where.is_absolute():
+        raise LaunchError(f"working directory {cwd!r} is not an absolute path")
+    if not where.is_dir():
+        raise LaunchError(f"working directory {cwd!r} does not exist")
+    real = where.resolve()
+    for p in protected:
+        top = p.resolve()
+        if real == top or top in real.parents:
+            raise LaunchError(f"working directory {cwd!r}: permission denied (the node's data)")
