@@ -548,6 +548,7 @@ def _grpc_server(
     jobs: AdmissionControl,
     access: AccessControl,
     trail: AuditTrail,
+    run_as: RunAsAccounts,
 ) -> Iterator[GrpcServer | None]:
     if settings.grpc_port < 0:
         yield None
@@ -563,6 +564,7 @@ def _grpc_server(
         access=access,
         trail=trail,
         tls=tls_files(settings),
+        run_as=run_as,
     )
     server.start()
     yield server
@@ -657,6 +659,7 @@ class Container(containers.DeclarativeContainer):
         jobs_api,
         access,
         audit_trail,
+        run_as,
     )
     rest_app = providers.Singleton(
         _rest_app,
