@@ -321,8 +321,8 @@ class ProcessJobRunner:
         shim = [sys.executable, "-I", "-S", _SHIM, str(os.getpid())]
         for join in joins:
             shim += ["--join", join]
-        if self._pidns:
-            shim.append("--pidns")
+        if self._pidns and not isinstance(self.isolation, WrapsCommand):  # systemd-run names
+            shim.append("--pidns")  # its own pid to systemd: it must see the host's
         if spec.cwd is not None:
             shim += ["--cwd", spec.cwd]
         wrapper: tuple[str, ...] = ()
