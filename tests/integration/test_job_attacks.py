@@ -56,6 +56,8 @@ for token in found[:1] or ["none"]:
         print("MINTED", urllib.request.urlopen(req, timeout=10).status)
     except urllib.error.HTTPError as exc:
         print("REFUSED", exc.code)
+if any("CLUSTER_TOKEN" in k or "gpc_attack" in v for k, v in os.environ.items()):
+    print("ENV-LEAK")
 print("DONE")
 """.replace("SECRET_MARK", SECRET)
 
@@ -107,6 +109,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         free_port(),
         {
             "GPU_PLATFORM_AUTH": "on",
+            "GPU_PLATFORM_CLUSTER_TOKEN": "gpc_attack_test_secret",  # jobs never inherit it
             "GPU_PLATFORM_ISOLATION": "none",
             "GPU_PLATFORM_JOB_USER": "nobody",  # the product's defaults (tests/conftest.py
             "GPU_PLATFORM_JOB_PID_NAMESPACE": "true",  # keeps other tests' jobs as root)
@@ -163,6 +166,7 @@ def test_a_user_job_cannot_read_secrets_or_other_jobs_and_mints_no_token(
     assert "DENIED admin-token Permission denied" in out
     assert "DENIED-LIST Permission denied" in out
     assert "READ" not in out and "LISTED" not in out and "LEAKED" not in out
+    assert "ENV-LEAK" not in out  # the server's own secrets are not in the job's environment
     assert "MINTED" not in out and "REFUSED 401" in out
     assert tokens(server, admin) == before  # no token was minted
     assert api(server, admin, "POST", f"/v1/jobs/{victim_job}/kill").status_code == 200

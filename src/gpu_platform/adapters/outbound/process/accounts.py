@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from gpu_platform.ports.outbound.job_runner import LaunchError
 
-__all__ = ["check_cwd", "job_account"]
+__all__ = ["SECRET_NAME", "check_cwd", "job_account", "without_secrets"]
+
+#: The agent's own environment variables that are secrets (the cluster token, a CLI token):
+#: `GPU_PLATFORM_...` names holding TOKEN, SECRET or PASSWORD. Jobs never inherit them.
+SECRET_NAME = re.compile(r"^GPU_PLATFORM_\w*(TOKEN|SECRET|PASSWORD)\w*$")
 
 
 def job_account(user: str | None, default_user: str | None) -> pwd.struct_passwd | None:
@@ -52,3 +57,8 @@ def check_cwd(cwd: str, protected: Iterable[Path]) -> None:
         top = p.resolve()
         if real == top or top in real.parents:
             raise LaunchError(f"working directory {cwd!r}: permission denied (the node's data)")
+
+
+def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` less the platform's secret variables (`SECRET_NAME`)."""
+    return {k: v for k, v in env.items() if not SECRET_NAME.match(k)}

@@ -6,7 +6,8 @@
   its own pid into the attempt's cgroups first.
 - stdout and stderr go through a pipe to `<root>/<job_id>/attempt-<n>.log`, capped at
   `log_max_bytes` (the rest is discarded and the cut is marked in the log).
-- The environment is the runner's own plus the job's, plus the vendor's visible-device masks
+- The environment is the runner's own (less the platform's secrets: `without_secrets`) plus
+  the job's, plus the vendor's visible-device masks
   (see `visibility_env`; a MIG job gets its MIG device UUIDs), single-task rank variables,
   and the GPU_PLATFORM_JOB_ID / GPU_PLATFORM_ATTEMPT markers.
 - Device confinement: the GPUs' device nodes (a MIG job: its parent GPU's /dev/nvidiaN), the
@@ -43,7 +44,11 @@ import structlog
 
 from gpu_platform.adapters.outbound.cgroups.devices import gpu_device_rules
 from gpu_platform.adapters.outbound.cgroups.noop import NoopIsolation
-from gpu_platform.adapters.outbound.process.accounts import check_cwd, job_account
+from gpu_platform.adapters.outbound.process.accounts import (
+    check_cwd,
+    job_account,
+    without_secrets,
+)
 from gpu_platform.adapters.outbound.process.fence import ProcessLeaseFence
 from gpu_platform.adapters.outbound.process.logs import (
     attempt_log_path,
@@ -173,7 +178,7 @@ class ProcessJobRunner:
         self.fence = fence
         self.log_root.mkdir(parents=True, exist_ok=True)
         self.isolation = isolation or NoopIsolation()
-        self._base_env = dict(os.environ if base_env is None else base_env)
+        self._base_env = without_secrets(os.environ if base_env is None else base_env)
         self._visible = visible_devices
         self._log_max = log_max_bytes
         self._pids_max = pids_max
