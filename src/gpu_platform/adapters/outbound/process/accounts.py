@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gpu_platform.ports.outbound.job_runner import LaunchError
 
-__all__ = ["SECRET_NAME", "check_cwd", "job_account", "without_secrets"]
+__all__ = ["SECRET_NAME", "check_cwd", "check_outside", "job_account", "without_secrets"]
 
 #: The agent's own environment variables that are secrets (the cluster token, a CLI token):
 #: `GPU_PLATFORM_...` names holding TOKEN, SECRET or PASSWORD. Jobs never inherit them.
@@ -52,11 +52,18 @@ def check_cwd(cwd: str, protected: Iterable[Path]) -> None:
         raise LaunchError(f"working directory {cwd!r} is not an absolute path")
     if not where.is_dir():
         raise LaunchError(f"working directory {cwd!r} does not exist")
-    real = where.resolve()
+    check_outside(where, protected, "working directory")
+
+
+def check_outside(path: Path, protected: Iterable[Path], what: str) -> None:
+    """LaunchError ("permission denied") if `path`, symbolic links resolved, is a protected
+    directory or lies inside one. (A path above one, such as /, is left to the permissions:
+    the protected directory is mode 0700 and jobs run as other accounts.)"""
+    real = path.resolve()
     for p in protected:
         top = p.resolve()
         if real == top or top in real.parents:
-            raise LaunchError(f"working directory {cwd!r}: permission denied (the node's data)")
+            raise LaunchError(f"{what} {str(path)!r}: permission denied (the node's data)")
 
 
 def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
