@@ -58,8 +58,11 @@ def runner(data_dir: Path) -> Iterator[ProcessJobRunner]:
         pid_namespace=True,
         protected=(data_dir,),
     )
-    yield r
-    r.close(grace_s=1)
+    try:
+        require(r.pid_namespace, "this host does not let the runner unshare a PID namespace")
+        yield r
+    finally:
+        r.close(grace_s=1)
 
 
 def run(runner: ProcessJobRunner, job: LaunchSpec) -> tuple[ExitReport, str]:

@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from gpu_platform.adapters.outbound.process.accounts import pid_namespaces_work
+from gpu_platform.testing.system import require
 from tests.integration.conftest import Server, free_port, wait_for
 
 pytestmark = [
@@ -102,6 +104,8 @@ def as_(server: Server, token: str, *args: str) -> subprocess.CompletedProcess[s
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    why = pid_namespaces_work()
+    require(why is None, f"jobs cannot get their own PID namespace here: {why}")
     root = tmp_path_factory.mktemp("attacks")
 
     server = Server(

@@ -1,4 +1,4 @@
-"""The account a job's task runs as, and the working directory it may ask for.
+"""What a job's task runs as: its account, working directory, environment and PID namespace.
 
 A job naming no `user` runs as the node's default job account (the agent's `job_user`,
 `nobody` unless configured) when the runner is root; a runner that is not root runs every
@@ -7,7 +7,9 @@ job may name at all is decided at submit (`domain.model.run_as`); here only what
 check: the account exists, the runner may become it, and the job's `cwd` is an existing
 directory outside the node's protected directories (its data directory: secrets, state and
 other jobs' logs). Whether the account may use that directory is checked by the shim, which
-enters it after dropping to the account.
+enters it after dropping to the account. `pid_namespaces_work` probes once whether this host
+lets the shim give a task its own PID namespace (root, and a kernel or container that allows
+unsharing one).
 """
 
 from __future__ import annotations
@@ -15,13 +17,24 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from gpu_platform.ports.outbound.job_runner import LaunchError
 
-__all__ = ["SECRET_NAME", "check_cwd", "check_outside", "job_account", "without_secrets"]
+__all__ = [
+    "SECRET_NAME",
+    "SHIM",
+    "check_cwd",
+    "check_outside",
+    "job_account",
+    "pid_namespaces_work",
+    "without_secrets",
+]
 
+SHIM = str(Path(__file__).with_name("_shim.py"))  # the exec shim (`_shim.py`)
 #: The agent's own environment variables that are secrets (the cluster token, a CLI token):
 #: `GPU_PLATFORM_...` names holding TOKEN, SECRET or PASSWORD. Jobs never inherit them.
 SECRET_NAME = re.compile(r"^GPU_PLATFORM_\w*(TOKEN|SECRET|PASSWORD)\w*$")
@@ -69,3 +82,17 @@ def check_outside(path: Path, protected: Iterable[Path], what: str) -> None:
 def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
     """`env` less the platform's secret variables (`SECRET_NAME`)."""
     return {k: v for k, v in env.items() if not SECRET_NAME.match(k)}
+
+
+def pid_namespaces_work(shim: str = SHIM) -> str | None:
+    """None if the exec shim can run a task in its own PID namespace here, else why not."""
+    if os.geteuid() != 0:
+        return "the runner is not root"
+    argv = [sys.executable, "-I", "-S", shim, str(os.getpid()), "--pidns", "--", "true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if done.returncode != 0:
+        return done.stderr.strip() or f"exit status {done.returncode}"
+    return None

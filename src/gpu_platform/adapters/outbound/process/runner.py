@@ -47,6 +47,7 @@ from gpu_platform.adapters.outbound.cgroups.noop import NoopIsolation
 from gpu_platform.adapters.outbound.process.accounts import (
     check_cwd,
     job_account,
+    pid_namespaces_work,
     without_secrets,
 )
 from gpu_platform.adapters.outbound.process.fence import ProcessLeaseFence
@@ -184,7 +185,12 @@ class ProcessJobRunner:
         self._pids_max = pids_max
         self._majors = device_majors
         self._default_user = default_user
-        self._pidns = pid_namespace and os.geteuid() == 0
+        self._pidns = False
+        if pid_namespace:
+            why = pid_namespaces_work(_SHIM)
+            self._pidns = why is None
+            if why is not None:
+                log.warning("jobs share the host's PID namespace", reason=why)
         self._protected = tuple(p.resolve() for p in (*protected, self.log_root))
         self._lock = threading.Lock()
         self._live: dict[tuple[str, int, int], _Attempt] = {}  # (job, epoch, rank)
@@ -196,6 +202,11 @@ class ProcessJobRunner:
             target=self._launch_loop, name="job-launcher", daemon=True
         )
         self._launcher.start()
+
+    @property
+    def pid_namespace(self) -> bool:
+        """Whether each task gets its own PID namespace (asked for, and this host allows it)."""
+        return self._pidns
 
     # -- JobRunner -------------------------------------------------------------------------
 
