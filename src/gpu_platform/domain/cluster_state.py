@@ -579,7 +579,12 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
                     f"a gang of {spec.tasks} tasks x {spec.gpus} GPUs needs more room than the "
                     f"whole cluster has ({slots} such tasks); it could never be placed",
                 )
-        unknown = [d for d in spec.depends_on if d not in self._jobs]
+        # another tenant's job answers as an unknown one: no probing which ids exist
+        unknown = [
+            d
+            for d in spec.depends_on
+            if d not in self._jobs or self._jobs[d].spec.tenant != spec.tenant
+        ]
         if unknown:
             raise InvalidRequest("depends_on", f"no such job: {', '.join(unknown)}")
 

@@ -337,6 +337,28 @@ class Settings(BaseSettings):
     audit_file: Path | None = Field(
         None, description="The hash-chained audit log (JSON lines); none = <data_dir>/audit.jsonl."
     )
+    audit_key_file: Path | None = Field(
+        None,
+        description="A secret key (kept outside the data directory) that seals the audit "
+        "chain with an HMAC: `audit verify` then detects a cut tail or a re-hashed chain. "
+        "Created (mode 0600) if missing; none = chain hashes only.",
+    )
+    max_request_bytes: int = Field(
+        1 << 20,
+        gt=0,
+        description="Largest REST request body and gRPC API message (bytes); larger is 413 / "
+        "RESOURCE_EXHAUSTED, refused before it is read whole.",
+    )
+    metrics_auth: Literal["none", "token"] = Field(
+        "none",
+        description="/metrics: none = anyone may scrape; token = a viewer, operator or admin "
+        "bearer token is required (the exposition names tenants and jobs).",
+    )
+    agent_metrics_token_file: Path | None = Field(
+        None,
+        description="An agent's /metrics (--metrics-port) requires `Authorization: Bearer` "
+        "with this file's contents; none = anyone who reaches the port may scrape.",
+    )
     tls_cert_file: Path | None = Field(
         None, description="PEM certificate for REST and gRPC; with tls_key_file turns TLS on."
     )

@@ -18,6 +18,7 @@ from dependency_injector import containers, providers
 from fastapi import FastAPI
 from opentelemetry.sdk.trace import TracerProvider
 
+from gpu_platform.adapters.audit_seal import load_key as load_audit_key
 from gpu_platform.adapters.inbound.grpc import GrpcServer
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.adapters.inbound.rest import create_app
@@ -82,7 +83,7 @@ from gpu_platform.ports.outbound.gpu_discovery import GpuDiscovery, GpuTelemetry
 from gpu_platform.ports.outbound.gpu_reset import GpuReset
 from gpu_platform.ports.outbound.hardware_store import HardwareStore
 from gpu_platform.ports.outbound.health_monitor import FaultInjector, HealthMonitor
-from gpu_platform.ports.outbound.isolation import Isolation
+from gpu_platform.ports.outbound.isolation import Isolation, IsolationError
 from gpu_platform.ports.outbound.job_runner import JobRunner
 from gpu_platform.ports.outbound.job_store import JobStore
 from gpu_platform.ports.outbound.metrics import SchedulerMetrics
@@ -218,7 +219,21 @@ def configured_quotas(settings: Settings) -> dict[str, Quota]:
 
 
 def _audit_log(settings: Settings) -> Iterator[AuditLog]:
-    log = JsonlAuditLog(settings.audit_file or settings.data_dir / "audit.jsonl")
+    path = settings.audit_file or settings.data_dir / "audit.jsonl"
+    key, new_key = None, False
+    if settings.audit_key_file is not None:  # seals the chain's head (audit_seal)
+        new_key = not settings.audit_key_file.exists()
+        try:
+            key = load_audit_key(settings.audit_key_file, create=True)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"configuration: audit_key_file: {exc}") from None
+        if settings.audit_key_file.resolve().is_relative_to(settings.data_dir.resolve()):
+            structlog.get_logger(__name__).warning(
+                "audit_key_file is inside the data directory: whoever can rewrite the log "
+                "can read the key too",
+                audit_key_file=str(settings.audit_key_file),
+            )
+    log = JsonlAuditLog(path, key, adopt=new_key)
     yield log
     log.close()
 
@@ -386,6 +401,10 @@ def process_runner(
         containers.close(settings.stop_grace_seconds)
         containers.runtime.close()
     runner.close(settings.stop_grace_seconds)
+    try:  # no job cgroup, nor this server's prefix group, outlives it
+        isolation.sweep()
+    except IsolationError as exc:
+        structlog.get_logger(__name__).warning("job cgroups left behind", error=str(exc))
 
 
 def _gpu_reset(runner: JobRunner, health: HealthParts) -> GpuReset | None:
@@ -498,6 +517,7 @@ def _running_health(plane: ControlPlane, health: HealthParts) -> Iterator[Health
 
 
 def _rest_app(
+    settings: Settings,
     plane: ControlPlane,
     metrics: Metrics,
     tracer: TracerProvider,
@@ -524,6 +544,8 @@ def _rest_app(
         access=access,
         trail=trail,
         run_as=run_as,
+        max_request_bytes=settings.max_request_bytes,
+        metrics_auth=settings.metrics_auth,
     )
     site = Site(
         jobs,
@@ -565,6 +587,7 @@ def _grpc_server(
         trail=trail,
         tls=tls_files(settings),
         run_as=run_as,
+        max_message_bytes=settings.max_request_bytes,
     )
     server.start()
     yield server
@@ -612,9 +635,16 @@ class Container(containers.DeclarativeContainer):
     tls = providers.Singleton(tls_files, settings)
     policy = providers.Singleton(fault_policy, settings)
     replication = providers.Resource(
-        running_replication, settings, policy, tls, observability.metrics.provided.registry
+        running_replication,
+        settings,
+        policy,
+        tls,
+        observability.metrics.provided.registry,
+        audited_hardware.provided.append_audit,  # refused Raft senders
     )
-    agent_server = providers.Resource(running_agent_server, settings, adapters.runner, tls)
+    agent_server = providers.Resource(
+        running_agent_server, settings, adapters.runner, tls, audited_hardware.provided.append_audit
+    )
     control_plane = providers.Resource(
         _running_control_plane,
         settings,
@@ -663,6 +693,7 @@ class Container(containers.DeclarativeContainer):
     )
     rest_app = providers.Singleton(
         _rest_app,
+        settings,
         control_plane,
         observability.metrics,
         observability.tracer_provider,

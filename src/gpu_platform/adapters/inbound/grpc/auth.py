@@ -19,6 +19,7 @@ from typing import Any
 
 import grpc
 
+from gpu_platform.adapters.member_gate import client_certificate_refusal
 from gpu_platform.domain.model.tenancy import (
     ANONYMOUS_ADMIN,
     Forbidden,
@@ -76,6 +77,9 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         remaining = context.time_remaining()
         if remaining is not None and remaining <= 0:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before the call ran")
+        refused = client_certificate_refusal(context)  # a server's or agent's certificate
+        if refused:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, refused)
         try:
             who = self._access.authenticate(_secret(context))
             self._access.admit(who)
