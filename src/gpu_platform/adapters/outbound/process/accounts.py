@@ -7,9 +7,11 @@ job may name at all is decided at submit (`domain.model.run_as`); here only what
 check: the account exists, the runner may become it, and the job's `cwd` is an existing
 directory outside the node's protected directories (its data directory: secrets, state and
 other jobs' logs). Whether the account may use that directory is checked by the shim, which
-enters it after dropping to the account. `pid_namespaces_work` probes once whether this host
-lets the shim give a task its own PID namespace (root, and a kernel or container that allows
-unsharing one).
+enters it after dropping to the account. With the runner's `pid_namespace` each task gets its
+own PID namespace and /proc (`_shim.py`), so no job sees another's processes or
+/proc/PID/environ; `pid_namespaces_work` probes once whether this host allows it (root, and a
+kernel or container that lets it unshare one). `without_secrets` keeps the agent's own secret
+variables out of every job's environment.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+import structlog
 
 from gpu_platform.ports.outbound.job_runner import LaunchError
 
@@ -35,6 +39,7 @@ __all__ = [
 ]
 
 SHIM = str(Path(__file__).with_name("_shim.py"))  # the exec shim (`_shim.py`)
+log = structlog.get_logger(__name__)
 #: The agent's own environment variables that are secrets (the cluster token, a CLI token):
 #: `GPU_PLATFORM_...` names holding TOKEN, SECRET or PASSWORD. Jobs never inherit them.
 SECRET_NAME = re.compile(r"^GPU_PLATFORM_\w*(TOKEN|SECRET|PASSWORD)\w*$")
@@ -84,15 +89,20 @@ def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if not SECRET_NAME.match(k)}
 
 
-def pid_namespaces_work(shim: str = SHIM) -> str | None:
-    """None if the exec shim can run a task in its own PID namespace here, else why not."""
+def pid_namespaces_work(shim: str = SHIM) -> bool:
+    """Whether the exec shim can run a task in its own PID namespace here (root, and a kernel
+    or container that lets it unshare one); if not, says why in a warning."""
+    why = None
     if os.geteuid() != 0:
-        return "the runner is not root"
-    argv = [sys.executable, "-I", "-S", shim, str(os.getpid()), "--pidns", "--", "true"]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return str(exc)
-    if done.returncode != 0:
-        return done.stderr.strip() or f"exit status {done.returncode}"
-    return None
+        why = "the runner is not root"
+    else:
+        argv = [sys.executable, "-I", "-S", shim, str(os.getpid()), "--pidns", "--", "true"]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+            if done.returncode != 0:
+                why = done.stderr.strip() or f"exit status {done.returncode}"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            why = str(exc)
+    if why is not None:
+        log.warning("jobs share the host's PID namespace", reason=why)
+    return why is None

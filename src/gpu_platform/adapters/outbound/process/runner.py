@@ -6,19 +6,14 @@
   its own pid into the attempt's cgroups first.
 - stdout and stderr go through a pipe to `<root>/<job_id>/attempt-<n>.log`, capped at
   `log_max_bytes` (the rest is discarded and the cut is marked in the log).
-- The environment is the runner's own (less the platform's secrets: `without_secrets`) plus
-  the job's, plus the vendor's visible-device masks
-  (see `visibility_env`; a MIG job gets its MIG device UUIDs), single-task rank variables,
-  and the GPU_PLATFORM_JOB_ID / GPU_PLATFORM_ATTEMPT markers.
+- The environment is the runner's own (less its secrets) plus the job's, plus the vendor's
+  visible-device masks (see `visibility_env`; a MIG job gets its MIG device UUIDs), single-task
+  rank variables, and the GPU_PLATFORM_JOB_ID / GPU_PLATFORM_ATTEMPT markers.
 - Device confinement: the GPUs' device nodes (a MIG job: its parent GPU's /dev/nvidiaN), the
   control nodes, and the nvidia-uvm / nvidia-caps majors (`cgroups.devices`).
 - When the attempt's main process exits, the rest of its process group is SIGKILLed and its
   cgroups are emptied and removed before the exit is reported: nothing outlives the report.
-- Accounts: a job naming no `user` runs as `default_user` (the agent's `job_user`, `nobody` by
-  default) when the runner is root; with `pid_namespace` each task gets its own PID namespace
-  and /proc (`_shim.py`), so no job sees another's processes or /proc/PID/environ. A job's own
-  `cwd` is entered as its account (a directory it may not use fails the task) and may not lie
-  in a `protected` directory (the node's data directory: secrets, state, other jobs' logs).
+- Accounts, `cwd`, PID namespaces: `accounts.py` (and `_shim.py`).
 - `reap` finds leftovers of an attempt started by an earlier incarnation through the
   GPU_PLATFORM_ATTEMPT marker in /proc/*/environ, kills them, and removes its cgroups.
 """
@@ -185,12 +180,7 @@ class ProcessJobRunner:
         self._pids_max = pids_max
         self._majors = device_majors
         self._default_user = default_user
-        self._pidns = False
-        if pid_namespace:
-            why = pid_namespaces_work(_SHIM)
-            self._pidns = why is None
-            if why is not None:
-                log.warning("jobs share the host's PID namespace", reason=why)
+        self._pidns = pid_namespace and pid_namespaces_work(_SHIM)
         self._protected = tuple(p.resolve() for p in (*protected, self.log_root))
         self._lock = threading.Lock()
         self._live: dict[tuple[str, int, int], _Attempt] = {}  # (job, epoch, rank)
@@ -337,8 +327,8 @@ class ProcessJobRunner:
         shim = [sys.executable, "-I", "-S", _SHIM, str(os.getpid())]
         for join in joins:
             shim += ["--join", join]
-        if self._pidns and not isinstance(self.isolation, WrapsCommand):  # systemd-run names
-            shim.append("--pidns")  # its own pid to systemd: it must see the host's
+        if self._own_pid_namespace(spec):
+            shim.append("--pidns")
         if spec.cwd is not None:
             shim += ["--cwd", spec.cwd]
         wrapper: tuple[str, ...] = ()
@@ -388,6 +378,10 @@ class ProcessJobRunner:
             isolation=self.isolation.name,
             log=str(path),
         )
+
+    def _own_pid_namespace(self, spec: LaunchSpec) -> bool:
+        """Not under systemd-run (it names its own pid to systemd) nor for an MPS client."""
+        return self._pidns and spec.mps is None and not isinstance(self.isolation, WrapsCommand)
 
     def _go(self, attempt: _Attempt) -> None:
         """Put the started task under the node's lease (an agent's runner), then watch it."""
