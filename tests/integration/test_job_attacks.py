@@ -194,6 +194,9 @@ def test_a_job_naming_root_or_an_account_not_granted_is_refused_naming_user(
         r = submit(server, who, command=["true"], tenant="acme2", user="root")
         assert r.status_code == 422 and "user" in r.text, r.text
     assert submit(server, mallory, command=["true"], user="daemon").status_code == 422
+    for cwd in (str(server.data_dir.resolve()), f"{server.data_dir.resolve()}/jobs", "tmp"):
+        r = submit(server, mallory, command=["true"], cwd=cwd)
+        assert r.status_code == 422 and "cwd" in r.text, r.text
     grant = "/v1/run-as/acme2"
     r = api(server, admin, "PUT", grant, json={"accounts": ["root"]})  # root needs allow_root
     assert r.status_code == 422 and "accounts" in r.text

@@ -9,7 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_platform.domain.errors import InvalidRequest
-from gpu_platform.domain.model.run_as import ROOT, RunAsGrant, check_run_as, make_grant
+from gpu_platform.domain.model.run_as import (
+    ROOT,
+    RunAsGrant,
+    check_cwd,
+    check_run_as,
+    make_grant,
+)
 
 ACCOUNTS = st.sampled_from([ROOT, "nobody", "alice", "bob", "svc-train", "_ci"])
 TENANTS = st.sampled_from(["a", "b", "c"])
@@ -75,3 +81,24 @@ def test_allow_root_without_root_grants_no_root() -> None:
     assert make_grant("a", ["alice"], allow_root=True) == RunAsGrant("a", ("alice",))
     with pytest.raises(InvalidRequest, match="accounts"):
         make_grant("a", [])
+
+
+PARTS = st.lists(st.sampled_from(["data", "jobs", "x", ".", "..", "", "srv"]), max_size=5)
+
+
+@settings(max_examples=200)
+@given(parts=PARTS, absolute=st.booleans())
+def test_a_cwd_is_accepted_only_if_absolute_plain_and_outside_the_data_directory(
+    parts: list[str], absolute: bool
+) -> None:
+    cwd = ("/" if absolute else "") + "/".join(parts)
+    names = [p for p in cwd.split("/") if p]
+    plain = cwd.startswith("/") and "//" not in cwd and not {".", ".."} & set(names)
+    inside = names[:2] == ["srv", "data"]  # the protected directory is /srv/data
+    try:
+        check_cwd(cwd, ["/srv/data"])
+        accepted = True
+    except InvalidRequest as exc:
+        accepted = False
+        assert exc.field == "cwd"
+    assert accepted == (plain and not inside), cwd

@@ -10,12 +10,12 @@ for every submit and array). Rules: `domain.model.run_as`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from gpu_platform.application.auth_scope import AuditTrail
 from gpu_platform.domain.errors import NotFound
 from gpu_platform.domain.model.job import JobSpec
-from gpu_platform.domain.model.run_as import RunAsGrant, check_run_as, make_grant
+from gpu_platform.domain.model.run_as import RunAsGrant, check_cwd, check_run_as, make_grant
 from gpu_platform.domain.model.tenancy import Permission, Principal, check_tenant_name
 from gpu_platform.ports.outbound.run_as_store import RunAsStore
 
@@ -25,17 +25,23 @@ __all__ = ["RunAsAccounts"]
 class RunAsAccounts:
     """Thread-safe; the grants are cached (this server is their only writer)."""
 
-    def __init__(self, store: RunAsStore, trail: AuditTrail | None = None) -> None:
+    def __init__(
+        self, store: RunAsStore, trail: AuditTrail | None = None, protected: Sequence[str] = ()
+    ) -> None:
+        """`protected`: absolute directories no job may use as its `cwd` (the data dir)."""
         self._store = store
+        self._protected = tuple(protected)
         self._trail = trail or AuditTrail()
         self._lock = threading.Lock()
         self._grants = dict(store.load_grants())
 
     def check(self, spec: JobSpec) -> None:
-        """InvalidRequest naming `user` unless `spec.tenant` may run jobs as `spec.user`."""
+        """InvalidRequest naming `user` unless `spec.tenant` may run jobs as `spec.user`, or
+        naming `cwd` unless it is an absolute path outside the protected directories."""
         with self._lock:
             grants = self._grants
         check_run_as(spec.user, spec.tenant, grants)
+        check_cwd(spec.cwd, self._protected)
 
     def grants(self, actor: Principal) -> list[RunAsGrant]:
         """Every grant, by tenant (admins only)."""

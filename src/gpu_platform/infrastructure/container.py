@@ -185,6 +185,10 @@ def _sqlite_run_as(settings: Settings) -> Iterator[RunAsStore]:
     store.close()
 
 
+def _run_as(settings: Settings, store: RunAsStore, trail: AuditTrail) -> RunAsAccounts:
+    return RunAsAccounts(store, trail, protected=(str(settings.data_dir.resolve()),))
+
+
 def _sqlite_quotas(settings: Settings) -> Iterator[QuotaStore]:
     store = SqliteQuotaStore(settings.data_dir / "state.db")  # own table
     yield store
@@ -674,7 +678,7 @@ class Container(containers.DeclarativeContainer):
     )
     usage = providers.Singleton(UsageService, control_plane, adapters.clock)
     audit_trail = providers.Singleton(AuditTrail, adapters.audit_log, adapters.clock)
-    run_as = providers.Singleton(RunAsAccounts, adapters.run_as_store, audit_trail)
+    run_as = providers.Singleton(_run_as, settings, adapters.run_as_store, audit_trail)
     jobs_api = providers.Singleton(_admission, settings, control_plane, run_as)
     access = providers.Singleton(
         _access, settings, adapters.access_store, adapters.clock, adapters.audit_log

@@ -14,6 +14,7 @@ state.db beside tenants; later the replicated auth state) lives outside the doma
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ __all__ = [
     "ROOT",
     "RunAsGrant",
     "check_account_name",
+    "check_cwd",
     "check_run_as",
     "make_grant",
 ]
@@ -94,3 +96,17 @@ def check_run_as(user: str | None, tenant: str, grants: Mapping[str, RunAsGrant]
         f"tenant {tenant!r} may not run jobs as {user!r} ({why}; accounts granted: {allowed}); "
         "leave user out to run as the node's default job account",
     )
+
+
+def check_cwd(cwd: str | None, protected: Iterable[str] = ()) -> None:
+    """InvalidRequest naming `cwd` unless it is None (the job's own log directory) or an
+    absolute, normalized path (no `.`/`..` parts) outside every `protected` directory (the
+    server's data directory). Nodes check again at launch, with symbolic links resolved."""
+    if cwd is None:
+        return
+    plain = cwd.startswith("/") and "//" not in cwd
+    if not plain or posixpath.normpath(cwd) != (cwd.rstrip("/") or "/"):
+        raise InvalidRequest("cwd", f"{cwd!r} must be an absolute path without . or ..")
+    for top in protected:
+        if cwd == top or cwd.startswith(top.rstrip("/") + "/"):
+            raise InvalidRequest("cwd", f"{cwd!r}: permission denied (the server's data)")
