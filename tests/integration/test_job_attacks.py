@@ -28,7 +28,7 @@ pytestmark = [
 SECRET = "victim-wandb-secret"
 ATTACK = r"""
 import json, os, sys, urllib.request
-url, data, hosts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+url, data, hosts, victim = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
 found = []
 for name in ("admin-token", "cluster-token", "state.db", "raft.db", "audit.jsonl"):
     try:
@@ -41,6 +41,15 @@ try:
     print("LISTED", os.listdir(data))
 except OSError as exc:
     print("DENIED-LIST", exc.strerror)
+try:  # from its own log directory up to the other jobs' (not through the data dir)
+    print("LISTED-JOBS", os.listdir(".."))
+except OSError as exc:
+    print("DENIED-JOBS", exc.strerror)
+try:
+    with open(f"../{victim}/attempt-1.log", "rb") as f:
+        print("READ-LOG", f.read()[:20])
+except OSError as exc:
+    print("DENIED-LOG", exc.strerror)
 pids = {int(p) for p in os.listdir("/proc") if p.isdigit()} | set(hosts)
 for pid in sorted(pids):
     try:
@@ -160,7 +169,8 @@ def test_a_user_job_cannot_read_secrets_or_other_jobs_and_mints_no_token(
     wait_state(server, victim, victim_job, "RUNNING")
     assert wait_for(lambda: bool(host_pids(victim_job)))
     before = tokens(server, admin)
-    argv = [world_python(), "-c", ATTACK, server.url, str(data), json.dumps(host_pids(victim_job))]
+    hosts = json.dumps(host_pids(victim_job))
+    argv = [world_python(), "-c", ATTACK, server.url, str(data), hosts, victim_job]
     r = submit(server, mallory, command=argv)
     assert r.status_code == 201, r.text
     job = wait_state(server, mallory, r.json()["id"], "COMPLETED", "FAILED")
@@ -168,6 +178,7 @@ def test_a_user_job_cannot_read_secrets_or_other_jobs_and_mints_no_token(
     assert "DONE" in out, out
     assert "DENIED admin-token Permission denied" in out
     assert "DENIED-LIST Permission denied" in out
+    assert "DENIED-JOBS Permission denied" in out and "DENIED-LOG Permission denied" in out
     assert "READ" not in out and "LISTED" not in out and "LEAKED" not in out
     assert "ENV-LEAK" not in out  # the server's own secrets are not in the job's environment
     assert "MINTED" not in out and "REFUSED 401" in out

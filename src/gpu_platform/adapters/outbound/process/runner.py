@@ -173,6 +173,7 @@ class ProcessJobRunner:
         self.log_root = Path(log_root)
         self.fence = fence
         self.log_root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.log_root, 0o700)  # a job reaches `..` from its log dir: not other jobs'
         self.isolation = isolation or NoopIsolation()
         self._base_env = without_secrets(os.environ if base_env is None else base_env)
         self._visible = visible_devices
