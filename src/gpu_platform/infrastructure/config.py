@@ -104,6 +104,17 @@ class Settings(BaseSettings):
     job_pids_max: int | None = Field(
         None, gt=0, description="Cap on processes per job (pids cgroup); none = no cap."
     )
+    job_user: str = Field(
+        "nobody",
+        pattern=r"^[a-z_][a-z0-9_-]{0,30}[$]?$",
+        description="The account a job naming no `user` runs as (when the agent is root); "
+        "which accounts a job may name is an admin's run-as grant (docs/isolation.md).",
+    )
+    job_pid_namespace: bool = Field(
+        True,
+        description="Run each task in its own PID namespace with its own /proc (root only), "
+        "so no job sees another's processes or environment.",
+    )
     container_runtime: Literal["auto", "docker", "none"] = Field(
         "auto",
         description="Runs jobs that name an image: docker (the Engine API at container_host; "

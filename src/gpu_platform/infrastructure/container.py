@@ -45,6 +45,7 @@ from gpu_platform.adapters.outbound.storage import (
     SqliteHardwareStore,
     SqliteJobStore,
     SqliteQuotaStore,
+    SqliteRunAsStore,
 )
 from gpu_platform.adapters.outbound.system import SystemClock, UuidJobIds
 from gpu_platform.adapters.outbound.telemetry_health import TelemetryHealthMonitor
@@ -58,6 +59,7 @@ from gpu_platform.application.auth_scope import AuditedHardwareStore, AuditTrail
 from gpu_platform.application.control_plane import ControlPlane
 from gpu_platform.application.mig_jobs import MigJobRunner
 from gpu_platform.application.replication import RaftReplication
+from gpu_platform.application.run_as import RunAsAccounts
 from gpu_platform.application.usage import UsageService
 from gpu_platform.domain.events import DomainEvent
 from gpu_platform.domain.faults.policy import FaultPolicy, XidClass
@@ -87,6 +89,7 @@ from gpu_platform.ports.outbound.job_runner import JobRunner
 from gpu_platform.ports.outbound.job_store import JobStore
 from gpu_platform.ports.outbound.metrics import SchedulerMetrics
 from gpu_platform.ports.outbound.quota_store import QuotaStore
+from gpu_platform.ports.outbound.run_as_store import RunAsStore
 
 __all__ = [
     "Container",
@@ -177,6 +180,16 @@ def _sqlite_access(settings: Settings) -> Iterator[AccessStore]:
     store.close()
 
 
+def _sqlite_run_as(settings: Settings) -> Iterator[RunAsStore]:
+    store = SqliteRunAsStore(settings.data_dir / "state.db")  # own table
+    yield store
+    store.close()
+
+
+def _run_as(settings: Settings, store: RunAsStore, trail: AuditTrail) -> RunAsAccounts:
+    return RunAsAccounts(store, trail, protected=(str(settings.data_dir.resolve()),))
+
+
 def _sqlite_quotas(settings: Settings) -> Iterator[QuotaStore]:
     store = SqliteQuotaStore(settings.data_dir / "state.db")  # own table
     yield store
@@ -248,7 +261,7 @@ def _access(
     )
 
 
-def _admission(settings: Settings, plane: ControlPlane) -> AdmissionControl:
+def _admission(settings: Settings, plane: ControlPlane, run_as: RunAsAccounts) -> AdmissionControl:
     return AdmissionControl(
         plane,
         AdmissionLimits(
@@ -262,6 +275,7 @@ def _admission(settings: Settings, plane: ControlPlane) -> AdmissionControl:
             max_gpus=settings.max_gpus_per_job,
             max_array_size=settings.max_array_size,
         ),
+        run_as.check,
     )
 
 
@@ -378,6 +392,9 @@ def process_runner(
         log_max_bytes=settings.job_log_max_bytes,
         pids_max=settings.job_pids_max,
         fence=fence,
+        default_user=settings.job_user,
+        pid_namespace=settings.job_pid_namespace,
+        protected=(settings.data_dir,),
     )
     containers = container_runner(settings, inventory)  # tasks that name an image
     routed = with_containers(runner, containers)
@@ -520,6 +537,7 @@ def _rest_app(
     access: AccessControl,
     trail: AuditTrail,
     events: EventHub,
+    run_as: RunAsAccounts,
 ) -> FastAPI:
     metrics.watch(lambda: plane)
     metrics.watch_usage(lambda: usage)
@@ -535,6 +553,7 @@ def _rest_app(
         api_metrics=metrics.api,
         access=access,
         trail=trail,
+        run_as=run_as,
         max_request_bytes=settings.max_request_bytes,
         metrics_auth=settings.metrics_auth,
     )
@@ -561,6 +580,7 @@ def _grpc_server(
     jobs: AdmissionControl,
     access: AccessControl,
     trail: AuditTrail,
+    run_as: RunAsAccounts,
 ) -> Iterator[GrpcServer | None]:
     if settings.grpc_port < 0:
         yield None
@@ -576,6 +596,7 @@ def _grpc_server(
         access=access,
         trail=trail,
         tls=tls_files(settings),
+        run_as=run_as,
         max_message_bytes=settings.max_request_bytes,
     )
     server.start()
@@ -609,6 +630,7 @@ class Adapters(containers.DeclarativeContainer):
     health_parts = providers.Singleton(select_health, settings, inventory, discovery)
     access_store = providers.Resource(_sqlite_access, settings)
     quota_store = providers.Resource(_sqlite_quotas, settings)
+    run_as_store = providers.Resource(_sqlite_run_as, settings)
     audit_log = providers.Resource(_audit_log, settings)
 
 
@@ -661,13 +683,14 @@ class Container(containers.DeclarativeContainer):
         adapters.local_runner,
     )
     usage = providers.Singleton(UsageService, control_plane, adapters.clock)
-    jobs_api = providers.Singleton(_admission, settings, control_plane)
+    audit_trail = providers.Singleton(AuditTrail, adapters.audit_log, adapters.clock)
+    run_as = providers.Singleton(_run_as, settings, adapters.run_as_store, audit_trail)
+    jobs_api = providers.Singleton(_admission, settings, control_plane, run_as)
     # replicated: tenants and tokens are cluster state (state.db's are imported once)
     access_store = providers.Singleton(_access_store, adapters.access_store, replication)
     access = providers.Singleton(
         _access, settings, access_store, adapters.clock, adapters.audit_log
     )
-    audit_trail = providers.Singleton(AuditTrail, adapters.audit_log, adapters.clock)
     grpc_server = providers.Resource(
         _grpc_server,
         settings,
@@ -678,6 +701,7 @@ class Container(containers.DeclarativeContainer):
         jobs_api,
         access,
         audit_trail,
+        run_as,
     )
     rest_app = providers.Singleton(
         _rest_app,
@@ -691,4 +715,5 @@ class Container(containers.DeclarativeContainer):
         access,
         audit_trail,
         observability.event_hub,
+        run_as,
     )

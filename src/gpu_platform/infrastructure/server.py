@@ -26,6 +26,7 @@ from gpu_platform.application.consistency import stale_reads
 from gpu_platform.infrastructure.access_startup import ReplicatedAccessStartup, write_admin_token
 from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
 from gpu_platform.infrastructure.container import Container, tls_files
+from gpu_platform.infrastructure.data_dir import harden_data_dir
 from gpu_platform.infrastructure.listen_check import check_ports_free
 from gpu_platform.infrastructure.logging import configure_logging
 from gpu_platform.infrastructure.storage_check import check_storage
@@ -64,7 +65,8 @@ class DataDirLocked(Exception):
 
 
 def lock_data_dir(data_dir: Path) -> IO[str]:
-    """Hold an exclusive lock on `data_dir/lock` for the life of the returned file."""
+    """Hold an exclusive lock on `data_dir/lock` for the life of the returned file; the
+    directory is made private (0700, its files 0600: `harden_data_dir`)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     handle = (data_dir / "lock").open("a+")
     try:
@@ -80,6 +82,7 @@ def lock_data_dir(data_dir: Path) -> IO[str]:
     handle.truncate()
     handle.write(str(os.getpid()))
     handle.flush()
+    harden_data_dir(data_dir)  # secrets and state: unreadable to jobs (other accounts)
     return handle
 
 

@@ -35,6 +35,7 @@ from gpu_platform.adapters.inbound.cli.client import EXIT, ApiError
 from gpu_platform.adapters.inbound.cli.cluster import register_cluster
 from gpu_platform.adapters.inbound.cli.jobs_view import jobs_table
 from gpu_platform.adapters.inbound.cli.ops import register_ops
+from gpu_platform.adapters.inbound.cli.run_as import register_run_as
 from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, Session, fail
 
 __all__ = [
@@ -888,6 +889,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     register_admin(app, out, call, emit)
     register_ops(app, out, call, emit, gpu_table)
     register_access(app, out, call, emit)
+    register_run_as(app, out, call, emit)
     register_cluster(app, out, call, emit)
     register_certs(app, out)
     return app

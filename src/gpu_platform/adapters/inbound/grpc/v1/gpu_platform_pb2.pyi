@@ -1415,3 +1415,129 @@ class RevokeTokenRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RevokeTokenRequest: _TypeAlias = RevokeTokenRequest  # noqa: Y015
+
+@_typing.final
+class RunAsGrant(_message.Message):
+    """Run-as grants: which node accounts a tenant's jobs may name as `user` (admins only; root
+    only with allow_root). A job naming an account not granted is refused INVALID_ARGUMENT
+    (field `user`) at submit; naming none runs it as the node's default job account.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    ACCOUNTS_FIELD_NUMBER: _builtins.int
+    ALLOW_ROOT_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    allow_root: _builtins.bool
+    @_builtins.property
+    def accounts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        accounts: _abc.Iterable[_builtins.str] | None = ...,
+        allow_root: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "allow_root", b"allow_root", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunAsGrant: _TypeAlias = RunAsGrant  # noqa: Y015
+
+@_typing.final
+class RunAsListRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunAsListRequest: _TypeAlias = RunAsListRequest  # noqa: Y015
+
+@_typing.final
+class RunAsListResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRANTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def grants(self) -> _containers.RepeatedCompositeFieldContainer[Global___RunAsGrant]: ...
+    def __init__(
+        self,
+        *,
+        grants: _abc.Iterable[Global___RunAsGrant] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grants", b"grants"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunAsListResponse: _TypeAlias = RunAsListResponse  # noqa: Y015
+
+@_typing.final
+class RunAsSetRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    ACCOUNTS_FIELD_NUMBER: _builtins.int
+    ALLOW_ROOT_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    allow_root: _builtins.bool
+    @_builtins.property
+    def accounts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        accounts: _abc.Iterable[_builtins.str] | None = ...,
+        allow_root: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "allow_root", b"allow_root", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunAsSetRequest: _TypeAlias = RunAsSetRequest  # noqa: Y015
+
+@_typing.final
+class RunAsDeleteRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunAsDeleteRequest: _TypeAlias = RunAsDeleteRequest  # noqa: Y015
+
+@_typing.final
+class RunAsDeleteResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunAsDeleteResponse: _TypeAlias = RunAsDeleteResponse  # noqa: Y015

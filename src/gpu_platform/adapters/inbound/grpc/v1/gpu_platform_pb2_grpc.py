@@ -1061,3 +1061,161 @@ class AdminService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class RunAsServiceStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ListGrants = channel.unary_unary(
+                '/gpu_platform.v1.RunAsService/ListGrants',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsListRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsListResponse.FromString,
+                _registered_method=True)
+        self.SetGrant = channel.unary_unary(
+                '/gpu_platform.v1.RunAsService/SetGrant',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsSetRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsGrant.FromString,
+                _registered_method=True)
+        self.DeleteGrant = channel.unary_unary(
+                '/gpu_platform.v1.RunAsService/DeleteGrant',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsDeleteRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsDeleteResponse.FromString,
+                _registered_method=True)
+
+
+class RunAsServiceServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def ListGrants(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetGrant(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGrant(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_RunAsServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ListGrants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGrants,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsListRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsListResponse.SerializeToString,
+            ),
+            'SetGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetGrant,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsSetRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsGrant.SerializeToString,
+            ),
+            'DeleteGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGrant,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsDeleteRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsDeleteResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'gpu_platform.v1.RunAsService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('gpu_platform.v1.RunAsService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class RunAsService:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def ListGrants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.RunAsService/ListGrants',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsListRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.RunAsService/SetGrant',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsSetRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsGrant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.RunAsService/DeleteGrant',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsDeleteRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsDeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
