@@ -54,6 +54,7 @@ from gpu_platform.application.agent_hub import AgentHub
 from gpu_platform.application.auth import AccessControl
 from gpu_platform.application.auth_scope import AuditedHardwareStore, AuditTrail
 from gpu_platform.application.control_plane import ControlPlane
+from gpu_platform.application.gateway.ledger import ServingLedger
 from gpu_platform.application.mig_jobs import MigJobRunner
 from gpu_platform.application.replication import RaftReplication
 from gpu_platform.application.usage import UsageService
@@ -65,6 +66,7 @@ from gpu_platform.domain.scheduling import QueueOrder, Quota, SchedulerPolicy
 from gpu_platform.infrastructure.config import ConfigError, Settings
 from gpu_platform.infrastructure.containers import container_runner, with_containers
 from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector, service_labels
+from gpu_platform.infrastructure.gateway import gateway_routes, install_gateway
 from gpu_platform.infrastructure.metrics import Metrics
 from gpu_platform.infrastructure.replicated import (
     advertised,
@@ -73,6 +75,7 @@ from gpu_platform.infrastructure.replicated import (
     running_replication,
 )
 from gpu_platform.infrastructure.tracing import configure_tracing
+from gpu_platform.ports.inbound.model_routes import ModelRoutes
 from gpu_platform.ports.outbound.access_store import AccessStore
 from gpu_platform.ports.outbound.audit_log import AuditLog
 from gpu_platform.ports.outbound.events import EventPublisher
@@ -494,6 +497,9 @@ def _rest_app(
     access: AccessControl,
     trail: AuditTrail,
     events: EventHub,
+    settings: Settings,
+    routes: ModelRoutes,
+    ledger: ServingLedger,
 ) -> FastAPI:
     metrics.watch(lambda: plane)
     metrics.watch_usage(lambda: usage)
@@ -521,6 +527,7 @@ def _rest_app(
         telemetry=None if telemetry is None else telemetry.snapshot,
     )
     install_dashboard(app, site)
+    install_gateway(app, settings, routes, access, metrics.gateway, ledger)
     return app
 
 
@@ -624,7 +631,9 @@ class Container(containers.DeclarativeContainer):
         tls,
         adapters.local_runner,
     )
-    usage = providers.Singleton(UsageService, control_plane, adapters.clock)
+    serving_ledger = providers.Singleton(ServingLedger)
+    model_routes = providers.Singleton(gateway_routes, settings)
+    usage = providers.Singleton(UsageService, control_plane, adapters.clock, serving_ledger)
     jobs_api = providers.Singleton(_admission, settings, control_plane)
     access = providers.Singleton(
         _access, settings, adapters.access_store, adapters.clock, adapters.audit_log
@@ -652,4 +661,7 @@ class Container(containers.DeclarativeContainer):
         access,
         audit_trail,
         observability.event_hub,
+        settings,
+        model_routes,
+        serving_ledger,
     )
