@@ -70,6 +70,15 @@ class Relay:
         self.client = client
         self.balancer = balancer
         self.retries = retries
+        self._urls: dict[tuple[str, str], httpx.URL] = {}  # parsed once: half of build_request
+
+    def _url(self, base: str, path: str) -> httpx.URL:
+        url = self._urls.get((base, path))
+        if url is None:
+            if len(self._urls) > 4096:  # replicas come and go
+                self._urls.clear()
+            url = self._urls[(base, path)] = httpx.URL(base + path)
+        return url
 
     async def forward(
         self,
@@ -94,7 +103,7 @@ class Relay:
             balancer.started(replica.replica_id)
             try:
                 request = self.client.build_request(
-                    "POST", replica.url + path, content=body, headers=headers
+                    "POST", self._url(replica.url, path), content=body, headers=headers
                 )
                 try:
                     response = await self.client.send(request, stream=True)
