@@ -21,7 +21,7 @@ from gpu_platform.testing.model_server import (
     completion_tokens,
     spawn_model_server,
 )
-from tests.integration.conftest import Server, free_port
+from tests.integration.conftest import Server, free_port, wait_for
 
 TOKENS_PER_MINUTE = 1000
 
@@ -256,6 +256,24 @@ def test_usage_and_metrics_count_requests_and_tokens_per_tenant(gateway: Gateway
     assert 'gpu_platform_gateway_tokens_total{kind="completion",model="other",tenant="team-b"}' in (
         metrics
     )
+
+
+def test_a_client_that_leaves_mid_stream_is_counted_as_499_and_its_stream_closed(
+    gateway: Gateway,
+) -> None:
+    auth = {"Authorization": f"Bearer {gateway.ann}"}
+    body = {"model": "slow", "messages": [], "max_tokens": 200, "stream": True}  # 8 s
+    with (
+        httpx.Client(base_url=gateway.server.url, headers=auth, timeout=30) as client,
+        client.stream("POST", "/v1/chat/completions", json=body) as response,
+    ):
+        assert next(response.iter_lines()).startswith("data: ")
+    series = 'gpu_platform_gateway_requests_total{code="499",model="slow",tenant="team-a"}'
+
+    def counted() -> bool:
+        return series in httpx.get(f"{gateway.server.url}/metrics", timeout=10).text
+
+    assert wait_for(counted, timeout=20)  # had the stream run on, it would end as a 200
 
 
 def test_killing_a_replica_mid_stream_fails_only_the_streams_on_it(gateway: Gateway) -> None:

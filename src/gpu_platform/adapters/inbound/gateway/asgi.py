@@ -14,6 +14,7 @@ that time. Tenancy: a caller reaches the models of its own tenant; operators and
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -24,7 +25,7 @@ import anyio.to_thread
 import httpx
 
 from gpu_platform.adapters.inbound.gateway.errors import GatewayError, send_error, send_json
-from gpu_platform.adapters.inbound.gateway.relay import Relay
+from gpu_platform.adapters.inbound.gateway.relay import Outcome, Relay
 from gpu_platform.application.gateway.ledger import ServingLedger
 from gpu_platform.application.gateway.limits import GatewayLimits, LimitSettings
 from gpu_platform.application.gateway.routing import ReplicaBalancer
@@ -144,16 +145,29 @@ class OpenAiGateway:
                     429, "rate_limit_exceeded", f"rate limit for key {key!r} reached", wait
                 )
             stream = request.get("stream") is True
-            outcome = await self.relay().forward(
-                route,
-                scope["path"],
-                body,
-                [(b"content-type", b"application/json")],
-                send,
-                stream=stream,
-                session=session,
-                started=started,
-            )
+            outcome = Outcome()
+            watcher = _watch_disconnect(receive, outcome) if stream else None
+            try:
+                await self.relay().forward(
+                    route,
+                    scope["path"],
+                    body,
+                    [(b"content-type", b"application/json")],
+                    send,
+                    stream=stream,
+                    session=session,
+                    started=started,
+                    outcome=outcome,
+                )
+            except asyncio.CancelledError:
+                if watcher is None or not watcher.done() or outcome.complete:
+                    raise
+                _uncancel()
+                status = 499  # the client went away: the replica's stream was closed
+                return
+            finally:
+                if watcher is not None:
+                    watcher.cancel()
             status = outcome.status or 502
             if stream and outcome.first_byte_s is not None and outcome.status == 200:
                 self.metrics.first_token(model, outcome.first_byte_s)
@@ -237,6 +251,27 @@ class OpenAiGateway:
             if _may_reach(who, route)
         ]
         return {"object": "list", "data": data}
+
+
+def _watch_disconnect(receive: Receive, outcome: Outcome) -> asyncio.Task[None]:
+    """A task that cancels the current one if the client disconnects before the answer is
+    complete, so a streaming replica stops generating for nobody."""
+    task = asyncio.current_task()
+    assert task is not None
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if not outcome.complete:  # (after the answer, servers report a disconnect too)
+            task.cancel()
+
+    return asyncio.create_task(watch())
+
+
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
 
 
 def _may_reach(who: Principal, route: ModelRoute) -> bool:

@@ -55,12 +55,14 @@ def usage_in(tail: bytes) -> tuple[int, int] | None:
 
 @dataclass(slots=True)
 class Outcome:
-    """How a relayed request ended: `status` as the client saw it (0: broken off midway)."""
+    """How a relayed request ended: `status` as the client saw it (0: broken off midway);
+    `complete` once the last bytes are being sent to the client."""
 
-    status: int
+    status: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     first_byte_s: float | None = None
+    complete: bool = False
 
 
 class Relay:
@@ -91,7 +93,10 @@ class Relay:
         stream: bool,
         session: bytes | None,
         started: float,
-    ) -> Outcome:
+        outcome: Outcome,
+    ) -> None:
+        """Relay the answer of a replica of `route` to `send`, filling in `outcome`; raises
+        GatewayError (nothing sent yet) when no replica takes the request."""
         balancer = self.balancer
         tried: list[str] = []
         while len(tried) <= self.retries:
@@ -118,7 +123,8 @@ class Relay:
                     ) from None
                 balancer.answered(replica.replica_id)
                 try:
-                    return await _relay(response, send, stream, started)
+                    await _relay(response, send, stream, started, outcome)
+                    return
                 finally:
                     await response.aclose()
             finally:
@@ -130,10 +136,12 @@ class Relay:
         raise GatewayError(503, "no_ready_replica", message, retry_after_s=1)
 
 
-async def _relay(response: httpx.Response, send: Send, stream: bool, started: float) -> Outcome:
+async def _relay(
+    response: httpx.Response, send: Send, stream: bool, started: float, outcome: Outcome
+) -> None:
     headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _HOP]
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-    outcome = Outcome(response.status_code)
+    outcome.status = response.status_code
     previous = last = b""
     events = 0
     try:
@@ -146,7 +154,8 @@ async def _relay(response: httpx.Response, send: Send, stream: bool, started: fl
             previous, last = last, chunk
     except httpx.HTTPError:
         outcome.status = 0  # the replica broke off: leave the client's response unfinished
-        return outcome
+        return
+    outcome.complete = True
     await send({"type": "http.response.body", "body": b"", "more_body": False})
     if response.status_code < 300:
         found = usage_in(previous + last)
@@ -154,4 +163,3 @@ async def _relay(response: httpx.Response, send: Send, stream: bool, started: fl
             outcome.prompt_tokens, outcome.completion_tokens = found
         elif stream:
             outcome.completion_tokens = max(0, events - 1)  # every event but [DONE]
-    return outcome
