@@ -7,7 +7,10 @@ import json
 from pathlib import Path
 
 from gpu_platform.adapters.inbound.gateway.relay import usage_in
-from gpu_platform.adapters.outbound.model_routes_file import JsonFileModelRoutes
+from gpu_platform.adapters.outbound.model_routes_file import (
+    CombinedModelRoutes,
+    JsonFileModelRoutes,
+)
 from gpu_platform.ports.inbound.model_routes import ReplicaAddress
 from gpu_platform.testing.model_routes import StaticModelRoutes
 
@@ -43,3 +46,13 @@ def test_routes_follow_the_file_and_a_broken_file_keeps_the_last_good_ones(
     assert routes.routes()["m"].replicas[0].draining
     path.write_text(json.dumps({"models": [{"model": "x"}]}))  # no tenant
     assert routes.routes()["m"].replicas[0].draining
+
+
+def test_combined_routes_merge_sources_and_the_first_wins_a_shared_name() -> None:
+    first, second = StaticModelRoutes(), StaticModelRoutes()
+    first.set_model("m", "a", [ReplicaAddress("r1", "http://one")])
+    second.set_model("m", "b", [ReplicaAddress("r2", "http://two")])
+    second.set_model("n", "b", [])
+    combined = CombinedModelRoutes(first, second)
+    assert combined.routes()["m"].tenant == "a" and set(combined.routes()) == {"m", "n"}
+    assert CombinedModelRoutes(StaticModelRoutes(), second).routes() is second.routes()

@@ -20,9 +20,15 @@ from typing import Any
 
 import structlog
 
-from gpu_platform.ports.inbound.model_routes import ModelRoute, ReplicaAddress
+from gpu_platform.ports.inbound.model_routes import ModelRoute, ModelRoutes, ReplicaAddress
 
-__all__ = ["JsonFileModelRoutes", "NoModelRoutes", "routes_from_json", "routes_to_json"]
+__all__ = [
+    "CombinedModelRoutes",
+    "JsonFileModelRoutes",
+    "NoModelRoutes",
+    "routes_from_json",
+    "routes_to_json",
+]
 
 _log = structlog.get_logger(__name__)
 
@@ -79,6 +85,23 @@ class NoModelRoutes:
 
     def routes(self) -> Mapping[str, ModelRoute]:
         return {}
+
+
+class CombinedModelRoutes:
+    """The models of several sources; an earlier source wins a name both serve. With one
+    source serving anything, its mapping is returned as it is (no copy per request)."""
+
+    def __init__(self, *sources: ModelRoutes) -> None:
+        self.sources = sources
+
+    def routes(self) -> Mapping[str, ModelRoute]:
+        parts = [p for p in (s.routes() for s in self.sources) if p]
+        if len(parts) <= 1:
+            return parts[0] if parts else {}
+        merged: dict[str, ModelRoute] = {}
+        for part in reversed(parts):
+            merged.update(part)
+        return merged
 
 
 class JsonFileModelRoutes:

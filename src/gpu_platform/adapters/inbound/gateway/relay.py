@@ -79,7 +79,7 @@ class Relay:
         if url is None:
             if len(self._urls) > 4096:  # replicas come and go
                 self._urls.clear()
-            url = self._urls[(base, path)] = httpx.URL(base + path)
+            url = self._urls[(base, path)] = httpx.URL(base.rstrip("/") + path)
         return url
 
     async def forward(
