@@ -6,6 +6,9 @@ model-server replica (the baseline) and through the gateway of a real `gpu-platf
                    concurrent clients: p50/p99 latency and requests/s, each beside the direct
                    call; extra: added_p50_us, added_p99_us, throughput_ratio
     gateway.ttft   streamed chat (stream: true, 16 events): time to the first event, same setup
+    gateway.upstream_client   where the gateway's CPU goes: one request after another to the
+                   replica from httpx.AsyncClient (what the gateway uses), from httpcore (its
+                   transport) and from bare asyncio streams; extra: cpu_us_per_request
 
 The client is one httpx.AsyncClient in this process; client, gateway and replica share the
 machine's cores, so at 64 clients the figures include that contention on both sides.
@@ -14,6 +17,7 @@ machine's cores, so at 64 clients the figures include that contention on both si
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -184,6 +188,74 @@ def _pair(
     return row
 
 
+async def _sequential(kind: str, url: str, n: int) -> list[float]:
+    """`n` non-streamed requests one after another from one client of `kind` (µs each)."""
+    import httpcore
+
+    body = json.dumps(BODY).encode()
+    headers = [(b"content-type", b"application/json")]
+    target = url + "/v1/chat/completions"
+    samples: list[float] = []
+    clock = time.perf_counter_ns
+    if kind == "httpx":
+        async with httpx.AsyncClient() as client:
+            parsed = httpx.URL(target)
+            for _ in range(n):
+                t0 = clock()
+                request = client.build_request("POST", parsed, content=body, headers=headers)
+                response = await client.send(request, stream=True)
+                async for _chunk in response.aiter_raw():
+                    pass
+                await response.aclose()
+                samples.append((clock() - t0) / 1000)
+    elif kind == "httpcore":
+        async with httpcore.AsyncConnectionPool() as pool:
+            for _ in range(n):
+                t0 = clock()
+                async with pool.stream("POST", target, headers=headers, content=body) as r:
+                    async for _chunk in r.aiter_stream():
+                        pass
+                samples.append((clock() - t0) / 1000)
+    else:  # bare asyncio streams: the floor for any Python client
+        host, port = url.split("//", 1)[1].rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        head = (
+            f"POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+        ).encode()
+        for _ in range(n):
+            t0 = clock()
+            writer.write(head + body)
+            await writer.drain()
+            answer = await reader.readuntil(b"\r\n\r\n")
+            length = int(answer.lower().split(b"content-length:", 1)[1].split(b"\r\n", 1)[0])
+            await reader.readexactly(length)
+            samples.append((clock() - t0) / 1000)
+        writer.close()
+    return samples
+
+
+def _clients(url: str, n: int) -> list[dict[str, Any]]:
+    rows = []
+    for kind in ("httpx", "httpcore", "asyncio-streams"):
+        asyncio.run(_sequential(kind, url, min(n, 50)))  # warm
+        before = time.process_time()
+        samples = asyncio.run(_sequential(kind, url, n))
+        cpu = time.process_time() - before
+        rows.append(
+            result(
+                "gateway.upstream_client",
+                {"client": kind},
+                samples,
+                extra={
+                    "cpu_us_per_request": round(cpu / n * 1e6),
+                    "load_average": [round(x, 2) for x in os.getloadavg()],
+                },
+            )
+        )
+    return rows
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     smoke = bool(os.environ.get("GPU_PLATFORM_BENCH_SMOKE"))
     per_client = 4 if smoke else (30 if quick else 150)
@@ -203,6 +275,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             for clients in (1, 16):
                 total = max(200 if not smoke else 20, per_client * clients)
                 rows.append(_pair("gateway.ttft", replica.url, url, pids, clients, total, True))
+            rows += _clients(replica.url, 20 if smoke else (300 if quick else 1500))
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
