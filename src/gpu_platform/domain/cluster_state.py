@@ -21,8 +21,9 @@ nodes.
 Membership (`domain.membership`): nodes arrive by RegisterNode (a replicated cluster starts
 `empty`), tenant quotas by SetQuota, API server addresses by AnnounceServer. Job arrays
 (`domain.job_arrays`): SubmitArray creates every task of an array in one command, CancelArray
-cancels them all. `parts()` and `from_parts()` expose the whole state as plain values for
-snapshots (`domain.cluster_codec`).
+cancels them all. Tenants, tokens and revocations (`domain.access_state`): CreateTenant,
+IssueToken, RevokeToken, BootstrapAdmin. `parts()` and `from_parts()` expose the whole state
+as plain values for snapshots (`domain.cluster_codec`).
 
 Invariants (`check_invariants`): every GPU is held by at most one job; the held-GPU index equals
 the allocations of jobs that hold GPUs (running, or releasing a stopped attempt); epochs are
@@ -40,8 +41,17 @@ stamps are not replicated state (a restored or snapshot-installed state starts o
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from gpu_platform.domain.access_state import (
+    AccessCommand,
+    AccessHandlers,
+    AccessParts,
+    BootstrapAdmin,
+    CreateTenant,
+    IssueToken,
+    RevokeToken,
+)
 from gpu_platform.domain.allocation.mig_jobs import check_mig_request
 from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
 from gpu_platform.domain.events import (
@@ -93,6 +103,7 @@ __all__ = [
     "AbortJob",
     "AnnounceServer",
     "BindJob",
+    "BootstrapAdmin",
     "CancelArray",
     "CancelJob",
     "CheckNodes",
@@ -100,7 +111,9 @@ __all__ = [
     "ClusterState",
     "Command",
     "CompleteGpuReset",
+    "CreateTenant",
     "FinishJob",
+    "IssueToken",
     "NodeHeartbeat",
     "RegisterNode",
     "RemoveNode",
@@ -109,6 +122,7 @@ __all__ = [
     "ReportThermal",
     "ReportXid",
     "RequeueJob",
+    "RevokeToken",
     "SetGpuAdmin",
     "SetNodeAdmin",
     "SetQuota",
@@ -207,6 +221,7 @@ Command = (
     | AnnounceServer
     | SubmitArray
     | CancelArray
+    | AccessCommand
 )
 
 
@@ -228,6 +243,7 @@ class ClusterParts:
     servers: dict[int, tuple[str, str, str]]
     next_epoch: int
     next_seq: int
+    access: AccessParts = field(default_factory=AccessParts)
 
 
 class _NodeTable(dict[str, Node]):
@@ -271,7 +287,7 @@ class _JobTable(dict[str, Job]):
         super().__setitem__(job_id, job)
 
 
-class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
+class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandlers):
     """Nodes, GPUs, jobs and allocations; mutated only through `apply`.
 
     `hardware` restores persisted GPU and node states (records naming unknown GPUs or nodes
@@ -302,6 +318,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
         self._quotas: dict[str, Quota] = {}
         self._servers: dict[int, tuple[str, str, str]] = {}
         self._arrays: dict[str, ArraySpec] = {}  # array id -> spec (derived from its tasks)
+        self._init_access()
         self._restore_hardware(hardware)
         self.next_epoch = 1
         self.next_seq = 1
@@ -359,6 +376,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
         state._servers = dict(parts.servers)
         state.next_epoch = parts.next_epoch
         state.next_seq = parts.next_seq
+        state._init_access(parts.access)
         return state
 
     def parts(self) -> ClusterParts:
@@ -376,6 +394,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
             servers=dict(self._servers),
             next_epoch=self.next_epoch,
             next_seq=self.next_seq,
+            access=self.access_parts(),
         )
 
     # -- queries ---------------------------------------------------------------------------
@@ -532,6 +551,8 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
                 return self._submit_array(command)
             case CancelArray():
                 return self._cancel_array(command)
+            case CreateTenant() | IssueToken() | RevokeToken() | BootstrapAdmin():
+                return list(self._apply_access(command))
         raise TypeError(f"unknown command {command!r}")  # pragma: no cover
 
     def _submit(self, cmd: SubmitJob) -> list[DomainEvent]:
@@ -579,7 +600,12 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
                     f"a gang of {spec.tasks} tasks x {spec.gpus} GPUs needs more room than the "
                     f"whole cluster has ({slots} such tasks); it could never be placed",
                 )
-        unknown = [d for d in spec.depends_on if d not in self._jobs]
+        # another tenant's job answers as an unknown one: no probing which ids exist
+        unknown = [
+            d
+            for d in spec.depends_on
+            if d not in self._jobs or self._jobs[d].spec.tenant != spec.tenant
+        ]
         if unknown:
             raise InvalidRequest("depends_on", f"no such job: {', '.join(unknown)}")
 
@@ -745,6 +771,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
             g.uuid for n in self._nodes.values() for g in n.gpus if g.state is GpuState.RESETTING
         }
         assert set(self._resetting) == resetting, "RESETTING index disagrees with the GPUs"
+        self.check_access_invariants()
         for gpu in self._resetting.values():
             assert self._nodes[gpu.node].gpu(gpu.index) is gpu, "stale RESETTING GPU"
         open_ids = [j.id for j in self._jobs.values() if not j.terminal or j.holds_gpus]
