@@ -523,7 +523,6 @@ def _rest_app(
     access: AccessControl,
     trail: AuditTrail,
     events: EventHub,
-    settings: Settings,
     routes: ModelRoutes,
     ledger: ServingLedger,
 ) -> FastAPI:
@@ -700,7 +699,6 @@ class Container(containers.DeclarativeContainer):
         access,
         audit_trail,
         observability.event_hub,
-        settings,
         model_routes,
         serving_ledger,
     )

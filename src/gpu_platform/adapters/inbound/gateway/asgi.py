@@ -29,7 +29,12 @@ from gpu_platform.adapters.inbound.gateway.relay import Outcome, Relay
 from gpu_platform.application.gateway.ledger import ServingLedger
 from gpu_platform.application.gateway.limits import GatewayLimits, LimitSettings
 from gpu_platform.application.gateway.routing import ReplicaBalancer
-from gpu_platform.domain.model.tenancy import Permission, Principal, Unauthenticated
+from gpu_platform.domain.model.tenancy import (
+    Permission,
+    Principal,
+    TooManyRequests,
+    Unauthenticated,
+)
 from gpu_platform.ports.inbound.access import AccessService
 from gpu_platform.ports.inbound.model_routes import ModelRoute, ModelRoutes
 from gpu_platform.ports.outbound.gateway_metrics import GatewayMetrics, NoGatewayMetrics
@@ -125,7 +130,8 @@ class OpenAiGateway:
                     authorization = value
                 elif name == self._session_header:
                     session = value
-            who = await self._principal(authorization)
+            client = scope.get("client")
+            who = await self._principal(authorization, client[0] if client else "")
             tenant = who.tenant
             if scope["path"] == "/v1/models":
                 if scope["method"] != "GET":
@@ -185,7 +191,7 @@ class OpenAiGateway:
         finally:
             self.metrics.request_done(model, tenant, status, time.perf_counter() - started)
 
-    async def _principal(self, authorization: bytes | None) -> Principal:
+    async def _principal(self, authorization: bytes | None, source: str) -> Principal:
         access = self.access
         if not access.enabled:
             return access.authenticate(None)
@@ -199,9 +205,15 @@ class OpenAiGateway:
         if cached is not None and cached[1] > now:
             return cached[0]
         try:
-            who = await anyio.to_thread.run_sync(access.authenticate, secret.decode("latin-1"))
+            who = await anyio.to_thread.run_sync(
+                access.authenticate, secret.decode("latin-1"), source
+            )
         except Unauthenticated as exc:
             raise GatewayError(401, "invalid_api_key", str(exc)) from None
+        except TooManyRequests as exc:  # too many bad keys from this address lately
+            raise GatewayError(
+                429, "rate_limit_exceeded", str(exc), retry_after_s=exc.retry_after_s
+            ) from None
         if len(self._keys) >= 10000:
             self._keys.clear()
         self._keys[secret] = (who, now + self.settings.auth_cache_s)
