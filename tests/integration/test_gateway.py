@@ -86,6 +86,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
             "GPU_PLATFORM_RATE_LIMIT_PER_SECOND": "0",
             "GPU_PLATFORM_GATEWAY_ROUTES_FILE": str(routes_file),
             "GPU_PLATFORM_GATEWAY_TOKENS_PER_MINUTE": str(TOKENS_PER_MINUTE),
+            "GPU_PLATFORM_GATEWAY_MAX_BODY_BYTES": "65536",
         }
         server = Server(base / "data", free_port(), env).start()
         admin = (server.data_dir / "admin-token").read_text().strip()
@@ -165,6 +166,16 @@ def test_malformed_json_and_a_missing_model_are_400_naming_the_problem(gateway: 
     nameless = httpx.post(url, json={"messages": []}, headers=auth, timeout=10)
     assert broken.status_code == 400 and broken.json()["error"]["code"] == "invalid_json"
     assert nameless.status_code == 400 and "'model'" in nameless.json()["error"]["message"]
+
+
+def test_a_body_over_the_limit_is_413_and_a_wrong_method_405(gateway: Gateway) -> None:
+    auth = {"Authorization": f"Bearer {gateway.ann}"}
+    url = f"{gateway.server.url}/v1/chat/completions"
+    big = {"model": "tiny", "messages": [{"role": "user", "content": "x " * 40000}]}
+    too_large = httpx.post(url, json=big, headers=auth, timeout=10)
+    wrong = httpx.get(url, headers=auth, timeout=10)
+    assert too_large.status_code == 413 and "65536" in too_large.json()["error"]["message"]
+    assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
 
 
 def test_a_model_without_a_ready_replica_is_503_with_retry_after(gateway: Gateway) -> None:
