@@ -375,6 +375,41 @@ class Settings(BaseSettings):
         "certificates signed by it (mTLS).",
     )
 
+    # -- OpenAI-compatible gateway (docs/gateway.md) ------------------------------------------
+    gateway: Literal["on", "off"] = Field(
+        "on",
+        description="Serve /v1/chat/completions, /v1/completions, /v1/embeddings and "
+        "/v1/models on the REST port, proxied to the replicas of each model.",
+    )
+    gateway_requests_per_second: float = Field(
+        0.0, ge=0, description="Gateway requests per second per API key; 0 = no limit."
+    )
+    gateway_request_burst: float = Field(
+        50.0, ge=1, description="Gateway requests an API key may send at once."
+    )
+    gateway_tokens_per_minute: float = Field(
+        0.0, ge=0, description="Prompt + completion tokens per minute per API key; 0 = no limit."
+    )
+    gateway_retries: int = Field(
+        2, ge=0, le=10, description="Other replicas to try after one refused the connection."
+    )
+    gateway_max_body_bytes: int = Field(
+        16 << 20, gt=0, description="Largest gateway request body (bytes); larger is 413."
+    )
+    gateway_read_timeout_seconds: float = Field(
+        600.0, gt=0, description="Longest wait for a replica's next bytes before giving up."
+    )
+    gateway_session_header: str = Field(
+        "X-Session-Id",
+        min_length=1,
+        description="Requests with the same value of this header go to the same replica.",
+    )
+    gateway_routes_file: Path | None = Field(
+        None,
+        description="Also route to the models listed in this JSON file (replicas the platform "
+        "does not run); re-read when it changes.",
+    )
+
     @field_validator("local_agent", mode="before")
     @classmethod
     def _local_agent_bool(cls, value: object) -> object:

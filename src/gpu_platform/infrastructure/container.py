@@ -57,6 +57,7 @@ from gpu_platform.application.agent_hub import AgentHub
 from gpu_platform.application.auth import AccessControl
 from gpu_platform.application.auth_scope import AuditedHardwareStore, AuditTrail
 from gpu_platform.application.control_plane import ControlPlane
+from gpu_platform.application.gateway.ledger import ServingLedger
 from gpu_platform.application.mig_jobs import MigJobRunner
 from gpu_platform.application.replication import RaftReplication
 from gpu_platform.application.run_as import RunAsAccounts
@@ -69,6 +70,7 @@ from gpu_platform.domain.scheduling import QueueOrder, Quota, SchedulerPolicy
 from gpu_platform.infrastructure.config import ConfigError, Settings
 from gpu_platform.infrastructure.containers import container_runner, with_containers
 from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector, service_labels
+from gpu_platform.infrastructure.gateway import gateway_routes, install_gateway
 from gpu_platform.infrastructure.metrics import Metrics
 from gpu_platform.infrastructure.replicated import (
     advertised,
@@ -77,6 +79,7 @@ from gpu_platform.infrastructure.replicated import (
     running_replication,
 )
 from gpu_platform.infrastructure.tracing import configure_tracing
+from gpu_platform.ports.inbound.model_routes import ModelRoutes
 from gpu_platform.ports.outbound.access_store import AccessStore
 from gpu_platform.ports.outbound.audit_log import AuditLog
 from gpu_platform.ports.outbound.events import EventPublisher
@@ -538,6 +541,8 @@ def _rest_app(
     trail: AuditTrail,
     events: EventHub,
     run_as: RunAsAccounts,
+    routes: ModelRoutes,
+    ledger: ServingLedger,
 ) -> FastAPI:
     metrics.watch(lambda: plane)
     metrics.watch_usage(lambda: usage)
@@ -568,6 +573,7 @@ def _rest_app(
         telemetry=None if telemetry is None else telemetry.snapshot,
     )
     install_dashboard(app, site)
+    install_gateway(app, settings, routes, access, metrics.gateway, ledger)
     return app
 
 
@@ -682,7 +688,9 @@ class Container(containers.DeclarativeContainer):
         tls,
         adapters.local_runner,
     )
-    usage = providers.Singleton(UsageService, control_plane, adapters.clock)
+    serving_ledger = providers.Singleton(ServingLedger)
+    model_routes = providers.Singleton(gateway_routes, settings)
+    usage = providers.Singleton(UsageService, control_plane, adapters.clock, serving_ledger)
     audit_trail = providers.Singleton(AuditTrail, adapters.audit_log, adapters.clock)
     run_as = providers.Singleton(_run_as, settings, adapters.run_as_store, audit_trail)
     jobs_api = providers.Singleton(_admission, settings, control_plane, run_as)
@@ -716,4 +724,6 @@ class Container(containers.DeclarativeContainer):
         audit_trail,
         observability.event_hub,
         run_as,
+        model_routes,
+        serving_ledger,
     )

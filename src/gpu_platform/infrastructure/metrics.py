@@ -19,6 +19,7 @@ from gpu_platform.adapters.outbound.observability import (
     PrometheusApiMetrics,
     PrometheusSchedulerMetrics,
 )
+from gpu_platform.adapters.outbound.observability.gateway_metrics import PrometheusGatewayMetrics
 from gpu_platform.domain.events import (
     ArraySubmitted,
     DomainEvent,
@@ -136,6 +137,7 @@ class Metrics:
         )
         self.scheduler = PrometheusSchedulerMetrics(self.registry)
         self.api = PrometheusApiMetrics(self.registry)
+        self.gateway = PrometheusGatewayMetrics(self.registry)
 
     def watch(self, service: Callable[[], JobService]) -> None:
         """Export live GPU and job gauges read from `service` at scrape time."""

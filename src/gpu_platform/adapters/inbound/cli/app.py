@@ -829,7 +829,8 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         server: ServerOpt = DEFAULT_SERVER,
         output: OutputOpt = Output.table,
     ) -> None:
-        """GPU-hours per tenant and per job (time spent RUNNING x GPUs held)."""
+        """GPU-hours per tenant and per job (time spent RUNNING x GPUs held), and gateway
+        requests and tokens per tenant since the server started."""
         now = dt.datetime.now(dt.UTC).timestamp()
         params: dict[str, Any] = {}
         try:
@@ -860,6 +861,17 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 f"{j['gpu_hours']:.3f}",
             )
         out.print(jobs_table)
+        serving = report.get("serving_by_tenant") or {}
+        if serving:  # the OpenAI-compatible gateway, since the server started
+            tokens = Table("TENANT", "REQUESTS", "PROMPT TOKENS", "COMPLETION TOKENS")
+            for name, u in sorted(serving.items()):
+                tokens.add_row(
+                    name,
+                    str(u["requests"]),
+                    str(u["prompt_tokens"]),
+                    str(u["completion_tokens"]),
+                )
+            out.print(tokens)
 
     @app.command()
     def status(

@@ -464,12 +464,21 @@ class JobUsageOut(BaseModel):
     gpu_hours: float
 
 
+class ServingUsageOut(BaseModel):
+    """Gateway requests and tokens of one tenant since the server started (not windowed)."""
+
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
 class UsageOut(BaseModel):
     since: float
     until: float
     gpu_hours: float
     gpu_hours_by_tenant: dict[str, float]
     jobs: list[JobUsageOut]
+    serving_by_tenant: dict[str, ServingUsageOut] = {}
 
     @classmethod
     def of(cls, r: UsageReport) -> UsageOut:
@@ -488,6 +497,14 @@ class UsageOut(BaseModel):
                 )
                 for j in r.jobs
             ],
+            serving_by_tenant={
+                name: ServingUsageOut(
+                    requests=u.requests,
+                    prompt_tokens=u.prompt_tokens,
+                    completion_tokens=u.completion_tokens,
+                )
+                for name, u in r.serving_by_tenant.items()
+            },
         )
 
 
