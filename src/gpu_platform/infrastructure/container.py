@@ -56,6 +56,7 @@ from gpu_platform.application.auth_scope import AuditedHardwareStore, AuditTrail
 from gpu_platform.application.control_plane import ControlPlane
 from gpu_platform.application.mig_jobs import MigJobRunner
 from gpu_platform.application.replication import RaftReplication
+from gpu_platform.application.services import ServiceManager
 from gpu_platform.application.usage import UsageService
 from gpu_platform.domain.events import DomainEvent
 from gpu_platform.domain.faults.policy import FaultPolicy, XidClass
@@ -484,6 +485,14 @@ def _running_health(plane: ControlPlane, health: HealthParts) -> Iterator[Health
             monitor.stop()
 
 
+def _running_services(plane: ControlPlane, clock: SystemClock) -> Iterator[ServiceManager]:
+    """Services with replicas (docs/services.md); also the gateway's ModelRoutes."""
+    manager = ServiceManager(plane, clock)
+    manager.start()
+    yield manager
+    manager.stop()
+
+
 def _rest_app(
     plane: ControlPlane,
     metrics: Metrics,
@@ -494,6 +503,7 @@ def _rest_app(
     access: AccessControl,
     trail: AuditTrail,
     events: EventHub,
+    services: ServiceManager,
 ) -> FastAPI:
     metrics.watch(lambda: plane)
     metrics.watch_usage(lambda: usage)
@@ -509,6 +519,7 @@ def _rest_app(
         api_metrics=metrics.api,
         access=access,
         trail=trail,
+        services=services,
     )
     site = Site(
         jobs,
@@ -625,6 +636,9 @@ class Container(containers.DeclarativeContainer):
         adapters.local_runner,
     )
     usage = providers.Singleton(UsageService, control_plane, adapters.clock)
+    # services with replicas; `model_routes()` is the same object as the gateway's ModelRoutes
+    services = providers.Resource(_running_services, control_plane, adapters.clock)
+    model_routes = services
     jobs_api = providers.Singleton(_admission, settings, control_plane)
     access = providers.Singleton(
         _access, settings, adapters.access_store, adapters.clock, adapters.audit_log
@@ -652,4 +666,5 @@ class Container(containers.DeclarativeContainer):
         access,
         audit_trail,
         observability.event_hub,
+        services,
     )

@@ -40,6 +40,7 @@ from gpu_platform.adapters.inbound.rest.schemas import (
     JobSubmit,
     UsageOut,
 )
+from gpu_platform.adapters.inbound.rest.services import services_router
 from gpu_platform.application.auth import OpenAccess
 from gpu_platform.application.auth_scope import AuditTrail, TenantScope
 from gpu_platform.application.consistency import stale_reads
@@ -48,6 +49,7 @@ from gpu_platform.domain.model.tenancy import Forbidden, Permission, Principal
 from gpu_platform.ports.inbound.access import AccessService
 from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
+from gpu_platform.ports.inbound.services import ServicesApi
 from gpu_platform.ports.inbound.usage import UsageQueries
 from gpu_platform.ports.outbound.metrics import ApiMetrics
 
@@ -87,6 +89,7 @@ def create_app(
     api_metrics: ApiMetrics | None = None,
     access: AccessService | None = None,
     trail: AuditTrail | None = None,
+    services: ServicesApi | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="gpu-platform",
@@ -280,6 +283,8 @@ def create_app(
         return {"status": "ok", "inventory": s.inventory_source, "simulated": s.simulated}
 
     app.include_router(access_router(auth))
+    if services is not None:
+        app.include_router(services_router(services, auth))
     if admin is not None:
         app.include_router(admin_router(service, admin, auth))
 
