@@ -36,6 +36,7 @@ from gpu_platform.adapters.outbound.observability import OtelJobTracer, Structlo
 from gpu_platform.adapters.outbound.observability.event_hub import EventHub
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
 from gpu_platform.adapters.outbound.process.fence import ProcessLeaseFence
+from gpu_platform.adapters.outbound.serving.replica_probes import ReplicaProbes
 from gpu_platform.adapters.outbound.sim import SimulatedHardware
 from gpu_platform.adapters.outbound.sim.agent_injector import AgentRoutedInjector
 from gpu_platform.adapters.outbound.storage import (
@@ -330,7 +331,10 @@ def _runner(settings: Settings, isolation: Isolation, inventory: Inventory) -> I
     if settings.server_id:
         yield AgentHub(stale_after_s=settings.node_suspect_after_seconds)
         return
-    yield from process_runner(settings, isolation, inventory)
+    runner = process_runner(settings, isolation, inventory)
+    node = inventory.nodes[0].name if inventory.nodes else "local"
+    yield ReplicaProbes(next(runner), node)  # service replicas: a port and health checks
+    yield from runner  # closes the runner
 
 
 def _local_runner(
@@ -485,12 +489,20 @@ def _running_health(plane: ControlPlane, health: HealthParts) -> Iterator[Health
             monitor.stop()
 
 
-def _running_services(plane: ControlPlane, clock: SystemClock) -> Iterator[ServiceManager]:
-    """Services with replicas (docs/services.md); also the gateway's ModelRoutes."""
+def _running_services(
+    plane: ControlPlane, clock: SystemClock, runner: JobRunner
+) -> Iterator[ServiceManager]:
+    """Services with replicas (docs/services.md); also the gateway's ModelRoutes. Embedded,
+    this process probes the replicas itself (replicated, each node's agent does)."""
+    probes = runner.monitor if isinstance(runner, ReplicaProbes) else None
+    if probes is not None:
+        probes.start(plane.report_health)
     manager = ServiceManager(plane, clock)
     manager.start()
     yield manager
     manager.stop()
+    if probes is not None:
+        probes.stop()
 
 
 def _rest_app(
@@ -637,7 +649,7 @@ class Container(containers.DeclarativeContainer):
     )
     usage = providers.Singleton(UsageService, control_plane, adapters.clock)
     # services with replicas; `model_routes()` is the same object as the gateway's ModelRoutes
-    services = providers.Resource(_running_services, control_plane, adapters.clock)
+    services = providers.Resource(_running_services, control_plane, adapters.clock, adapters.runner)
     model_routes = services
     jobs_api = providers.Singleton(_admission, settings, control_plane)
     access = providers.Singleton(

@@ -175,7 +175,7 @@ def _health_stop(service: Service, view: _View, now: float) -> StopReplicaJob | 
         return None
     detail = f": {replica.detail}" if replica.detail else ""
     if view.state is ReplicaState.STARTING:
-        started = max(replica.since, job.started_at or 0.0)
+        started = job.started_at if job.started_at is not None else replica.since
         if now - started >= spec.startup_timeout_s:
             why = f"not ready {spec.startup_timeout_s:g}s after start{detail}"
             return StopReplicaJob(job.id, why)

@@ -34,6 +34,7 @@ from gpu_platform.adapters.inbound.cli.client import EXIT, ApiError
 from gpu_platform.adapters.inbound.cli.cluster import register_cluster
 from gpu_platform.adapters.inbound.cli.jobs_view import jobs_table
 from gpu_platform.adapters.inbound.cli.ops import register_ops
+from gpu_platform.adapters.inbound.cli.services import register_services
 from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, Session, fail
 
 __all__ = [
@@ -888,4 +889,5 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     register_ops(app, out, call, emit, gpu_table)
     register_access(app, out, call, emit)
     register_cluster(app, out, call, emit)
+    register_services(app, out, call, emit)
     return app

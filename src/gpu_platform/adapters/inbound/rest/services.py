@@ -61,6 +61,28 @@ class ServiceIn(BaseModel):
     max_backoff_s: float = Field(60.0, gt=0, le=86400)
     drain_s: float = Field(2.0, ge=0, le=3600)
 
+    @classmethod
+    def of(cls, spec: ServiceSpec) -> ServiceIn:
+        return cls(
+            name=spec.name,
+            command=list(spec.command),
+            replicas=spec.replicas,
+            gpus=spec.gpus,
+            tenant=spec.tenant,
+            priority=spec.priority,
+            preemptible=spec.preemptible,
+            port_env=spec.port_env,
+            health_path=spec.health_path,
+            engine=spec.engine,  # type: ignore[arg-type]
+            model=spec.model,
+            env=dict(spec.env),
+            startup_timeout_s=spec.startup_timeout_s,
+            unhealthy_timeout_s=spec.unhealthy_timeout_s,
+            backoff_s=spec.backoff_s,
+            max_backoff_s=spec.max_backoff_s,
+            drain_s=spec.drain_s,
+        )
+
     def to_spec(self, default_tenant: str) -> ServiceSpec:
         return ServiceSpec(
             name=self.name,
@@ -136,6 +158,7 @@ class ServiceOut(BaseModel):
     generation: int
     created_at: float
     deleting: bool
+    spec: ServiceIn = Field(description="the whole spec (PUT it back, changed, to update)")
     replica_set: list[ReplicaOut] = Field(description="every replica (describe)")
 
     @classmethod
@@ -155,6 +178,7 @@ class ServiceOut(BaseModel):
             generation=s.generation,
             created_at=s.created_at,
             deleting=s.deleting,
+            spec=ServiceIn.of(s.spec),
             replica_set=[ReplicaOut.of(r) for r in s.replicas],
         )
 
