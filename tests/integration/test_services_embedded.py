@@ -150,7 +150,7 @@ def test_a_replica_that_never_becomes_healthy_says_why_and_restarts_no_faster_th
 ) -> None:
     services.create_service(
         spec(
-            "sick", 1, health_path="/nope", startup_timeout_s=0.5, backoff_s=1.0, max_backoff_s=4.0
+            "sick", 1, health_path="/nope", startup_timeout_s=0.5, backoff_s=0.5, max_backoff_s=4.0
         )
     )
     whys: set[str] = set()

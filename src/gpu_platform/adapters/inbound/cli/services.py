@@ -133,7 +133,7 @@ def register_services(
             )
         out.print(table)
 
-    @services.command("create", context_settings={"allow_interspersed_args": False})
+    @services.command("create")
     def create(
         name: NameArg,
         command: Command = None,
@@ -209,7 +209,7 @@ def register_services(
         body = {"replicas": replicas}
         describe_out(call(server, "POST", f"/v1/services/{name}/scale", json=body), output)
 
-    @services.command("update", context_settings={"allow_interspersed_args": False})
+    @services.command("update")
     def update(
         name: NameArg,
         command: Command = None,
