@@ -11,9 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 
+from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
+from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
 from gpu_platform.testing.cluster_procs import ReplicatedCluster, wait_until
 
 MODEL_SERVER = [sys.executable, "-m", "gpu_platform.testing.model_server", "--port-env", "PORT"]
@@ -84,6 +87,34 @@ def test_bad_input_is_refused_naming_the_field(cluster: ReplicatedCluster) -> No
     assert len(done.stderr.strip().splitlines()) == 1
     done = cluster.cli("services", "describe", "nope", "--server", cluster.any_url())
     assert done.returncode != 0 and "nope" in done.stderr
+
+
+def test_the_grpc_serving_service_creates_describes_and_refuses_naming_the_field(
+    cluster: ReplicatedCluster,
+) -> None:
+    lead = cluster.wait_leader()
+    with grpc.insecure_channel(f"127.0.0.1:{cluster.grpc[lead]}") as channel:
+        stub = pb_grpc.ServingServiceStub(channel)  # type: ignore[no-untyped-call]
+        spec = pb.ServiceSpec(name="idle", command=["sleep", "600"], replicas=0)
+        created = stub.CreateService(spec, timeout=10)
+        assert created.spec.name == "idle" and created.spec.health_path == "/health"
+        scaled = stub.ScaleService(pb.ServiceScaleRequest(name="idle", replicas=0), timeout=10)
+        assert scaled.generation == 1
+        names = [
+            s.spec.name for s in stub.ListServices(pb.ServiceListRequest(), timeout=10).services
+        ]
+        assert "idle" in names and "chat" in names
+        with pytest.raises(grpc.RpcError) as bad:
+            stub.CreateService(pb.ServiceSpec(name="x", engine="tgi", command=["a"]), timeout=10)
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert ("field", "engine") in tuple(bad.value.trailing_metadata() or ())
+        with pytest.raises(grpc.RpcError) as missing:
+            stub.GetService(pb.ServiceName(name="nope"), timeout=10)
+        assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.RpcError) as taken:
+            stub.CreateService(spec, timeout=10)
+        assert taken.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        stub.DeleteService(pb.ServiceName(name="idle"), timeout=10)
 
 
 def test_when_a_nodes_agent_dies_its_replicas_come_back_on_another_node(

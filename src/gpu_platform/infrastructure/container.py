@@ -556,6 +556,7 @@ def _grpc_server(
     jobs: AdmissionControl,
     access: AccessControl,
     trail: AuditTrail,
+    services: ServiceManager,
 ) -> Iterator[GrpcServer | None]:
     if settings.grpc_port < 0:
         yield None
@@ -571,6 +572,7 @@ def _grpc_server(
         access=access,
         trail=trail,
         tls=tls_files(settings),
+        serving=services,
     )
     server.start()
     yield server
@@ -666,6 +668,7 @@ class Container(containers.DeclarativeContainer):
         jobs_api,
         access,
         audit_trail,
+        services,
     )
     rest_app = providers.Singleton(
         _rest_app,

@@ -57,6 +57,7 @@ from gpu_platform.domain.model.tenancy import AccessError, Permission, Role
 from gpu_platform.ports.inbound.access import AccessService, TokenInfo
 from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
+from gpu_platform.ports.inbound.services import ServicesApi
 from gpu_platform.ports.outbound.metrics import ApiMetrics
 
 __all__ = ["EventSource", "GrpcServer"]
@@ -393,6 +394,7 @@ class GrpcServer:
         access: AccessService | None = None,
         trail: AuditTrail | None = None,
         tls: TlsFiles | None = None,
+        serving: ServicesApi | None = None,
     ) -> None:
         access = access or OpenAccess()
         trail = trail or AuditTrail()
@@ -419,6 +421,13 @@ class GrpcServer:
                 AdminServicer(service, admin, access, trail), self._server
             )
             services.append("AdminService")
+        if serving is not None:  # services with replicas (grpc/services.py)
+            from gpu_platform.adapters.inbound.grpc.services import ServingServicer
+
+            pb_grpc.add_ServingServiceServicer_to_server(  # type: ignore[no-untyped-call]
+                ServingServicer(serving), self._server
+            )
+            services.append("ServingService")
         self._services = tuple(f"gpu_platform.v1.{name}" for name in services)
         self._health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
