@@ -35,6 +35,7 @@ from gpu_platform.domain.services.commands import (
 )
 from gpu_platform.domain.services.model import ReplicaState, Service, ServiceSpec
 from gpu_platform.domain.services.reconcile import (
+    ENV_SERVICE,
     Action,
     StopReplicaJob,
     SubmitReplicaJob,
@@ -94,6 +95,7 @@ class ServiceManager:
         self._stopping = threading.Event()
         self._round = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._swept = False  # orphaned replica jobs stopped since this server began to act
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -214,12 +216,35 @@ class ServiceManager:
             services, jobs, _ = self._plane.read_state(_snapshot)
             self._routes = _routes(services, jobs)
             if not self._plane.acting:
+                self._swept = False
                 return
+            if not self._swept:
+                self._stop_orphans()
+                self._swept = True
             now = self._clock.now()
             for service in services:
                 actions = reconcile(service, jobs.get, now)
                 if actions:
                     self._carry_out(actions)
+
+    def _stop_orphans(self) -> None:
+        """Stop replica jobs no service knows: the embedded core keeps its jobs across a
+        restart but not its services (replicated, the two never part)."""
+
+        def orphans(state: ClusterState) -> list[str]:
+            return [
+                job.id
+                for job in state.open_jobs()
+                if not job.terminal
+                and any(key == ENV_SERVICE for key, _ in job.spec.env)
+                and state.services.replica_of(job.id) is None
+            ]
+
+        for job_id in self._plane.read_state(orphans):
+            try:
+                self._plane.cancel(job_id, "service replica of no service")
+            except DomainError as exc:
+                log.info("orphan replica not stopped", job_id=job_id, error=str(exc))
 
     def _carry_out(self, actions: list[Action]) -> None:
         skip: set[str] = set()  # job ids whose LaunchReplica was refused
