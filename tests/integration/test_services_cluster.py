@@ -134,6 +134,25 @@ def test_when_a_nodes_agent_dies_its_replicas_come_back_on_another_node(
     assert wait_until(moved, 60), describe(cluster, "chat")
     for r in describe(cluster, "chat")["replica_set"]:
         assert httpx.get(r["address"] + "/health", timeout=5).status_code == 200
+
+
+def test_a_cli_update_rolls_out_keeping_a_replica_ready_then_delete_removes_it(
+    cluster: ReplicatedCluster,
+) -> None:
+    done = cluster.cli("services", "update", "chat", "--env", "V=2", "--server", cluster.any_url())
+    assert done.returncode == 0, done.stderr
+    ready: list[int] = []
+
+    def rolled() -> bool:
+        s = describe(cluster, "chat")
+        ready.append(s["ready"])
+        gens = {r["generation"] for r in s["replica_set"]}
+        return s["generation"] == 2 and gens == {2} and s["ready"] == 2
+
+    assert wait_until(rolled, 60), describe(cluster, "chat")
+    assert min(ready) >= 1
+    spec = describe(cluster, "chat")["spec"]
+    assert spec["env"] == {"V": "2"} and spec["model"] == "chat" and spec["backoff_s"] == 0.3
     done = cluster.cli("services", "delete", "chat", "--server", cluster.any_url())
     assert done.returncode == 0, done.stderr
     url = cluster.any_url() + "/v1/services/chat"
