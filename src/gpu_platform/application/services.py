@@ -127,17 +127,12 @@ class ServiceManager:
     # -- ServicesApi -------------------------------------------------------------------------
 
     def create_service(self, spec: ServiceSpec, tenant: str | None = None) -> ServiceInfo:
-        self._in_tenant(spec, tenant)
-        most = self._plane.read_state(lambda s: s.max_gpus_per_node())
-        if spec.gpus > most:
-            raise InvalidRequest(
-                "gpus", f"{spec.gpus} GPUs per replica; no node has more than {most}"
-            )
+        self._check(spec, tenant)
         self._plane.execute(CreateService(spec, self._clock.now()))
         return self._after(spec.name)
 
     def update_service(self, spec: ServiceSpec, tenant: str | None = None) -> ServiceInfo:
-        self._in_tenant(spec, tenant)
+        self._check(spec, tenant)
         self.get_service(spec.name, tenant)
         self._plane.execute(UpdateService(spec, self._clock.now()))
         return self._after(spec.name)
@@ -167,9 +162,15 @@ class ServiceManager:
         services, jobs, _ = self._plane.read_state(_snapshot)
         return [self._info(s, jobs) for s in services if tenant in (None, s.spec.tenant)]
 
-    def _in_tenant(self, spec: ServiceSpec, tenant: str | None) -> None:
+    def _check(self, spec: ServiceSpec, tenant: str | None) -> None:
+        """What the cluster, not the spec alone, rules out: another tenant, too many GPUs."""
         if tenant is not None and spec.tenant != tenant:
             raise InvalidRequest("tenant", f"may only be {tenant!r}")
+        most = self._plane.read_state(lambda s: s.max_gpus_per_node())
+        if spec.gpus > most:
+            raise InvalidRequest(
+                "gpus", f"{spec.gpus} GPUs per replica; no node has more than {most}"
+            )
 
     def _after(self, name: str) -> ServiceInfo:
         self._wake.set()

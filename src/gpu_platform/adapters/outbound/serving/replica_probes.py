@@ -77,6 +77,11 @@ class ReplicaProbes:
         return getattr(self._inner, name)
 
     @property
+    def inner(self) -> JobRunner:
+        """The runner every task goes to."""
+        return self._inner
+
+    @property
     def monitor(self) -> HealthMonitor:
         """The HealthMonitor that probes this runner's replicas (start it with the others)."""
         return _ProbeMonitor(self)
