@@ -542,6 +542,7 @@ def _rest_app(
         events=events,
         topology=plane.topology,
         telemetry=None if telemetry is None else telemetry.snapshot,
+        services=services,
     )
     install_dashboard(app, site)
     return app
