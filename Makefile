@@ -46,8 +46,12 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# Two workers, one test file at a time each (--dist loadfile keeps a file's module fixtures
+# in one process). PYTEST_WORKERS=0 runs the suite in this process.
+PYTEST_WORKERS ?= 2
+
 test: lint
-	$(VENV)/bin/pytest -q --ignore=tests/containers
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/containers
 
 # Not part of `make test` (minutes the first time: debootstrap, image build); .ci/run runs it.
 containers: $(VENV)/.installed-dev

@@ -24,6 +24,11 @@ import pytest
 from gpu_platform.adapters.outbound.sim import default_node
 from gpu_platform.domain.model.node import Inventory
 
+# CLI tables size themselves to COLUMNS; a runner's own terminal (pytest-xdist workers set one)
+# must not change what the CLI tests read. Tests that need a width set it themselves.
+for _var in ("COLUMNS", "LINES"):
+    os.environ.pop(_var, None)
+
 SESSION_MARKER = "GPU_PLATFORM_TEST_SESSION"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 SETTLE_S = 15.0  # processes told to stop during teardown get this long to go

@@ -20,6 +20,7 @@ from dependency_injector import providers
 
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
+from gpu_platform.adapters.member_certs import Member, issue
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.domain.consensus import Message, MessageType
@@ -192,11 +193,25 @@ def _hello(to: int) -> Message:
     return Message(MessageType.HEARTBEAT, to=to, from_=1, term=1, commit=0)
 
 
+def _server_cert(pki: Pki, server_id: int) -> TlsFiles:
+    """A member certificate of server `server_id` from the test CA (Raft asks for one)."""
+    d = pki.ca.parent
+    cert, key = issue(
+        (d / "ca.pem").read_bytes(),
+        (d / "ca.key").read_bytes(),
+        Member("server", str(server_id)),
+        hosts=("127.0.0.1",),
+        days=1,
+    )
+    (d / f"server-{server_id}.pem").write_bytes(cert)
+    (d / f"server-{server_id}.key").write_bytes(key)
+    return TlsFiles(d / f"server-{server_id}.pem", d / f"server-{server_id}.key", pki.ca)
+
+
 def test_the_raft_transport_speaks_mtls_and_refuses_a_peer_from_another_ca(pki: Pki) -> None:
     peers = {1: f"127.0.0.1:{free_port()}", 2: f"127.0.0.1:{free_port()}"}
-    server_side = TlsFiles(pki.server.cert, pki.server.key, pki.ca)
-    a = GrpcRaftTransport(1, peers, tls=server_side)
-    b = GrpcRaftTransport(2, peers, tls=server_side)
+    a = GrpcRaftTransport(1, peers, tls=_server_cert(pki, 1))
+    b = GrpcRaftTransport(2, peers, tls=_server_cert(pki, 2))
     got: queue.Queue[Message] = queue.Queue()
     a.start(lambda m: None, lambda p: None, lambda p, ok: None)
     b.start(got.put, lambda p: None, lambda p, ok: None)

@@ -20,3 +20,14 @@ def test_an_agent_serves_dcgm_counters_under_dcgm_exporter_s_names() -> None:
     assert text.count("\nDCGM_FI_DEV_PCIE_REPLAY_COUNTER{") == 8
     assert "_total" not in text
     assert httpx.get(f"http://127.0.0.1:{port}/nope", timeout=10).status_code == 404
+
+
+def test_with_a_token_an_agent_s_metrics_need_it_and_a_wrong_one_is_401() -> None:
+    registry = CollectorRegistry()
+    port = serve_agent_metrics(registry, "127.0.0.1", 0, token="s3cret")
+    url = f"http://127.0.0.1:{port}/metrics"
+    assert httpx.get(url, timeout=10).status_code == 401
+    wrong = httpx.get(url, headers={"Authorization": "Bearer nope"}, timeout=10)
+    assert wrong.status_code == 401 and "Bearer" in wrong.headers["www-authenticate"]
+    right = httpx.get(url, headers={"Authorization": "Bearer s3cret"}, timeout=10)
+    assert right.status_code == 200

@@ -21,8 +21,9 @@ nodes.
 Membership (`domain.membership`): nodes arrive by RegisterNode (a replicated cluster starts
 `empty`), tenant quotas by SetQuota, API server addresses by AnnounceServer. Job arrays
 (`domain.job_arrays`): SubmitArray creates every task of an array in one command, CancelArray
-cancels them all. `parts()` and `from_parts()` expose the whole state as plain values for
-snapshots (`domain.cluster_codec`).
+cancels them all. Tenants, tokens and revocations (`domain.access_state`): CreateTenant,
+IssueToken, RevokeToken, BootstrapAdmin. `parts()` and `from_parts()` expose the whole state
+as plain values for snapshots (`domain.cluster_codec`).
 
 Invariants (`check_invariants`): every GPU is held by at most one job; the held-GPU index equals
 the allocations of jobs that hold GPUs (running, or releasing a stopped attempt); epochs are
@@ -40,8 +41,17 @@ stamps are not replicated state (a restored or snapshot-installed state starts o
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from gpu_platform.domain.access_state import (
+    AccessCommand,
+    AccessHandlers,
+    AccessParts,
+    BootstrapAdmin,
+    CreateTenant,
+    IssueToken,
+    RevokeToken,
+)
 from gpu_platform.domain.allocation.mig_jobs import check_mig_request
 from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
 from gpu_platform.domain.events import (
@@ -96,6 +106,7 @@ __all__ = [
     "AbortJob",
     "AnnounceServer",
     "BindJob",
+    "BootstrapAdmin",
     "CancelArray",
     "CancelJob",
     "CheckNodes",
@@ -103,7 +114,9 @@ __all__ = [
     "ClusterState",
     "Command",
     "CompleteGpuReset",
+    "CreateTenant",
     "FinishJob",
+    "IssueToken",
     "NodeHeartbeat",
     "RegisterNode",
     "RemoveNode",
@@ -112,6 +125,7 @@ __all__ = [
     "ReportThermal",
     "ReportXid",
     "RequeueJob",
+    "RevokeToken",
     "SetGpuAdmin",
     "SetNodeAdmin",
     "SetQuota",
@@ -211,6 +225,7 @@ Command = (
     | SubmitArray
     | CancelArray
     | ServiceCommand
+    | AccessCommand
 )
 
 
@@ -233,6 +248,7 @@ class ClusterParts:
     next_epoch: int
     next_seq: int
     services: tuple[Service, ...] = ()
+    access: AccessParts = field(default_factory=AccessParts)
 
 
 class _NodeTable(dict[str, Node]):
@@ -276,7 +292,7 @@ class _JobTable(dict[str, Job]):
         super().__setitem__(job_id, job)
 
 
-class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
+class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandlers):
     """Nodes, GPUs, jobs and allocations; mutated only through `apply`.
 
     `hardware` restores persisted GPU and node states (records naming unknown GPUs or nodes
@@ -308,6 +324,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
         self._servers: dict[int, tuple[str, str, str]] = {}
         self._arrays: dict[str, ArraySpec] = {}  # array id -> spec (derived from its tasks)
         self.services = ServiceTable()  # long-running services (domain.services)
+        self._init_access()
         self._restore_hardware(hardware)
         self.next_epoch = 1
         self.next_seq = 1
@@ -366,6 +383,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
         state.next_epoch = parts.next_epoch
         state.next_seq = parts.next_seq
         state.services = ServiceTable(parts.services)
+        state._init_access(parts.access)
         return state
 
     def parts(self) -> ClusterParts:
@@ -384,6 +402,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
             next_epoch=self.next_epoch,
             next_seq=self.next_seq,
             services=self.services.services(),
+            access=self.access_parts(),
         )
 
     # -- queries ---------------------------------------------------------------------------
@@ -542,6 +561,8 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
                 return self._submit_array(command)
             case CancelArray():
                 return self._cancel_array(command)
+            case CreateTenant() | IssueToken() | RevokeToken() | BootstrapAdmin():
+                return list(self._apply_access(command))
         raise TypeError(f"unknown command {command!r}")  # pragma: no cover
 
     def _submit(self, cmd: SubmitJob) -> list[DomainEvent]:
@@ -589,7 +610,12 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
                     f"a gang of {spec.tasks} tasks x {spec.gpus} GPUs needs more room than the "
                     f"whole cluster has ({slots} such tasks); it could never be placed",
                 )
-        unknown = [d for d in spec.depends_on if d not in self._jobs]
+        # another tenant's job answers as an unknown one: no probing which ids exist
+        unknown = [
+            d
+            for d in spec.depends_on
+            if d not in self._jobs or self._jobs[d].spec.tenant != spec.tenant
+        ]
         if unknown:
             raise InvalidRequest("depends_on", f"no such job: {', '.join(unknown)}")
 
@@ -755,6 +781,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
             g.uuid for n in self._nodes.values() for g in n.gpus if g.state is GpuState.RESETTING
         }
         assert set(self._resetting) == resetting, "RESETTING index disagrees with the GPUs"
+        self.check_access_invariants()
         for gpu in self._resetting.values():
             assert self._nodes[gpu.node].gpu(gpu.index) is gpu, "stale RESETTING GPU"
         open_ids = [j.id for j in self._jobs.values() if not j.terminal or j.holds_gpus]

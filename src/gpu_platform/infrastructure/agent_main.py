@@ -16,6 +16,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import structlog
 
@@ -89,7 +90,10 @@ def run_agent(options: AgentOptions) -> None:
     client.start()
     if options.metrics_port is not None:
         port = serve_agent_metrics(
-            agent_registry(agent, client, telemetry), settings.host, options.metrics_port
+            agent_registry(agent, client, telemetry),
+            settings.host,
+            options.metrics_port,
+            token=_metrics_token(settings.agent_metrics_token_file),
         )
         log.info("agent metrics", url=f"http://{settings.host}:{port}/metrics")
     log.info("agent running", node=node.name, gpus=len(node.gpus), servers=list(options.servers))
@@ -133,3 +137,17 @@ def _node_hardware(
         )
     telemetry = discovery.snapshot if isinstance(discovery, GpuTelemetry) else None
     return inventory, telemetry, select_health(settings, inventory, discovery)
+
+
+def _metrics_token(path: Path | None) -> str | None:
+    """The scrape token in `path` (stripped); none = open. An empty or unreadable file stops
+    the start: a typo must not leave the port open."""
+    if path is None:
+        return None
+    try:
+        token = path.read_text().strip()
+    except OSError as exc:
+        raise SystemExit(f"error: agent_metrics_token_file {path}: {exc.strerror}") from None
+    if not token:
+        raise SystemExit(f"error: agent_metrics_token_file {path} is empty")
+    return token

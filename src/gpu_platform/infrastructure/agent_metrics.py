@@ -11,6 +11,7 @@ tenant of the task on each GPU) and the agent's own series.
 
 from __future__ import annotations
 
+import hmac
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -77,15 +78,29 @@ def agent_registry(
     return registry
 
 
-def serve_agent_metrics(registry: CollectorRegistry, host: str, port: int) -> int:
-    """Serve `registry` on http://host:port/metrics from a daemon thread; returns the port."""
+def serve_agent_metrics(
+    registry: CollectorRegistry, host: str, port: int, *, token: str | None = None
+) -> int:
+    """Serve `registry` on http://host:port/metrics from a daemon thread; returns the port.
+
+    With `token`, a scrape must send `Authorization: Bearer <token>` (401 otherwise): the
+    series carry job ids and tenants (settings.agent_metrics_token_file)."""
     body = registry
+    expected = f"Bearer {token}".encode() if token else None
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path.split("?")[0] not in ("/", "/metrics"):
                 self.send_error(404)
                 return
+            if expected is not None:
+                sent = (self.headers.get("Authorization") or "").encode()
+                if not hmac.compare_digest(sent, expected):
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Bearer realm="agent metrics"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
             data = exposition(body)
             self.send_response(200)
             self.send_header("Content-Type", CONTENT_TYPE_LATEST)

@@ -301,6 +301,12 @@ class Settings(BaseSettings):
     rate_limit_burst: float = Field(
         100.0, ge=1, description="Token-bucket size: requests a token may make at once."
     )
+    auth_failures_per_minute: int = Field(
+        20,
+        ge=0,
+        description="Unknown or revoked tokens one client address may present per minute; "
+        "past that its requests are answered 429 until the minute has passed (0 = no limit).",
+    )
     max_queued_jobs_per_tenant: int = Field(
         0, ge=0, description="Jobs a tenant may have waiting to run; more are 429 (0 = no limit)."
     )
@@ -325,6 +331,28 @@ class Settings(BaseSettings):
     )
     audit_file: Path | None = Field(
         None, description="The hash-chained audit log (JSON lines); none = <data_dir>/audit.jsonl."
+    )
+    audit_key_file: Path | None = Field(
+        None,
+        description="A secret key (kept outside the data directory) that seals the audit "
+        "chain with an HMAC: `audit verify` then detects a cut tail or a re-hashed chain. "
+        "Created (mode 0600) if missing; none = chain hashes only.",
+    )
+    max_request_bytes: int = Field(
+        1 << 20,
+        gt=0,
+        description="Largest REST request body and gRPC API message (bytes); larger is 413 / "
+        "RESOURCE_EXHAUSTED, refused before it is read whole.",
+    )
+    metrics_auth: Literal["none", "token"] = Field(
+        "none",
+        description="/metrics: none = anyone may scrape; token = a viewer, operator or admin "
+        "bearer token is required (the exposition names tenants and jobs).",
+    )
+    agent_metrics_token_file: Path | None = Field(
+        None,
+        description="An agent's /metrics (--metrics-port) requires `Authorization: Bearer` "
+        "with this file's contents; none = anyone who reaches the port may scrape.",
     )
     tls_cert_file: Path | None = Field(
         None, description="PEM certificate for REST and gRPC; with tls_key_file turns TLS on."

@@ -18,6 +18,7 @@ from dependency_injector import containers, providers
 from fastapi import FastAPI
 from opentelemetry.sdk.trace import TracerProvider
 
+from gpu_platform.adapters.audit_seal import load_key as load_audit_key
 from gpu_platform.adapters.inbound.grpc import GrpcServer
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.adapters.inbound.rest import create_app
@@ -49,6 +50,7 @@ from gpu_platform.adapters.outbound.storage import (
 from gpu_platform.adapters.outbound.system import SystemClock, UuidJobIds
 from gpu_platform.adapters.outbound.telemetry_health import TelemetryHealthMonitor
 from gpu_platform.adapters.tls import TlsFiles
+from gpu_platform.application.access_replica import ReplicatedAccessStore
 from gpu_platform.application.admission import AdmissionControl, AdmissionLimits, InputLimits
 from gpu_platform.application.agent import Agent
 from gpu_platform.application.agent_hub import AgentHub
@@ -82,7 +84,7 @@ from gpu_platform.ports.outbound.gpu_discovery import GpuDiscovery, GpuTelemetry
 from gpu_platform.ports.outbound.gpu_reset import GpuReset
 from gpu_platform.ports.outbound.hardware_store import HardwareStore
 from gpu_platform.ports.outbound.health_monitor import FaultInjector, HealthMonitor
-from gpu_platform.ports.outbound.isolation import Isolation
+from gpu_platform.ports.outbound.isolation import Isolation, IsolationError
 from gpu_platform.ports.outbound.job_runner import JobRunner
 from gpu_platform.ports.outbound.job_store import JobStore
 from gpu_platform.ports.outbound.metrics import SchedulerMetrics
@@ -211,9 +213,27 @@ def configured_quotas(settings: Settings) -> dict[str, Quota]:
 
 
 def _audit_log(settings: Settings) -> Iterator[AuditLog]:
-    log = JsonlAuditLog(settings.audit_file or settings.data_dir / "audit.jsonl")
+    path = settings.audit_file or settings.data_dir / "audit.jsonl"
+    key, new_key = None, False
+    if settings.audit_key_file is not None:  # seals the chain's head (audit_seal)
+        new_key = not settings.audit_key_file.exists()
+        try:
+            key = load_audit_key(settings.audit_key_file, create=True)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"configuration: audit_key_file: {exc}") from None
+        if settings.audit_key_file.resolve().is_relative_to(settings.data_dir.resolve()):
+            structlog.get_logger(__name__).warning(
+                "audit_key_file is inside the data directory: whoever can rewrite the log "
+                "can read the key too",
+                audit_key_file=str(settings.audit_key_file),
+            )
+    log = JsonlAuditLog(path, key, adopt=new_key)
     yield log
     log.close()
+
+
+def _access_store(legacy: AccessStore, replication: RaftReplication | None) -> AccessStore:
+    return legacy if replication is None else ReplicatedAccessStore(replication)
 
 
 def _access(
@@ -226,6 +246,7 @@ def _access(
         enabled=settings.auth == "on",
         rate_per_s=settings.rate_limit_per_second,
         burst=settings.rate_limit_burst,
+        failures_per_minute=settings.auth_failures_per_minute,
     )
 
 
@@ -378,6 +399,10 @@ def process_runner(
         containers.close(settings.stop_grace_seconds)
         containers.runtime.close()
     runner.close(settings.stop_grace_seconds)
+    try:  # no job cgroup, nor this server's prefix group, outlives it
+        isolation.sweep()
+    except IsolationError as exc:
+        structlog.get_logger(__name__).warning("job cgroups left behind", error=str(exc))
 
 
 def _gpu_reset(runner: JobRunner, health: HealthParts) -> GpuReset | None:
@@ -506,6 +531,7 @@ def _running_services(
 
 
 def _rest_app(
+    settings: Settings,
     plane: ControlPlane,
     metrics: Metrics,
     tracer: TracerProvider,
@@ -532,6 +558,8 @@ def _rest_app(
         access=access,
         trail=trail,
         services=services,
+        max_request_bytes=settings.max_request_bytes,
+        metrics_auth=settings.metrics_auth,
     )
     site = Site(
         jobs,
@@ -574,6 +602,7 @@ def _grpc_server(
         trail=trail,
         tls=tls_files(settings),
         serving=services,
+        max_message_bytes=settings.max_request_bytes,
     )
     server.start()
     yield server
@@ -620,9 +649,16 @@ class Container(containers.DeclarativeContainer):
     tls = providers.Singleton(tls_files, settings)
     policy = providers.Singleton(fault_policy, settings)
     replication = providers.Resource(
-        running_replication, settings, policy, tls, observability.metrics.provided.registry
+        running_replication,
+        settings,
+        policy,
+        tls,
+        observability.metrics.provided.registry,
+        audited_hardware.provided.append_audit,  # refused Raft senders
     )
-    agent_server = providers.Resource(running_agent_server, settings, adapters.runner, tls)
+    agent_server = providers.Resource(
+        running_agent_server, settings, adapters.runner, tls, audited_hardware.provided.append_audit
+    )
     control_plane = providers.Resource(
         _running_control_plane,
         settings,
@@ -655,8 +691,10 @@ class Container(containers.DeclarativeContainer):
     services = providers.Resource(_running_services, control_plane, adapters.clock, adapters.runner)
     model_routes = services
     jobs_api = providers.Singleton(_admission, settings, control_plane)
+    # replicated: tenants and tokens are cluster state (state.db's are imported once)
+    access_store = providers.Singleton(_access_store, adapters.access_store, replication)
     access = providers.Singleton(
-        _access, settings, adapters.access_store, adapters.clock, adapters.audit_log
+        _access, settings, access_store, adapters.clock, adapters.audit_log
     )
     audit_trail = providers.Singleton(AuditTrail, adapters.audit_log, adapters.clock)
     grpc_server = providers.Resource(
@@ -673,6 +711,7 @@ class Container(containers.DeclarativeContainer):
     )
     rest_app = providers.Singleton(
         _rest_app,
+        settings,
         control_plane,
         observability.metrics,
         observability.tracer_provider,

@@ -8,13 +8,14 @@ Raft between servers uses the server's TLS material when it has one (mutual TLS 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import structlog
 from prometheus_client import CollectorRegistry
 
+from gpu_platform.adapters.cluster_identity import cluster_id
 from gpu_platform.adapters.inbound.agent_client import AgentClient
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.adapters.outbound.observability import PrometheusRaftMetrics
@@ -29,6 +30,7 @@ from gpu_platform.application.cluster_replica import ClusterReplica
 from gpu_platform.application.raft_node import RaftNode, RaftNodeConfig
 from gpu_platform.application.replication import RaftReplication
 from gpu_platform.domain.faults.policy import FaultPolicy
+from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.node import Inventory, Node
 from gpu_platform.infrastructure.cluster_token import cluster_token
 from gpu_platform.infrastructure.config import ConfigError, Settings
@@ -97,14 +99,23 @@ def advertised(
 
 
 def running_replication(
-    settings: Settings, policy: FaultPolicy, tls: TlsFiles | None, registry: CollectorRegistry
+    settings: Settings,
+    policy: FaultPolicy,
+    tls: TlsFiles | None,
+    registry: CollectorRegistry,
+    audit: Callable[[AuditRecord], None] | None = None,
 ) -> Iterator[RaftReplication | None]:
-    """Raft over gRPC with the log in `data_dir/raft.db`; None for the embedded mode."""
+    """Raft over gRPC with the log in `data_dir/raft.db`; None for the embedded mode.
+    `audit` records each refused Raft sender (adapters.member_gate)."""
     if settings.server_id == 0:
         yield None
         return
     peers = voters(settings)
-    storage = SqliteRaftStorage(settings.data_dir / "raft.db")
+    identity = {
+        "member": settings.server_id,
+        "cluster": cluster_id(cluster_token(settings, server=True)),
+    }
+    storage = SqliteRaftStorage(settings.data_dir / "raft.db", identity=identity)
     replica = ClusterReplica(policy, threading.RLock())
     metrics = PrometheusRaftMetrics(registry, settings.server_id)
     config = RaftNodeConfig(
@@ -124,6 +135,7 @@ def running_replication(
             listen=_raft_listen(settings),
             tls=tls,
             token=cluster_token(settings, server=True),
+            audit=audit,
         ),
         replica,
         metrics=metrics,
@@ -144,7 +156,10 @@ def _raft_listen(settings: Settings) -> str | None:
 
 
 def running_agent_server(
-    settings: Settings, hub: JobRunner, tls: TlsFiles | None
+    settings: Settings,
+    hub: JobRunner,
+    tls: TlsFiles | None,
+    audit: Callable[[AuditRecord], None] | None = None,
 ) -> Iterator[AgentGrpcServer | None]:
     if settings.server_id == 0 or not isinstance(hub, AgentHub):
         yield None
@@ -159,6 +174,7 @@ def running_agent_server(
         token=cluster_token(settings, server=True),
         tls=tls,
         local_socket=local_agent_socket(settings, tls),
+        audit=audit,
     )
     server.start()
     try:

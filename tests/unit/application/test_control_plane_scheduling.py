@@ -184,6 +184,35 @@ def test_an_unknown_dependency_is_refused_naming_the_field(rig: Rig) -> None:
     assert err.value.field == "depends_on"
 
 
+def test_a_cycle_with_jobs_running_on_nodes_out_of_the_view_does_not_raise() -> None:
+    # as after a failover, before agents reconnect: a drained node keeps its running job but
+    # leaves the placement view; a job that does not fit asks for a backfill reservation
+    rig = Rig(nodes=2)
+    first = rig.submit(8)
+    rig.cycle()
+    (node,) = rig.plane.get(first).allocation.nodes  # type: ignore[union-attr]
+    rig.plane.node_action(node, "drain", reason="test", actor="ops")
+    rig.submit(6)
+    rig.cycle()
+    waiting = rig.submit(4)
+    rig.cycle()  # raised KeyError: the reservation released `first` on a node not in the view
+    why = rig.plane.why(waiting)
+    assert rig.state(first) is JobState.RUNNING and why is not None
+    assert why.code is PendingCode.CAPACITY
+
+
+def test_another_tenants_job_as_a_dependency_is_refused_exactly_like_an_unknown_id(
+    rig: Rig,
+) -> None:
+    theirs = rig.plane.submit(JobSpec(("fake-forever",), gpus=1, tenant="b")).id
+    errors = []
+    for dep in (theirs, "j-nope"):
+        with pytest.raises(InvalidRequest) as err:
+            rig.plane.submit(JobSpec(("fake-forever",), gpus=1, tenant="a", depends_on=(dep,)))
+        errors.append((err.value.field, str(err.value).replace(dep, "ID")))
+    assert errors[0] == errors[1] == ("depends_on", "depends_on: no such job: ID")
+
+
 def test_quotas_set_at_run_time_are_stored_and_win_over_configured_ones() -> None:
     store = InMemoryQuotaStore()
     rig = Rig(quotas={"a": Quota(1)}, quota_store=store)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import secrets
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -93,6 +94,7 @@ class AgentClient:
             raise ValueError("servers: at least one host:port is needed")
         self._agent = agent
         self._metadata = ((TOKEN_METADATA, token),) if token else ()
+        self.instance = secrets.token_hex(8)  # sent in every hello (agent.proto Hello.instance)
         self._servers = list(servers)
         self._credentials = credentials
         self._backoff = (backoff_initial_s, backoff_max_s)
@@ -149,7 +151,10 @@ class AgentClient:
                     hint = leader
                     delay = self._backoff[0]
                     continue
-                if exc.code() is grpc.StatusCode.UNAUTHENTICATED:
+                if exc.code() in (
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    grpc.StatusCode.PERMISSION_DENIED,
+                ):
                     log.error("refused by the server", server=target, why=exc.details())
                     delay = self._backoff[1]
                 else:
@@ -184,6 +189,7 @@ class AgentClient:
                     ],
                     exited=[exit_to_pb(e.seq, e.report) for e in hello.exited],
                     version="1",
+                    instance=self.instance,
                 )
             )
 

@@ -4,11 +4,12 @@ Theory of operation (docs/scheduling.md has the full algorithm):
 
 1. Order the pending jobs (`order.FairQueue`: starvation tier, effective priority, weighted
    dominant share, submission).
-2. Walk them, at most `policy.max_jobs`. For each: unmet dependencies -> DEPENDENCY; quota
-   (`quota.QuotaBook`) -> QUOTA / ADMISSION; in strict order (backfill off) everything behind
-   the first job that did not fit -> RESERVATION; then `place()` on the view as the cycle has
-   changed it. A placement is bound at once (all tasks of a gang or none), charged to the
-   tenant's quota and fair share.
+2. Walk them. For each: unmet dependencies -> DEPENDENCY; quota (`quota.QuotaBook`) ->
+   QUOTA / ADMISSION; these blocked jobs use none of the window of `policy.max_jobs` jobs
+   examined per cycle, which is shared fairly across tenants (`window.Window`). In strict
+   order (backfill off) everything behind the first job that did not fit -> RESERVATION;
+   then `place()` on the view as the cycle has changed it. A placement is bound at once (all
+   tasks of a gang or none), charged to the tenant's quota and fair share.
 3. A job that does not fit may choose victims (`preemption`, at most `max_preemptors` jobs per
    cycle) -> PREEMPTION; otherwise it is CAPACITY (not enough free GPUs) or TOPOLOGY (enough
    GPUs, no placement). With backfill on, the first such job gets the reservation
@@ -20,7 +21,7 @@ the same view (including its tie order) and inputs, the decision is the same.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 from gpu_platform.domain.placement.engine import place
 from gpu_platform.domain.placement.first_fit import Unschedulable
@@ -42,6 +43,7 @@ from gpu_platform.domain.scheduling.model import (
 from gpu_platform.domain.scheduling.order import Capacity, FairQueue
 from gpu_platform.domain.scheduling.preemption import find_victims
 from gpu_platform.domain.scheduling.quota import QuotaBook, gpus_text
+from gpu_platform.domain.scheduling.window import Window
 
 __all__ = ["Placer", "decide"]
 
@@ -90,6 +92,14 @@ def _capacity(view: ClusterView) -> Capacity:
     return Capacity(gpu, cpu, memory)
 
 
+def _key(entry: tuple[tuple[int, int, float, int], PendingJob]) -> tuple[int, int, float, int]:
+    return entry[0]
+
+
+def _dependency(job: PendingJob) -> PendingReason:
+    return PendingReason(PendingCode.DEPENDENCY, f"waiting for {', '.join(sorted(job.waiting_on))}")
+
+
 def _when(at: float) -> str:
     return "once jobs without a time limit end" if at == float("inf") else f"at t={at:g}"
 
@@ -131,39 +141,59 @@ class _Cycle:
         self.started: list[RunningJob] = []  # bound this cycle, for the reservation
 
     def run(self) -> Decision:
-        examined = 0
+        window = Window(self.pending, self.policy.max_jobs, self.capacity.gpu)
+        deferred: list[tuple[tuple[int, int, float, int], PendingJob]] = []
+        leftover: list[PendingJob] = []
         for job in self.queue:
-            if examined >= self.policy.max_jobs:
-                self._unexamined([job, *self.queue.rest()])
+            if window.full:  # the rest cannot be examined: answered cheaply below
+                leftover = [job, *self.queue.rest(), *(j for _, j in deferred)]
+                deferred = []
                 break
-            examined += 1
-            reason = self._one(job)
-            if reason is not None:
-                self.reasons[job.id] = reason
+            admitted = self._admissible(job)
+            if isinstance(admitted, PendingReason):  # blocked: answered, uses no window
+                self.reasons[job.id] = admitted
+            elif window.admits(job.tenant):
+                self._examine(job, admitted, window)
+            else:  # its tenant's slice is used: the tenant waits for the second pass
+                deferred.extend(self.queue.defer(job.tenant))
+        if not window.full:
+            deferred.sort(key=_key)
+        for _, job in deferred:  # past their tenant's slice: examined while there is room
+            if window.full:
+                leftover.append(job)
+                continue
+            admitted = self._admissible(job)  # this cycle's binds may have used the quota
+            if isinstance(admitted, PendingReason):
+                self.reasons[job.id] = admitted
+            else:
+                self._examine(job, admitted, window)
+        unexamined = PendingReason(
+            PendingCode.ADMISSION,
+            f"not examined this cycle: the window of {self.policy.max_jobs} jobs was used by"
+            " jobs ahead of it in queue order (shared fairly across tenants)",
+        )
+        for job in leftover:
+            self.reasons[job.id] = _dependency(job) if job.waiting_on else unexamined
         return Decision(
             binds=self.binds,
             preemptions=tuple(self.preemptions),
             pending_reasons=self.reasons,
             borrowing=frozenset(self.borrowing),
             reservation=self.hold.reservation if self.hold is not None else None,
-            examined=examined,
+            examined=window.examined,
         )
 
-    def _unexamined(self, jobs: Sequence[PendingJob]) -> None:
-        reason = PendingReason(
-            PendingCode.ADMISSION,
-            f"not examined this cycle: {self.policy.max_jobs} jobs ahead of it in queue order"
-            " were examined first",
-        )
-        for job in jobs:
+    def _examine(self, job: PendingJob, borrowing: bool, window: Window) -> None:
+        window.count(job.tenant)
+        reason = self._one(job, borrowing)
+        if reason is not None:
             self.reasons[job.id] = reason
 
-    def _one(self, job: PendingJob) -> PendingReason | None:
-        """Bind `job` (None) or say why it waits."""
+    def _admissible(self, job: PendingJob) -> PendingReason | bool:
+        """Why `job` cannot run whatever the cluster looks like (dependencies, quota, larger
+        than the cluster), else whether admitting it borrows quota."""
         if job.waiting_on:
-            return PendingReason(
-                PendingCode.DEPENDENCY, f"waiting for {', '.join(sorted(job.waiting_on))}"
-            )
+            return _dependency(job)
         admitted = self.book.check(job)
         if isinstance(admitted, PendingReason):
             return admitted
@@ -173,6 +203,10 @@ class _Cycle:
                 f"needs {gpus_text(job.gpu_milli)} GPUs; the cluster has "
                 f"{gpus_text(self.capacity.gpu)}",
             )
+        return admitted
+
+    def _one(self, job: PendingJob, admitted: bool) -> PendingReason | None:
+        """Bind `job` (None) or say why it waits; it passed `_admissible`."""
         if self.blocker is not None:
             return PendingReason(
                 PendingCode.RESERVATION,

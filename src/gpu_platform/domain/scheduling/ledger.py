@@ -50,8 +50,18 @@ class Ledger:
             self.bind(task, cpu, memory)
 
     def release_job(self, job: RunningJob) -> None:
+        """Release `job`'s tasks on nodes in the view. A running job's node may be out of it
+        (a new leader's view holds only nodes whose agent has reconnected): nothing placed
+        there could use what it frees, so those tasks are skipped."""
         for task in job.tasks:
-            self.release(task, job.cpu_milli, job.memory_bytes)
+            if task.node in self.view.slots:
+                self.release(task, job.cpu_milli, job.memory_bytes)
+
+    def bind_job(self, job: RunningJob) -> None:
+        """Undo `release_job(job)` (tasks on nodes out of the view are skipped alike)."""
+        for task in job.tasks:
+            if task.node in self.view.slots:
+                self.bind(task, job.cpu_milli, job.memory_bytes)
 
     def undo_to(self, mark: int) -> None:
         """Revert every change made after `mark`."""

@@ -136,6 +136,15 @@ class FairQueue:
             yield job
             self._push(tenant)
 
+    def defer(self, tenant: str) -> list[tuple[tuple[int, int, float, int], PendingJob]]:
+        """Take `tenant`'s job just yielded and those not yet yielded out of the queue (it
+        yields no more of them), each with its key without the share: (tier, -effective
+        priority, submitted, seq)."""
+        pos = self._pos[tenant]
+        entries = self._queues[tenant]
+        self._pos[tenant] = len(entries)
+        return entries[pos - 1 :]
+
     def rest(self) -> Iterator[PendingJob]:
         """Jobs not yet yielded (any order)."""
         for tenant, entries in self._queues.items():

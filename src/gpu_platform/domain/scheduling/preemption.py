@@ -197,8 +197,7 @@ def _gang(
     # minimise: put back the most expensive victims first while the job still fits
     for v in sorted(chosen, key=lambda v: set_cost([v]), reverse=True):
         inner = ledger.mark()
-        for task in v.tasks:
-            ledger.bind(task, v.cpu_milli, v.memory_bytes)
+        ledger.bind_job(v)
         again = place(job.request, ledger.view) if ledger.could_fit(job.request) else None
         if isinstance(again, GangPlacement):
             chosen.remove(v)

@@ -65,10 +65,15 @@ class Hello(_message.Message):
     RUNNING_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     EXITED_FIELD_NUMBER: _builtins.int
+    INSTANCE_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     node_json: _builtins.bytes
     """the node with GPUs and topology (domain cluster codec)"""
     version: _builtins.str
+    instance: _builtins.str
+    """This agent process's random id, the same on every reconnect: while a stream of one
+    instance holds a node, a hello for that node from another instance is refused.
+    """
     @_builtins.property
     def running(self) -> _containers.RepeatedCompositeFieldContainer[Global___Attempt]:
         """attempts with a live process on this node"""
@@ -85,10 +90,11 @@ class Hello(_message.Message):
         running: _abc.Iterable[Global___Attempt] | None = ...,
         version: _builtins.str = ...,
         exited: _abc.Iterable[Global___TaskExit] | None = ...,
+        instance: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["exited", b"exited", "node", b"node", "node_json", b"node_json", "running", b"running", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exited", b"exited", "instance", b"instance", "node", b"node", "node_json", b"node_json", "running", b"running", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -57,20 +57,13 @@ def resolve_gpu(text: str, gpus: Callable[[], list[dict[str, Any]]]) -> tuple[st
     raise LookupError(f"--gpu-id {text!r}: no GPU has this UUID (or give NODE:INDEX)")
 
 
-def verify_audit_file(path: Path) -> ChainBreak | int:
-    """Verify the audit log at `path` against its head file `<path>.head` when present."""
-    from gpu_platform.domain.model.audit_chain import ChainBreak, verify
+def verify_audit_file(path: Path, key_file: Path | None = None) -> ChainBreak | int:
+    """Verify the audit log at `path` against its head file `<path>.head` when present; with
+    `key_file` (the server's `audit_key_file`) the head must carry a matching seal."""
+    from gpu_platform.adapters.audit_seal import load_key, verify_file
 
-    head_path = path.with_name(path.name + ".head")
-    head: tuple[int, str] | None = None
-    if head_path.exists():
-        try:
-            seq, digest = head_path.read_text().split()
-            head = (int(seq), digest)
-        except ValueError:
-            return ChainBreak(0, f"{head_path}: unreadable head file")
-    with path.open(encoding="utf-8") as f:
-        return verify(f, head)
+    key = None if key_file is None else load_key(key_file)
+    return verify_file(path, key)
 
 
 def _default_audit_file() -> Path:
@@ -232,6 +225,15 @@ def register_admin(
                 "$GPU_PLATFORM_DATA_DIR/audit.jsonl, else .gpu-platform/audit.jsonl).",
             ),
         ] = None,
+        key_file: Annotated[
+            Path | None,
+            typer.Option(
+                "--key-file",
+                envvar="GPU_PLATFORM_AUDIT_KEY_FILE",
+                help="The server's audit_key_file: the head must carry its seal (detects a "
+                "cut tail with a rewritten head, and a re-hashed chain).",
+            ),
+        ] = None,
         output: OutputOpt = Output.table,
     ) -> None:
         """Exit 0 when every line chains; else exit 8 naming the first bad line."""
@@ -239,9 +241,11 @@ def register_admin(
 
         path = file or _default_audit_file()
         try:
-            result = verify_audit_file(path)
+            result = verify_audit_file(path, key_file)
         except OSError as exc:
-            raise fail(f"{path}: {exc.strerror}", EXIT["error"]) from None
+            raise fail(f"{exc.filename or path}: {exc.strerror}", EXIT["error"]) from None
+        except ValueError as exc:
+            raise fail(str(exc), EXIT["error"]) from None
         ok = not isinstance(result, ChainBreak)
         if output is Output.json:
             data: dict[str, Any] = {"file": str(path), "ok": ok}

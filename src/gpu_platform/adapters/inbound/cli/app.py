@@ -30,6 +30,7 @@ from rich.table import Table
 from gpu_platform.adapters.inbound.cli.access import register_access
 from gpu_platform.adapters.inbound.cli.admin import DEFAULT_SERVER, ServerOpt, register_admin
 from gpu_platform.adapters.inbound.cli.arrays import array_fields, group_pending_tasks
+from gpu_platform.adapters.inbound.cli.certs import register_certs
 from gpu_platform.adapters.inbound.cli.client import EXIT, ApiError
 from gpu_platform.adapters.inbound.cli.cluster import register_cluster
 from gpu_platform.adapters.inbound.cli.jobs_view import jobs_table
@@ -890,4 +891,5 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     register_access(app, out, call, emit)
     register_cluster(app, out, call, emit)
     register_services(app, out, call, emit)
+    register_certs(app, out)
     return app

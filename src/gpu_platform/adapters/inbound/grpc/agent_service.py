@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,12 +33,13 @@ from gpu_platform.adapters.agent_wire.codec import (
 )
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
-from gpu_platform.adapters.cluster_identity import TOKEN_METADATA, cluster_id, same_cluster
 from gpu_platform.adapters.grpc_bind import NO_PORT_REUSE, bind_port
+from gpu_platform.adapters.member_gate import MemberGate, peer_certificate_digest
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.agent_hub import AgentHub, AttemptRef, NotAccepting
 from gpu_platform.application.consistency import LeaderElsewhere
 from gpu_platform.application.raft_node import RaftNodeError
+from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.ports.outbound.job_runner import LaunchSpec
 
 __all__ = [
@@ -58,7 +60,9 @@ KEEPALIVE_CLIENT_OPTIONS = [
     ("grpc.http2.max_pings_without_data", 0),
 ]
 #: ... and the server accepts those pings (by default it would close a stream pinged this often).
+AGENT_MAX_MESSAGE_BYTES = 4 << 20  # one agent stream message (a reconcile of a big node fits)
 KEEPALIVE_SERVER_OPTIONS = [
+    ("grpc.max_receive_message_length", AGENT_MAX_MESSAGE_BYTES),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_recv_ping_interval_without_data_ms", 4000),
     ("grpc.http2.max_ping_strikes", 0),
@@ -75,6 +79,7 @@ class _Session:
         self._loop = loop
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.leader = ""
+        self.last_seen = time.monotonic()  # the agent's last message (on the event loop)
 
     @property
     def node(self) -> str:
@@ -130,9 +135,10 @@ class _Servicer(pb_grpc.AgentServiceServicer):
         server_id: int,
         heartbeat_s: float,
         lease_s: float,
-        token: str | None,
+        gate: MemberGate,
     ) -> None:
-        self._token = token
+        self._gate = gate
+        self._claims: dict[str, tuple[str, _Session]] = {}  # node -> (identity, live session)
         self._hub = hub
         self._pool = pool
         self._server_id = server_id
@@ -148,30 +154,55 @@ class _Servicer(pb_grpc.AgentServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "hello: must come first")
             return
         hello = first.hello
-        refusal = self._refusal(context)
-        if refusal:
-            log.warning("agent refused", node=hello.node, why=refusal)
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"agent refused: {refusal}")
+        refusal = self._gate.check(context, hello.node)
+        if refusal is not None:
+            self._gate.record(context, hello.node, refusal.reason)
+            reason = refusal.reason
+            if refusal.code is grpc.StatusCode.UNAUTHENTICATED:
+                reason += " (give the agent this cluster's token: GPU_PLATFORM_CLUSTER_TOKEN"
+                reason += " or cluster_token_file)"
+            await context.abort(refusal.code, f"agent refused: {reason}")
             return
         try:
             node = node_from_json(hello.node_json)
         except (ValueError, KeyError, TypeError) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"hello.node_json: {exc}")
             return
+        if node.name != hello.node:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"hello.node_json: names node {node.name!r}, hello.node {hello.node!r}",
+            )
+            return
         session = _Session(node.name, loop)
+        identity = f"{peer_certificate_digest(context)}/{hello.instance}"
+        held = self._claims.get(node.name)
+        silent = held is not None and time.monotonic() - held[1].last_seen > 3 * self._heartbeat_s
+        if held is not None and held[0] != identity and not silent:
+            why = (
+                f"node {node.name} is connected from another agent (another certificate or "
+                "agent process); a second one cannot claim it while the first is live"
+            )
+            self._gate.record(context, node.name, why)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"agent refused: {why}")
+            return
+        self._claims[node.name] = (identity, session)
         running = tuple(AttemptRef(a.job_id, a.epoch, a.rank, a.attempt) for a in hello.running)
         exited = tuple((e.seq, exit_from_pb(e)) for e in hello.exited)
         try:
             await loop.run_in_executor(self._pool, self._hub.open, session, node, running, exited)
         except NotAccepting as exc:
+            self._release(session)
             context.set_trailing_metadata(((LEADER_METADATA, exc.leader),))
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
             return
         except Exception as exc:  # refused by the control plane (e.g. a conflicting node)
+            self._release(session)
             log.warning("agent refused", node=node.name, error=str(exc))
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"agent refused: {exc}")
             return
         reader = asyncio.create_task(self._read(request_iterator, session, loop))
+        getter: asyncio.Future[Any] | None = None
         try:
             welcome = pb.Welcome(
                 server_id=self._server_id,
@@ -193,20 +224,16 @@ class _Servicer(pb_grpc.AgentServiceServicer):
                 yield item
         finally:
             reader.cancel()
+            if getter is not None:  # the call was cancelled while it waited
+                getter.cancel()
+            self._release(session)
             self._hub.closed(session)
 
-    def _refusal(self, context: grpc.aio.ServicerContext) -> str:
-        """Why this stream is not from a member of this cluster ('' when it is)."""
-        if self._token is None:
-            return ""
-        presented = dict(context.invocation_metadata() or ()).get(TOKEN_METADATA)
-        if same_cluster(self._token, presented if isinstance(presented, str) else None):
-            return ""
-        what = "another cluster's token" if presented else "no cluster token"
-        return (
-            f"it presents {what}; this is cluster {cluster_id(self._token)} (give the agent "
-            "this cluster's token: GPU_PLATFORM_CLUSTER_TOKEN or cluster_token_file)"
-        )
+    def _release(self, session: _Session) -> None:
+        """`session` no longer holds its node (unless another session has taken it over)."""
+        held = self._claims.get(session.node)
+        if held is not None and held[1] is session:
+            del self._claims[session.node]
 
     async def _read(
         self,
@@ -218,6 +245,7 @@ class _Servicer(pb_grpc.AgentServiceServicer):
         tail: asyncio.Future[None] | None = None
         hub = self._hub
         async for msg in requests:
+            session.last_seen = time.monotonic()
             kind = msg.WhichOneof("kind")
             call: Callable[[], None] | None = None
             if kind == "launched":
@@ -290,13 +318,20 @@ class AgentGrpcServer:
         tls: TlsFiles | None = None,
         workers: int = 16,
         local_socket: Path | None = None,
+        audit: Callable[[AuditRecord], None] | None = None,
     ) -> None:
+        """Admits members only (adapters.member_gate): the cluster `token`; with mTLS
+        (`tls.ca`) an agent certificate naming the node; a node held by a live stream of
+        another agent (certificate or agent process; live: it spoke within three heartbeat
+        intervals) is refused. `audit` records refusals."""
         self._hub = hub
         self._address = f"{host}:{port}"
         self._socket = local_socket  # also on this unix socket (mode 0600), without TLS
         self._tls = tls
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-msg")
-        self._servicer = _Servicer(hub, self._pool, server_id, heartbeat_s, lease_s, token)
+        mtls = tls is not None and tls.ca is not None
+        self.gate = MemberGate("agent", "agent", token=token, mtls=mtls, audit=audit)
+        self._servicer = _Servicer(hub, self._pool, server_id, heartbeat_s, lease_s, self.gate)
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._server: grpc.aio.Server | None = None

@@ -19,6 +19,7 @@ from typing import Any
 
 import grpc
 
+from gpu_platform.adapters.member_gate import client_certificate_refusal
 from gpu_platform.domain.model.tenancy import (
     ANONYMOUS_ADMIN,
     Forbidden,
@@ -61,6 +62,13 @@ def _secret(context: grpc.ServicerContext) -> str | None:
     return None
 
 
+def _source(context: grpc.ServicerContext) -> str:
+    """The client's address without its port ("ipv4:10.0.0.1:5000" -> "ipv4:10.0.0.1")."""
+    peer = str(context.peer() or "")
+    host, sep, port = peer.rpartition(":")
+    return host if sep and port.isdigit() else peer
+
+
 def _actor(context: grpc.ServicerContext) -> str:
     for key, value in context.invocation_metadata() or ():
         if key == "x-actor" and isinstance(value, str) and value:
@@ -76,8 +84,11 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         remaining = context.time_remaining()
         if remaining is not None and remaining <= 0:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before the call ran")
+        refused = client_certificate_refusal(context)  # a server's or agent's certificate
+        if refused:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, refused)
         try:
-            who = self._access.authenticate(_secret(context))
+            who = self._access.authenticate(_secret(context), _source(context))
             self._access.admit(who)
         except (Unauthenticated, TooManyRequests) as exc:
             abort_access(context, exc)

@@ -395,6 +395,7 @@ class GrpcServer:
         trail: AuditTrail | None = None,
         tls: TlsFiles | None = None,
         serving: ServicesApi | None = None,
+        max_message_bytes: int = 1 << 20,
     ) -> None:
         access = access or OpenAccess()
         trail = trail or AuditTrail()
@@ -407,7 +408,8 @@ class GrpcServer:
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers),
             interceptors=interceptors,
-            options=[NO_PORT_REUSE],
+            # a larger request is RESOURCE_EXHAUSTED before any handler sees it
+            options=[NO_PORT_REUSE, ("grpc.max_receive_message_length", max_message_bytes)],
         )
         pb_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
             JobServicer(service, events, trail), self._server

@@ -9,7 +9,6 @@ latency is reported by route template when `api_metrics` is given.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
@@ -24,6 +23,9 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from gpu_platform import __version__
 from gpu_platform.adapters.inbound.rest.admin import admin_router
 from gpu_platform.adapters.inbound.rest.auth import Auth, access_router
+from gpu_platform.adapters.inbound.rest.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimit
+from gpu_platform.adapters.inbound.rest.follow import FOLLOW_POLL_S, FollowCount, client_gone
+from gpu_platform.adapters.inbound.rest.metrics_auth import metrics_scraper
 from gpu_platform.adapters.inbound.rest.problems import (
     COMMON_ERRORS,
     CONFLICT,
@@ -56,10 +58,11 @@ from gpu_platform.ports.outbound.metrics import ApiMetrics
 __all__ = ["FOLLOW_POLL_S", "create_app"]
 
 
-FOLLOW_POLL_S = 0.2
-
-
 T = TypeVar("T")
+
+
+async def _anyone() -> None:
+    """`metrics_auth = none`: the scrape needs no token."""
 
 
 class ReadConsistency:
@@ -90,6 +93,8 @@ def create_app(
     access: AccessService | None = None,
     trail: AuditTrail | None = None,
     services: ServicesApi | None = None,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    metrics_auth: str = "none",
 ) -> FastAPI:
     app = FastAPI(
         title="gpu-platform",
@@ -100,7 +105,9 @@ def create_app(
     )
     install_problem_handlers(app)
     problem_openapi(app)
+    app.state.follows = FollowCount()
     app.add_middleware(ReadConsistency)
+    app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     auth = Auth(access or OpenAccess(), service, trail or AuditTrail())
 
     if tracer_provider is not None:
@@ -208,6 +215,7 @@ def create_app(
         responses=NOT_FOUND,
     )
     async def logs(
+        request: Request,
         job_id: str,
         attempt: int | None = Query(None, ge=1),
         tail_bytes: int = Query(65536, ge=1, le=16 << 20),
@@ -217,30 +225,38 @@ def create_app(
     ) -> str | StreamingResponse:
         if not follow:
             return await run_in_threadpool(jobs.logs, job_id, attempt, tail_bytes, rank)
+        follows = app.state.follows  # live polling loops; each ends when its client goes
         job = await run_in_threadpool(jobs.get, job_id)
         which = attempt or job.attempt
         if which == 0:  # not started yet: wait for the first attempt (or the end)
-            while which == 0 and not job.terminal:
-                await asyncio.sleep(FOLLOW_POLL_S)
-                job = await run_in_threadpool(jobs.get, job_id)
-                which = job.attempt
+            follows.opened()
+            try:
+                while which == 0 and not job.terminal:
+                    if await client_gone(request):
+                        return ""
+                    job = await run_in_threadpool(jobs.get, job_id)
+                    which = job.attempt
+            finally:
+                follows.closed()
             if which == 0:
                 return ""
         await run_in_threadpool(jobs.log_from, job_id, which, 0, 0, rank)  # 404 early
 
         async def stream() -> AsyncIterator[bytes]:
             offset = 0
-            while True:
-                chunk, live = await run_in_threadpool(
-                    jobs.log_from, job_id, which, offset, 65536, rank
-                )
-                if chunk:
-                    offset += len(chunk)
-                    yield chunk
-                elif not live:
-                    return
-                else:
-                    await asyncio.sleep(FOLLOW_POLL_S)
+            follows.opened()
+            try:
+                while True:
+                    chunk, live = await run_in_threadpool(
+                        jobs.log_from, job_id, which, offset, 65536, rank
+                    )
+                    if chunk:
+                        offset += len(chunk)
+                        yield chunk
+                    elif not live or await client_gone(request):
+                        return
+            finally:
+                follows.closed()
 
         return StreamingResponse(stream(), media_type="text/plain")
 
@@ -291,8 +307,10 @@ def create_app(
     if metrics is not None:
         render = metrics
 
+        scraper = metrics_scraper(auth) if metrics_auth == "token" else _anyone
+
         @app.get("/metrics", include_in_schema=False)
-        async def prometheus() -> Response:
+        async def prometheus(_: object = Depends(scraper)) -> Response:
             body, content_type = await run_in_threadpool(local(render))
             return Response(body, media_type=content_type)
 

@@ -9,6 +9,7 @@ in `errors`. A 401 carries `WWW-Authenticate: Bearer`, a 429 `Retry-After` (whol
     403     forbidden                            the role may not do this
     404     not-found                            unknown id (or another tenant's job)
     409     conflict                             refused by the current state
+    413     payload-too-large                    body over max_request_bytes (`rest.body_limit`)
     422     invalid-request                      bad input; `field` names it
     429     too-many-requests                    rate limit or tenant admission limit
 """
@@ -49,6 +50,7 @@ _TITLES = {
     404: ("not-found", "Not found"),
     405: ("method-not-allowed", "Method not allowed"),
     409: ("conflict", "Conflict"),
+    413: ("payload-too-large", "Payload too large"),
     422: ("invalid-request", "Invalid request"),
     429: ("too-many-requests", "Too many requests"),
 }

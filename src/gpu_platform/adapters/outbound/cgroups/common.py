@@ -65,3 +65,17 @@ def empty_and_remove(group: Path, timeout_s: float = 5.0) -> None:
         except OSError:  # EBUSY while the kernel finishes reaping
             time.sleep(0.01)
     raise IsolationError(f"cannot remove {group}")
+
+
+def remove_empty_levels(top: Path, prefix: str) -> None:
+    """rmdir `top/prefix` and then each of its parents up to `top`, deepest first, stopping
+    at the first that is not empty (another server's groups live there) or is gone."""
+    parts = Path(prefix).parts
+    for depth in range(len(parts), 0, -1):
+        level = top.joinpath(*parts[:depth])
+        try:
+            level.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:  # not empty (EBUSY / ENOTEMPTY): it is in use
+            return

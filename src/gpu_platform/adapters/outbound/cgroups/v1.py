@@ -1,5 +1,6 @@
 """CgroupV1Isolation: one group per attempt in each of the cpuset, memory, pids and devices
-hierarchies, under `<root>/<controller>/<prefix>/<attempt>`.
+hierarchies, under `<root>/<controller>/<prefix>/<attempt>`. `sweep()` (at start and at
+shutdown) removes every attempt group and then the prefix groups themselves when empty.
 
 cpuset needs `cpuset.cpus` and `cpuset.mems` on every level before a task may join, so the
 prefix group inherits the root's effective sets. Devices are an allow-list: `devices.deny a`,
@@ -19,6 +20,7 @@ from gpu_platform.adapters.outbound.cgroups.common import (
     cpu_list,
     empty_and_remove,
     parse_list,
+    remove_empty_levels,
     write,
 )
 from gpu_platform.ports.outbound.isolation import DeviceRule, IsolationError, IsolationSpec
@@ -169,6 +171,10 @@ class CgroupV1Isolation:
             self.release(name)
         if names:
             log.warning("removed leftover cgroups", names=sorted(names))
+        with self._lock:  # the prefix groups too: none outlives the server (made again on use)
+            for controller in self.controllers:
+                remove_empty_levels(self.root / controller, self.prefix)
+            self._ready = False
         return sorted(names)
 
 

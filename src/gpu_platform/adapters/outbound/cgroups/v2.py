@@ -14,7 +14,12 @@ from pathlib import Path
 
 import structlog
 
-from gpu_platform.adapters.outbound.cgroups.common import cpu_list, empty_and_remove, write
+from gpu_platform.adapters.outbound.cgroups.common import (
+    cpu_list,
+    empty_and_remove,
+    remove_empty_levels,
+    write,
+)
 from gpu_platform.ports.outbound.isolation import IsolationError, IsolationSpec
 
 __all__ = ["CgroupV2Isolation"]
@@ -95,4 +100,7 @@ class CgroupV2Isolation:
         names = sorted(p.name for p in self.base.iterdir() if p.is_dir())
         for name in names:
             self.release(name)
+        with self._lock:  # the prefix group too: none outlives the server (made again on use)
+            remove_empty_levels(self.root, self.base.name)
+            self._ready = False
         return names

@@ -34,13 +34,15 @@ import grpc
 import grpc.aio
 import structlog
 
-from gpu_platform.adapters.cluster_identity import TOKEN_METADATA, cluster_id, same_cluster
+from gpu_platform.adapters.cluster_identity import TOKEN_METADATA
 from gpu_platform.adapters.grpc_bind import NO_PORT_REUSE, bind_port
+from gpu_platform.adapters.member_gate import MemberGate, Refusal
 from gpu_platform.adapters.outbound.raft_grpc.codec import decode_message, encode_message
 from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2 as pb
 from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2_grpc as pb_grpc
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.domain.consensus import Message, MessageType
+from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.ports.outbound.raft import MessageHandler, SnapshotReport, UnreachableHandler
 
 __all__ = ["GrpcRaftTransport", "TransportStats", "parse_peers"]
@@ -90,7 +92,7 @@ class TransportStats:
     batches: int = 0
     failures: int = 0
     streams: int = 0  # streams opened (one per peer, again after each failure)
-    refused: int = 0  # calls refused: not a member of this cluster (token, sender id)
+    refused: int = 0  # calls refused: not a member of this cluster (certificate, token, id)
 
 
 @dataclass(slots=True)
@@ -123,27 +125,21 @@ class _Servicer(pb_grpc.RaftServicer):
         return pb.Ack(node_id=self._t.id, accepted=self._deliver(request))
 
     async def _admit(self, request: pb.Batch, context: grpc.aio.ServicerContext) -> None:
-        """Refuse (and log) a sender that is not a member of this cluster: no or another
-        cluster's token, or a node id that is not among this server's peers."""
+        """Refuse (log, count and audit) a sender that is not a current member of this
+        cluster: the gate's checks (certificate role and id, token), then a node id that is
+        not among this server's peers."""
         t = self._t
-        if t.token is not None:
-            presented = dict(context.invocation_metadata() or ()).get(TOKEN_METADATA)
-            if not same_cluster(t.token, presented if isinstance(presented, str) else None):
-                what = "another cluster's token" if presented else "no cluster token"
-                log.warning("raft message refused", sender=request.from_id, why=what)
-                t.stats.refused += 1
-                await context.abort(
-                    grpc.StatusCode.UNAUTHENTICATED,
-                    f"raft: refused, the sender presents {what}; this is cluster "
-                    f"{cluster_id(t.token)}",
-                )
-        if request.from_id not in t.addresses or request.from_id == t.id:
-            log.warning("raft message refused", sender=request.from_id, why="not a member")
-            t.stats.refused += 1
-            await context.abort(
+        claimed = str(request.from_id)
+        refusal = t.gate.check(context, claimed)
+        if refusal is None and (request.from_id not in t.addresses or request.from_id == t.id):
+            refusal = Refusal(
                 grpc.StatusCode.PERMISSION_DENIED,
-                f"raft: refused, node {request.from_id} is not a member of this cluster",
+                f"node {request.from_id} is not a member of this cluster",
             )
+        if refusal is not None:
+            t.gate.record(context, claimed, refusal.reason)
+            t.stats.refused += 1
+            await context.abort(refusal.code, f"raft: refused, {refusal.reason}")
 
     async def Stream(  # noqa: N802
         self, request_iterator: AsyncIterator[pb.Batch], context: grpc.aio.ServicerContext
@@ -151,12 +147,14 @@ class _Servicer(pb_grpc.RaftServicer):
         accepted = 0
         admitted = False
         async for request in request_iterator:
-            if not admitted:  # the token is the stream's; the sender is checked once
+            if not admitted:  # the token and certificate are the stream's: checked once
                 await self._admit(request, context)
                 admitted = True
                 sender = request.from_id
             elif request.from_id != sender:
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, "raft: sender changed")
+            elif sender not in self._t._addresses:  # removed while its stream was open
+                await self._admit(request, context)
             if request.to_id != self._t.id:  # misrouted: refuse the whole stream
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "wrong node")
             accepted += self._deliver(request)
@@ -179,8 +177,11 @@ class GrpcRaftTransport:
         backoff_max: float = 1.0,
         tls: TlsFiles | None = None,
         token: str | None = None,
+        audit: Callable[[AuditRecord], None] | None = None,
     ) -> None:
-        """`token`: the cluster token every message carries and every sender must present."""
+        """`token`: the cluster token every message carries and every sender must present;
+        with mTLS (`tls.ca`) a sender's certificate must be `gpu-platform://server/<its id>`
+        (adapters.member_gate); `audit` records each refused sender."""
         if node_id not in peers and listen is None:
             raise ValueError(f"node {node_id} has no address in the peer list")
         self.id = node_id
@@ -194,6 +195,8 @@ class GrpcRaftTransport:
         self.tls = tls  # mTLS between servers when its `ca` is set (adapters.tls)
         self.token = token
         self._metadata = ((TOKEN_METADATA, token),) if token else ()
+        mtls = tls is not None and tls.ca is not None
+        self.gate = MemberGate("raft", "server", token=token, mtls=mtls, audit=audit)
         self.stats = TransportStats()
         self._on_message: MessageHandler | None = None
         self._on_unreachable: UnreachableHandler | None = None

@@ -7,6 +7,9 @@ also notices removed last lines. No lock is held across an fsync, and a request 
 one: `flush()` waits until everything appended so far is on disk, and `tail` and `close` flush
 first (a graceful stop loses nothing; a crash loses at most the batch being written).
 
+With a key (`audit_seal`, setting `audit_key_file`) the head is sealed with an HMAC, so a
+cut tail with a rewritten head, or a re-hashed chain, no longer verifies.
+
 On open the existing file is verified; a broken chain refuses to start (AuditChainBroken) rather
 than extend a log that can no longer be trusted. A crash between a batch's fsync and its head
 replace leaves whole, chained lines beyond the head: they are verified against the old head
@@ -24,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from gpu_platform.adapters import audit_seal
 from gpu_platform.domain.model.audit_chain import GENESIS, ChainBreak, chain_entry, verify
 
 __all__ = ["AuditChainBroken", "JsonlAuditLog", "read_head", "verify_file"]
@@ -36,34 +40,34 @@ class AuditChainBroken(Exception):
 
 
 def read_head(path: Path) -> tuple[int, str] | None:
-    head = path.with_name(path.name + ".head")
-    try:
-        seq, digest = head.read_text().split()
-        return int(seq), digest
-    except FileNotFoundError:
-        return None
-    except ValueError:
+    """(seq, hash) of the head file (its seal, if any, unchecked); (-1, ...) if unreadable."""
+    head = audit_seal.read_head(path, None)
+    if isinstance(head, ChainBreak):
         return (-1, "unreadable head file")
+    return head
 
 
-def verify_file(path: Path) -> ChainBreak | int:
-    """Verify `path` against its head file (when there is one)."""
-    with path.open(encoding="utf-8") as f:
-        return verify(f, read_head(path))
+def verify_file(path: Path, key: bytes | None = None) -> ChainBreak | int:
+    """Verify `path` against its head file (when there is one; sealed, with `key`)."""
+    return audit_seal.verify_file(path, key)
 
 
 class JsonlAuditLog:
     """Implements AuditLog (batched; see the module docstring)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, key: bytes | None = None, *, adopt: bool = False) -> None:
+        """`key`: seal the head (`audit_seal`). `adopt`: the key is new, so an existing log's
+        unsealed head is accepted once and sealed (never set it for an existing key)."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._seq, self._prev = 0, GENESIS
+        self._key = key
+        check = None if adopt else key
         if self.path.exists():
-            self._recover()
-            result = verify_file(self.path)
+            self._recover(check)
+            result = verify_file(self.path, check)
             if isinstance(result, ChainBreak):
                 raise AuditChainBroken(
                     f"audit log {self.path}: line {result.line}: {result.reason}"
@@ -72,6 +76,8 @@ class JsonlAuditLog:
                 with self.path.open(encoding="utf-8") as f:
                     *_, last = f
                 self._seq, self._prev = result, json.loads(last)["hash"]
+                if adopt and key is not None:
+                    self._write_head(self._seq, self._prev)
         self._file = self.path.open("a", encoding="utf-8")
         self._queued: list[str] = []  # chained lines not yet handed to the writer
         self._durable = self._seq  # the last seq on disk, head included
@@ -81,7 +87,7 @@ class JsonlAuditLog:
         self._writer.daemon = True
         self._writer.start()
 
-    def _recover(self) -> None:
+    def _recover(self, key: bytes | None) -> None:
         data = self.path.read_bytes()
         if data and not data.endswith(b"\n"):
             keep = data.rfind(b"\n") + 1
@@ -94,8 +100,8 @@ class JsonlAuditLog:
                 bytes=len(data) - keep,
             )
             data = data[:keep]
-        head = read_head(self.path)
-        if head is None or head[0] < 0:
+        head = audit_seal.read_head(self.path, key)
+        if head is None or isinstance(head, ChainBreak):
             return
         lines = data.decode("utf-8").splitlines(keepends=True)
         if len(lines) <= head[0] or verify(lines[: head[0]], head) != head[0]:
@@ -162,7 +168,7 @@ class JsonlAuditLog:
         head = self.path.with_name(self.path.name + ".head")
         tmp = head.with_name(head.name + ".tmp")
         with tmp.open("w") as f:
-            f.write(f"{seq} {digest}\n")
+            f.write(audit_seal.head_text(seq, digest, self._key))
             f.flush()
             os.fsync(f.fileno())
         tmp.replace(head)
