@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, TypeVar
 
 import structlog
 
@@ -102,6 +102,7 @@ from gpu_platform.domain.faults.health import (
     GpuLostReport,
     HealthEvent,
     Heartbeat,
+    ReplicaProbe,
     ThermalReading,
     XidReport,
 )
@@ -132,6 +133,7 @@ from gpu_platform.domain.scheduling import (
 )
 from gpu_platform.domain.scheduling.array_throttle import hold_back_throttled
 from gpu_platform.domain.scheduling.live_view import LiveView
+from gpu_platform.domain.services.commands import ReportReplicaHealth
 from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
 from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo, ServerInfo
 from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo
@@ -155,6 +157,7 @@ from gpu_platform.ports.outbound.trace_context import JobTraceContext, NoTraceCo
 __all__ = ["ControlPlane", "ShutdownPolicy"]
 
 log = structlog.get_logger(__name__)
+_T = TypeVar("_T")
 
 ShutdownPolicy = Literal["requeue", "fail"]
 
@@ -1173,6 +1176,24 @@ class ControlPlane:
     def agent_exit(self, report: ExitReport) -> None:
         self._on_exit(report)
 
+    # -- services (application.services drives these) -------------------------------------------
+
+    def execute(self, command: Command) -> list[DomainEvent]:
+        """Apply one cluster-state command (replicated: commit it through Raft first)."""
+        return self._execute(command)
+
+    def read_state(self, read: Callable[[ClusterState], _T]) -> _T:
+        """`read(state)` under the state's lock (this server's copy of the state)."""
+        with self._lock:
+            return read(self._state)
+
+    @property
+    def acting(self) -> bool:
+        """True where this server decides: embedded, or the replicated leader."""
+        if self._stopping.is_set():
+            return False
+        return self._replication is None or self._leading
+
     # -- plumbing ------------------------------------------------------------------------------
 
     def _execute(self, command: Command) -> list[DomainEvent]:
@@ -1296,6 +1317,8 @@ class ControlPlane:
                 command = ReportGpuLost(node, index, now, detail)
             case Heartbeat(node):
                 command = NodeHeartbeat(node, now)
+            case ReplicaProbe(_, job_id, epoch, ready, address, detail):
+                command = ReportReplicaHealth(job_id, epoch, ready, address, detail, now)
         try:
             events = self._execute(command)
         except DomainError as exc:

@@ -71,6 +71,14 @@ from gpu_platform.domain.model_codec import (
     job_to_dict,
 )
 from gpu_platform.domain.scheduling.model import Quota
+from gpu_platform.domain.services.codec import (
+    decode_service,
+    decode_service_spec,
+    encode_service,
+    encode_service_spec,
+)
+from gpu_platform.domain.services.commands import SERVICE_COMMANDS
+from gpu_platform.domain.services.model import ServiceSpec
 
 __all__ = [
     "COMMAND_TYPES",
@@ -108,6 +116,7 @@ COMMAND_TYPES: dict[str, type[Any]] = {
         AnnounceServer,
         SubmitArray,
         CancelArray,
+        *SERVICE_COMMANDS,
         CreateTenant,
         IssueToken,
         RevokeToken,
@@ -129,6 +138,8 @@ def _encode_value(value: object) -> object:
         return encode_node(value)
     if isinstance(value, Quota):
         return encode_quota(value)
+    if isinstance(value, ServiceSpec):
+        return encode_service_spec(value)
     if isinstance(value, tuple):
         return [_encode_value(v) for v in value]
     return value
@@ -151,6 +162,8 @@ _VALUE_FIELDS: dict[tuple[str, str], Callable[[Any], object]] = {
     ("SubmitArray", "array"): lambda v: parse_stored_array(str(v)),
     ("RegisterNode", "node"): lambda v: decode_node(_mapping(v, "node")),
     ("SetQuota", "quota"): _decode_quota_field,
+    ("CreateService", "spec"): lambda v: decode_service_spec(_mapping(v, "spec")),
+    ("UpdateService", "spec"): lambda v: decode_service_spec(_mapping(v, "spec")),
     ("IssueToken", "role"): lambda v: Role(str(v)),
 }
 
@@ -213,7 +226,7 @@ def encode_state(state: ClusterState) -> dict[str, Any]:
         "next_epoch": p.next_epoch,
         "next_seq": p.next_seq,
         "access": _encode_access(p.access),
-    }
+    } | ({"services": [encode_service(s) for s in p.services]} if p.services else {})
 
 
 def decode_state(data: dict[str, Any], policy: FaultPolicy) -> ClusterState:
@@ -235,6 +248,7 @@ def decode_state(data: dict[str, Any], policy: FaultPolicy) -> ClusterState:
         servers={int(i): (http, grpc, agent) for i, http, grpc, agent in data["servers"]},
         next_epoch=int(data["next_epoch"]),
         next_seq=int(data["next_seq"]),
+        services=tuple(decode_service(s) for s in data.get("services", ())),
         access=_decode_access(_mapping(data.get("access", {}), "access")),
     )
     return ClusterState.from_parts(parts, policy)

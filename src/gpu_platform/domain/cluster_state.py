@@ -98,6 +98,9 @@ from gpu_platform.domain.model.job_array import ArraySpec
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
 from gpu_platform.domain.placement.first_fit import NodeView
 from gpu_platform.domain.scheduling.model import Quota
+from gpu_platform.domain.services.commands import SERVICE_COMMANDS, ServiceCommand
+from gpu_platform.domain.services.model import Service
+from gpu_platform.domain.services.table import ServiceTable
 
 __all__ = [
     "AbortJob",
@@ -221,6 +224,7 @@ Command = (
     | AnnounceServer
     | SubmitArray
     | CancelArray
+    | ServiceCommand
     | AccessCommand
 )
 
@@ -243,6 +247,7 @@ class ClusterParts:
     servers: dict[int, tuple[str, str, str]]
     next_epoch: int
     next_seq: int
+    services: tuple[Service, ...] = ()
     access: AccessParts = field(default_factory=AccessParts)
 
 
@@ -318,6 +323,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandl
         self._quotas: dict[str, Quota] = {}
         self._servers: dict[int, tuple[str, str, str]] = {}
         self._arrays: dict[str, ArraySpec] = {}  # array id -> spec (derived from its tasks)
+        self.services = ServiceTable()  # long-running services (domain.services)
         self._init_access()
         self._restore_hardware(hardware)
         self.next_epoch = 1
@@ -376,6 +382,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandl
         state._servers = dict(parts.servers)
         state.next_epoch = parts.next_epoch
         state.next_seq = parts.next_seq
+        state.services = ServiceTable(parts.services)
         state._init_access(parts.access)
         return state
 
@@ -394,6 +401,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandl
             servers=dict(self._servers),
             next_epoch=self.next_epoch,
             next_seq=self.next_seq,
+            services=self.services.services(),
             access=self.access_parts(),
         )
 
@@ -505,6 +513,8 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandl
 
     def apply(self, command: Command) -> list[DomainEvent]:
         """Apply one command; return its events. Raises DomainError subclasses on bad commands."""
+        if isinstance(command, SERVICE_COMMANDS):
+            return self.services.apply(command)
         match command:
             case SubmitJob():
                 return self._submit(command)

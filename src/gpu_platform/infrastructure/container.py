@@ -37,6 +37,7 @@ from gpu_platform.adapters.outbound.observability import OtelJobTracer, Structlo
 from gpu_platform.adapters.outbound.observability.event_hub import EventHub
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
 from gpu_platform.adapters.outbound.process.fence import ProcessLeaseFence
+from gpu_platform.adapters.outbound.serving.replica_probes import ReplicaProbes
 from gpu_platform.adapters.outbound.sim import SimulatedHardware
 from gpu_platform.adapters.outbound.sim.agent_injector import AgentRoutedInjector
 from gpu_platform.adapters.outbound.storage import (
@@ -61,6 +62,7 @@ from gpu_platform.application.gateway.ledger import ServingLedger
 from gpu_platform.application.mig_jobs import MigJobRunner
 from gpu_platform.application.replication import RaftReplication
 from gpu_platform.application.run_as import RunAsAccounts
+from gpu_platform.application.services import ServiceManager
 from gpu_platform.application.usage import UsageService
 from gpu_platform.domain.events import DomainEvent
 from gpu_platform.domain.faults.policy import FaultPolicy, XidClass
@@ -367,7 +369,10 @@ def _runner(settings: Settings, isolation: Isolation, inventory: Inventory) -> I
     if settings.server_id:
         yield AgentHub(stale_after_s=settings.node_suspect_after_seconds)
         return
-    yield from process_runner(settings, isolation, inventory)
+    runner = process_runner(settings, isolation, inventory)
+    node = inventory.nodes[0].name if inventory.nodes else "local"
+    yield ReplicaProbes(next(runner), node)  # service replicas: a port and health checks
+    yield from runner  # closes the runner
 
 
 def _local_runner(
@@ -529,6 +534,22 @@ def _running_health(plane: ControlPlane, health: HealthParts) -> Iterator[Health
             monitor.stop()
 
 
+def _running_services(
+    plane: ControlPlane, clock: SystemClock, runner: JobRunner
+) -> Iterator[ServiceManager]:
+    """Services with replicas (docs/services.md); also the gateway's ModelRoutes. Embedded,
+    this process probes the replicas itself (replicated, each node's agent does)."""
+    probes = runner.monitor if isinstance(runner, ReplicaProbes) else None
+    if probes is not None:
+        probes.start(plane.report_health)
+    manager = ServiceManager(plane, clock)
+    manager.start()
+    yield manager
+    manager.stop()
+    if probes is not None:
+        probes.stop()
+
+
 def _rest_app(
     settings: Settings,
     plane: ControlPlane,
@@ -543,6 +564,7 @@ def _rest_app(
     run_as: RunAsAccounts,
     routes: ModelRoutes,
     ledger: ServingLedger,
+    services: ServiceManager,
 ) -> FastAPI:
     metrics.watch(lambda: plane)
     metrics.watch_usage(lambda: usage)
@@ -559,6 +581,7 @@ def _rest_app(
         access=access,
         trail=trail,
         run_as=run_as,
+        services=services,
         max_request_bytes=settings.max_request_bytes,
         metrics_auth=settings.metrics_auth,
     )
@@ -571,6 +594,7 @@ def _rest_app(
         events=events,
         topology=plane.topology,
         telemetry=None if telemetry is None else telemetry.snapshot,
+        services=services,
     )
     install_dashboard(app, site)
     install_gateway(app, settings, routes, access, metrics.gateway, ledger)
@@ -587,6 +611,7 @@ def _grpc_server(
     access: AccessControl,
     trail: AuditTrail,
     run_as: RunAsAccounts,
+    services: ServiceManager,
 ) -> Iterator[GrpcServer | None]:
     if settings.grpc_port < 0:
         yield None
@@ -603,6 +628,7 @@ def _grpc_server(
         trail=trail,
         tls=tls_files(settings),
         run_as=run_as,
+        serving=services,
         max_message_bytes=settings.max_request_bytes,
     )
     server.start()
@@ -689,11 +715,13 @@ class Container(containers.DeclarativeContainer):
         adapters.local_runner,
     )
     serving_ledger = providers.Singleton(ServingLedger)
-    model_routes = providers.Singleton(gateway_routes, settings)
     usage = providers.Singleton(UsageService, control_plane, adapters.clock, serving_ledger)
     audit_trail = providers.Singleton(AuditTrail, adapters.audit_log, adapters.clock)
     run_as = providers.Singleton(_run_as, settings, adapters.run_as_store, audit_trail)
     jobs_api = providers.Singleton(_admission, settings, control_plane, run_as)
+    # services with replicas; the gateway routes to their replicas (and a routes file's)
+    services = providers.Resource(_running_services, control_plane, adapters.clock, adapters.runner)
+    model_routes = providers.Singleton(gateway_routes, settings, services)
     # replicated: tenants and tokens are cluster state (state.db's are imported once)
     access_store = providers.Singleton(_access_store, adapters.access_store, replication)
     access = providers.Singleton(
@@ -710,6 +738,7 @@ class Container(containers.DeclarativeContainer):
         access,
         audit_trail,
         run_as,
+        services,
     )
     rest_app = providers.Singleton(
         _rest_app,
@@ -726,4 +755,5 @@ class Container(containers.DeclarativeContainer):
         run_as,
         model_routes,
         serving_ledger,
+        services,
     )

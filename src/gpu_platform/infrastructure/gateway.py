@@ -6,7 +6,10 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from gpu_platform.adapters.inbound.gateway import GatewaySettings, OpenAiGateway
-from gpu_platform.adapters.outbound.model_routes_file import JsonFileModelRoutes, NoModelRoutes
+from gpu_platform.adapters.outbound.model_routes_file import (
+    CombinedModelRoutes,
+    JsonFileModelRoutes,
+)
 from gpu_platform.application.gateway.ledger import ServingLedger
 from gpu_platform.application.gateway.limits import LimitSettings
 from gpu_platform.infrastructure.config import Settings
@@ -31,12 +34,12 @@ def gateway_settings(settings: Settings) -> GatewaySettings:
     )
 
 
-def gateway_routes(settings: Settings) -> ModelRoutes:
-    """The routes the gateway reads: the routes file when one is set (the services' own
-    routes are wired here once services exist)."""
+def gateway_routes(settings: Settings, services: ModelRoutes) -> ModelRoutes:
+    """The routes the gateway reads: the services' replicas, and the routes file's models
+    when one is set (a service wins a name both serve)."""
     if settings.gateway_routes_file is not None:
-        return JsonFileModelRoutes(settings.gateway_routes_file)
-    return NoModelRoutes()
+        return CombinedModelRoutes(services, JsonFileModelRoutes(settings.gateway_routes_file))
+    return services
 
 
 def install_gateway(

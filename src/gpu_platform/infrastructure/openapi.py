@@ -15,6 +15,7 @@ from gpu_platform.adapters.inbound.rest import create_app
 from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
 from gpu_platform.ports.inbound.run_as import RunAsAdmin
+from gpu_platform.ports.inbound.services import ServicesApi
 from gpu_platform.ports.inbound.usage import UsageQueries
 
 __all__ = ["openapi_schema", "render"]
@@ -31,6 +32,7 @@ def openapi_schema() -> dict[str, Any]:
         admin=cast(AdminService, _Unused()),
         usage=cast(UsageQueries, _Unused()),
         run_as=cast(RunAsAdmin, _Unused()),
+        services=cast(ServicesApi, _Unused()),
     )
     return app.openapi()
 

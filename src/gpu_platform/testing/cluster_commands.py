@@ -44,6 +44,7 @@ from gpu_platform.domain.model.job import JobSpec
 from gpu_platform.domain.model.job_array import ArraySpec
 from gpu_platform.domain.model.tenancy import Role
 from gpu_platform.domain.scheduling.model import Quota
+from gpu_platform.testing.service_commands import service_command_strategies
 from gpu_platform.testing.strategies import described_nodes
 
 __all__ = ["cluster_commands", "command_strategies", "quotas"]
@@ -152,6 +153,7 @@ def command_strategies(
         ),
         SubmitArray: st.builds(SubmitArray, job, _specs(job_ids), _arrays(), _TIMES),
         CancelArray: st.builds(CancelArray, job, _TIMES, _REASONS),
+        **service_command_strategies(job_ids),
         **_access_strategies(),
     }
 

@@ -36,6 +36,7 @@ from gpu_platform.adapters.inbound.cli.cluster import register_cluster
 from gpu_platform.adapters.inbound.cli.jobs_view import jobs_table
 from gpu_platform.adapters.inbound.cli.ops import register_ops
 from gpu_platform.adapters.inbound.cli.run_as import register_run_as
+from gpu_platform.adapters.inbound.cli.services import register_services
 from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, Session, fail
 
 __all__ = [
@@ -903,5 +904,6 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     register_access(app, out, call, emit)
     register_run_as(app, out, call, emit)
     register_cluster(app, out, call, emit)
+    register_services(app, out, call, emit)
     register_certs(app, out)
     return app

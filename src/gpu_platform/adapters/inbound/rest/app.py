@@ -43,6 +43,7 @@ from gpu_platform.adapters.inbound.rest.schemas import (
     JobSubmit,
     UsageOut,
 )
+from gpu_platform.adapters.inbound.rest.services import services_router
 from gpu_platform.application.auth import OpenAccess
 from gpu_platform.application.auth_scope import AuditTrail, TenantScope
 from gpu_platform.application.consistency import stale_reads
@@ -52,6 +53,7 @@ from gpu_platform.ports.inbound.access import AccessService
 from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
 from gpu_platform.ports.inbound.run_as import RunAsAdmin
+from gpu_platform.ports.inbound.services import ServicesApi
 from gpu_platform.ports.inbound.usage import UsageQueries
 from gpu_platform.ports.outbound.metrics import ApiMetrics
 
@@ -93,6 +95,7 @@ def create_app(
     access: AccessService | None = None,
     trail: AuditTrail | None = None,
     run_as: RunAsAdmin | None = None,
+    services: ServicesApi | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     metrics_auth: str = "none",
 ) -> FastAPI:
@@ -301,6 +304,8 @@ def create_app(
     app.include_router(access_router(auth))
     if run_as is not None:
         app.include_router(run_as_router(auth, run_as))
+    if services is not None:
+        app.include_router(services_router(services, auth))
     if admin is not None:
         app.include_router(admin_router(service, admin, auth))
 

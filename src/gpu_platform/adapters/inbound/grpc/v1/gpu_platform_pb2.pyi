@@ -1541,3 +1541,284 @@ class RunAsDeleteResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RunAsDeleteResponse: _TypeAlias = RunAsDeleteResponse  # noqa: Y015
+
+@_typing.final
+class ServiceSpec(_message.Message):
+    """-- Services with replicas (docs/services.md) ---------------------------------------------"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class EnvEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    COMMAND_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    GPUS_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    PREEMPTIBLE_FIELD_NUMBER: _builtins.int
+    PORT_ENV_FIELD_NUMBER: _builtins.int
+    HEALTH_PATH_FIELD_NUMBER: _builtins.int
+    ENGINE_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    ENV_FIELD_NUMBER: _builtins.int
+    STARTUP_TIMEOUT_S_FIELD_NUMBER: _builtins.int
+    UNHEALTHY_TIMEOUT_S_FIELD_NUMBER: _builtins.int
+    BACKOFF_S_FIELD_NUMBER: _builtins.int
+    MAX_BACKOFF_S_FIELD_NUMBER: _builtins.int
+    DRAIN_S_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """DNS label: a-z, 0-9, '-'"""
+    replicas: _builtins.int
+    gpus: _builtins.int
+    """whole GPUs per replica, on one node"""
+    tenant: _builtins.str
+    """empty: the caller's"""
+    priority: _builtins.int
+    preemptible: _builtins.bool
+    """unset: true"""
+    port_env: _builtins.str
+    """empty: PORT"""
+    health_path: _builtins.str
+    """empty: /health"""
+    engine: _builtins.str
+    """custom (default), vllm, sglang, llama.cpp"""
+    model: _builtins.str
+    startup_timeout_s: _builtins.float
+    """0: 600"""
+    unhealthy_timeout_s: _builtins.float
+    """0: 30"""
+    backoff_s: _builtins.float
+    """0: 1"""
+    max_backoff_s: _builtins.float
+    """0: 60"""
+    drain_s: _builtins.float
+    """unset: 2"""
+    @_builtins.property
+    def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """custom: the replica's argv; engines: extra arguments"""
+
+    @_builtins.property
+    def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        command: _abc.Iterable[_builtins.str] | None = ...,
+        replicas: _builtins.int = ...,
+        gpus: _builtins.int = ...,
+        tenant: _builtins.str = ...,
+        priority: _builtins.int = ...,
+        preemptible: _builtins.bool | None = ...,
+        port_env: _builtins.str = ...,
+        health_path: _builtins.str = ...,
+        engine: _builtins.str = ...,
+        model: _builtins.str = ...,
+        env: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        startup_timeout_s: _builtins.float = ...,
+        unhealthy_timeout_s: _builtins.float = ...,
+        backoff_s: _builtins.float = ...,
+        max_backoff_s: _builtins.float = ...,
+        drain_s: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_drain_s", b"_drain_s", "_preemptible", b"_preemptible", "drain_s", b"drain_s", "preemptible", b"preemptible"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_drain_s", b"_drain_s", "_preemptible", b"_preemptible", "backoff_s", b"backoff_s", "command", b"command", "drain_s", b"drain_s", "engine", b"engine", "env", b"env", "gpus", b"gpus", "health_path", b"health_path", "max_backoff_s", b"max_backoff_s", "model", b"model", "name", b"name", "port_env", b"port_env", "preemptible", b"preemptible", "priority", b"priority", "replicas", b"replicas", "startup_timeout_s", b"startup_timeout_s", "tenant", b"tenant", "unhealthy_timeout_s", b"unhealthy_timeout_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__drain_s: _TypeAlias = _typing.Literal["drain_s"]  # noqa: Y015
+    _WhichOneofArgType__drain_s: _TypeAlias = _typing.Literal["_drain_s", b"_drain_s"]  # noqa: Y015
+    _WhichOneofReturnType__preemptible: _TypeAlias = _typing.Literal["preemptible"]  # noqa: Y015
+    _WhichOneofArgType__preemptible: _TypeAlias = _typing.Literal["_preemptible", b"_preemptible"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__drain_s) -> _WhichOneofReturnType__drain_s | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__preemptible) -> _WhichOneofReturnType__preemptible | None: ...
+
+Global___ServiceSpec: _TypeAlias = ServiceSpec  # noqa: Y015
+
+@_typing.final
+class ServiceReplica(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPLICA_ID_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    GPUS_FIELD_NUMBER: _builtins.int
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    READY_FIELD_NUMBER: _builtins.int
+    DRAINING_FIELD_NUMBER: _builtins.int
+    RESTARTS_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    RESTART_AT_FIELD_NUMBER: _builtins.int
+    replica_id: _builtins.str
+    generation: _builtins.int
+    state: _builtins.str
+    """PENDING STARTING READY UNHEALTHY BACKOFF DRAINING"""
+    job_id: _builtins.str
+    node: _builtins.str
+    address: _builtins.str
+    """http://host:port once its agent reported it"""
+    ready: _builtins.bool
+    draining: _builtins.bool
+    restarts: _builtins.int
+    detail: _builtins.str
+    """why it is not ready (or why its last job ended)"""
+    restart_at: _builtins.float
+    """BACKOFF: when it restarts"""
+    @_builtins.property
+    def gpus(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        replica_id: _builtins.str = ...,
+        generation: _builtins.int = ...,
+        state: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        node: _builtins.str = ...,
+        gpus: _abc.Iterable[_builtins.int] | None = ...,
+        address: _builtins.str = ...,
+        ready: _builtins.bool = ...,
+        draining: _builtins.bool = ...,
+        restarts: _builtins.int = ...,
+        detail: _builtins.str = ...,
+        restart_at: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "detail", b"detail", "draining", b"draining", "generation", b"generation", "gpus", b"gpus", "job_id", b"job_id", "node", b"node", "ready", b"ready", "replica_id", b"replica_id", "restart_at", b"restart_at", "restarts", b"restarts", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServiceReplica: _TypeAlias = ServiceReplica  # noqa: Y015
+
+@_typing.final
+class Service(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SPEC_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    DELETING_FIELD_NUMBER: _builtins.int
+    READY_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    generation: _builtins.int
+    created_at: _builtins.float
+    deleting: _builtins.bool
+    ready: _builtins.int
+    @_builtins.property
+    def spec(self) -> Global___ServiceSpec: ...
+    @_builtins.property
+    def replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___ServiceReplica]: ...
+    def __init__(
+        self,
+        *,
+        spec: Global___ServiceSpec | None = ...,
+        generation: _builtins.int = ...,
+        created_at: _builtins.float = ...,
+        deleting: _builtins.bool = ...,
+        ready: _builtins.int = ...,
+        replicas: _abc.Iterable[Global___ServiceReplica] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "deleting", b"deleting", "generation", b"generation", "ready", b"ready", "replicas", b"replicas", "spec", b"spec"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Service: _TypeAlias = Service  # noqa: Y015
+
+@_typing.final
+class ServiceName(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServiceName: _TypeAlias = ServiceName  # noqa: Y015
+
+@_typing.final
+class ServiceScaleRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    replicas: _builtins.int
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        replicas: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "replicas", b"replicas"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServiceScaleRequest: _TypeAlias = ServiceScaleRequest  # noqa: Y015
+
+@_typing.final
+class ServiceListRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServiceListRequest: _TypeAlias = ServiceListRequest  # noqa: Y015
+
+@_typing.final
+class ServiceListResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SERVICES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def services(self) -> _containers.RepeatedCompositeFieldContainer[Global___Service]: ...
+    def __init__(
+        self,
+        *,
+        services: _abc.Iterable[Global___Service] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["services", b"services"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServiceListResponse: _TypeAlias = ServiceListResponse  # noqa: Y015
