@@ -47,6 +47,7 @@ from gpu_platform.application.consistency import (
 )
 from gpu_platform.application.raft_node import NotLeader, RaftNode, RaftNodeError
 from gpu_platform.application.replication import RaftReplication as Replication
+from gpu_platform.application.sharing import launch_fields, quota_gpu_memory
 from gpu_platform.domain.allocation.mig_jobs import models_hosting
 from gpu_platform.domain.cluster_state import (
     AbortJob,
@@ -107,6 +108,7 @@ from gpu_platform.domain.faults.health import (
 )
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
+from gpu_platform.domain.model.gpu import Gpu
 from gpu_platform.domain.model.job import Job, JobSpec, JobState, token_job_id
 from gpu_platform.domain.model.job_array import ArraySpec, array_env, parse_array
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
@@ -508,6 +510,7 @@ class ControlPlane:
                     self._state.holder(g),
                     self._state.reason(g.uuid),
                     self._state.hot(g),
+                    self._state.share_book.shares(g.uuid),
                 )
                 for n in self._state.nodes
                 for g in n.gpus
@@ -689,7 +692,8 @@ class ControlPlane:
         tasks = []
         for slot in job.allocation.tasks:
             node = self._state.node(slot.node)
-            shares = tuple(GpuShare(node.gpu(i), 1000) for i in slot.gpu_indices)
+            milli = job.spec.gpu_milli  # < 1000: a share of one GPU
+            shares = tuple(GpuShare(node.gpu(i), milli) for i in slot.gpu_indices)
             tasks.append(TaskPlacement(slot.node, shares, slot.numa_nodes, (), _NO_SCORE))
         return tuple(tasks)
 
@@ -704,6 +708,8 @@ class ControlPlane:
             priority=job.spec.priority,
             preemptible=job.spec.preemptible,
             borrowing=job.borrowing,
+            cpu_milli=job.spec.cpu_milli,
+            gpu_memory_bytes=quota_gpu_memory(job.spec),
             progress=min(1.0, (now - started) / limit) if limit else 0.0,
             expected_end=started + limit if limit else None,
             terminating=job.releasing,
@@ -884,6 +890,7 @@ class ControlPlane:
                     mig_profile=job.spec.mig_profile,
                     image=job.spec.image,
                     mounts=job.spec.mounts,
+                    **launch_fields(job.id, job.spec, _first_gpu(node, slot.gpu_indices)),
                 )
             )
         return specs
@@ -1574,10 +1581,20 @@ def _check_rank(job: Job, rank: int) -> None:
         raise InvalidRequest("rank", f"job {job.id} has tasks 0..{job.spec.tasks - 1}, not {rank}")
 
 
+def _first_gpu(node: Node, indices: tuple[int, ...]) -> Gpu | None:
+    return node.gpu(indices[0]) if indices else None
+
+
 def request_of(spec: JobSpec) -> GpuRequest:
-    """The placement request of a job: its shape and its placement wishes."""
+    """The placement request of a job: its shape (a share of one GPU below 1000 milli-GPU,
+    CPU milli-cores, GPU memory) and its placement wishes (models, vendor: MPS is NVIDIA's)."""
+    vendor = spec.vendor or ("nvidia" if spec.sharing == "mps" else None)
     return GpuRequest(
         gpus=spec.gpus,
+        gpu_milli=spec.gpu_milli if spec.gpus else 1000,
+        gpu_memory_bytes=spec.gpu_memory_bytes or 0,
+        cpu_milli=spec.cpu_milli,
+        vendors=frozenset({vendor}) if vendor else frozenset(),
         tasks=spec.tasks,
         models=frozenset(spec.gpu_models),
         nvlink=Affinity(spec.nvlink),

@@ -35,6 +35,7 @@ from gpu_platform.adapters.inbound.cli.cluster import register_cluster
 from gpu_platform.adapters.inbound.cli.jobs_view import jobs_table
 from gpu_platform.adapters.inbound.cli.ops import register_ops
 from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, Session, fail
+from gpu_platform.adapters.inbound.cli.sharing_opts import share_body
 
 __all__ = [
     "AgentOptions",
@@ -377,7 +378,19 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     @app.command(context_settings={"allow_interspersed_args": False})
     def submit(
         command: Annotated[list[str], typer.Argument(help="The program and its arguments.")],
-        gpus: Annotated[int, typer.Option(help="Whole GPUs on one node (per task).")] = 0,
+        gpus: Annotated[
+            str, typer.Option(help="GPUs per task: whole (2) or a share of one GPU (0.25).")
+        ] = "0",
+        gpu_memory: Annotated[
+            str | None,
+            typer.Option(help="A share's pinned GPU memory (MPS limit), e.g. 10G."),
+        ] = None,
+        cpus: Annotated[str | None, typer.Option(help="CPUs per task, e.g. 4 or 0.5.")] = None,
+        vendor: Annotated[str | None, typer.Option(help="GPU vendor: nvidia, amd, intel.")] = None,
+        sharing: Annotated[
+            str | None,
+            typer.Option(help="A share runs under mps or timeslice (default: mps on NVIDIA)."),
+        ] = None,
         tasks: Annotated[
             int, typer.Option(help="Tasks of a gang: all start together (RANK, WORLD_SIZE...).")
         ] = 1,
@@ -469,11 +482,15 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             if not sep or not key:
                 raise _fail(f"--env {item!r}: expected KEY=VALUE", 2)
             env_map[key] = value
-        if mig is not None and gpus == 0:
-            gpus = 1  # a MIG job holds one GPU; any other count is refused by the server
+        try:
+            shares = share_body(gpus, gpu_memory, cpus, vendor, sharing)
+        except ValueError as exc:
+            raise _fail(str(exc), 2) from None
+        if mig is not None and shares["gpus"] == 0:
+            shares["gpus"] = 1  # a MIG job holds one GPU; any other count is refused by the server
         body: dict[str, Any] = {
             "command": command,
-            "gpus": gpus,
+            **shares,
             "tasks": tasks,
             "preemptible": preemptible,
             "depends_on": after or [],

@@ -1,4 +1,4 @@
-"""CgroupV1Isolation: one group per attempt in each of the cpuset, memory, pids and devices
+"""CgroupV1Isolation: one group per attempt in each of the cpuset, cpu, memory, pids and devices
 hierarchies, under `<root>/<controller>/<prefix>/<attempt>`.
 
 cpuset needs `cpuset.cpus` and `cpuset.mems` on every level before a task may join, so the
@@ -27,7 +27,8 @@ __all__ = ["BASE_DEVICES", "CONTROLLERS", "CgroupV1Isolation"]
 
 log = structlog.get_logger(__name__)
 
-CONTROLLERS = ("cpuset", "memory", "pids", "devices")
+CONTROLLERS = ("cpuset", "cpu", "memory", "pids", "devices")
+CFS_PERIOD_US = 100_000  # the CPU quota's period: cpu_milli milli-cores = cpu_milli*100 us
 
 BASE_DEVICES = (
     DeviceRule("c", 1, 3),  # null
@@ -129,6 +130,11 @@ class CgroupV1Isolation:
         mems = cpu_list(spec.mems) if spec.mems else (parent / "cpuset.mems").read_text().strip()
         write(group / "cpuset.cpus", cpus)
         write(group / "cpuset.mems", mems)
+
+    def _configure_cpu(self, group: Path, spec: IsolationSpec) -> None:
+        if spec.cpu_milli:  # CFS bandwidth: cpu_milli/1000 CPUs' worth of time per period
+            write(group / "cpu.cfs_period_us", str(CFS_PERIOD_US))
+            write(group / "cpu.cfs_quota_us", str(spec.cpu_milli * CFS_PERIOD_US // 1000))
 
     def _configure_memory(self, group: Path, spec: IsolationSpec) -> None:
         if spec.memory_bytes is not None:

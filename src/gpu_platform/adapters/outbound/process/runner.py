@@ -273,6 +273,7 @@ class ProcessJobRunner:
             cpus=spec.cpus,
             mems=spec.mems,
             memory_bytes=spec.memory_bytes,
+            cpu_milli=spec.cpu_milli,
             pids_max=self._pids_max,
             devices=gpu_device_rules(spec.vendor, spec.gpu_indices, self._majors),
         )
