@@ -47,7 +47,7 @@ from gpu_platform.application.consistency import (
 )
 from gpu_platform.application.raft_node import NotLeader, RaftNode, RaftNodeError
 from gpu_platform.application.replication import RaftReplication as Replication
-from gpu_platform.application.sharing import launch_fields, quota_gpu_memory
+from gpu_platform.application.sharing import launch_fields, placement_milli, quota_gpu_memory
 from gpu_platform.domain.allocation.mig_jobs import models_hosting
 from gpu_platform.domain.cluster_state import (
     AbortJob,
@@ -522,6 +522,7 @@ class ControlPlane:
             jobs = Counter(str(j.state) for j in self._state.jobs())
             free = sum(len(v.free) for v in self._state.node_views())
             nodes = self._state.nodes
+            shared = [len(s) for s in self._state.share_book.gpus.values()]
         source = "agents"  # replicated: the nodes are what agents registered
         if self._local is not None:
             source = self._inventory.source
@@ -535,6 +536,8 @@ class ControlPlane:
             gpus_free=free,
             jobs_by_state=dict(jobs),
             notes=self._inventory.notes,
+            gpus_shared=len(shared),
+            shares=sum(shared),
         )
 
     # -- scheduling ----------------------------------------------------------------------------
@@ -596,7 +599,11 @@ class ControlPlane:
                     break
                 self._nominated.discard(job_id)
                 borrowing = job_id in decision.borrowing
-                self._bind_and_launch(by_id[job_id], placement, borrowing=borrowing)
+                try:
+                    self._bind_and_launch(by_id[job_id], placement, borrowing=borrowing)
+                except Conflict as exc:  # the state re-validated the bind and refused it
+                    log.info("bind refused", job_id=job_id, error=str(exc))
+                    continue
                 launched += 1
             self._why = why
             self._nominated &= {j.id for j in self._state.queued()}
@@ -669,6 +676,9 @@ class ControlPlane:
             d for d in spec.depends_on if self._state.job(d).state is not JobState.COMPLETED
         )
         request = request_of(spec)
+        if request.fractional and spec.gpu_memory_bytes is not None:  # memory as a fraction
+            sizes = {g.memory_bytes for n in self._state.nodes for g in n.gpus}
+            request = replace(request, gpu_milli=placement_milli(spec, sorted(sizes)))
         if spec.mig_profile is not None:  # only GPU models whose MIG table has the profile
             models = {g.model for n in self._state.nodes for g in n.gpus}
             hosts = models_hosting(spec.mig_profile, request.models or models)

@@ -38,6 +38,8 @@ class ClusterStatus:
     gpus_free: int
     jobs_by_state: dict[str, int]
     notes: tuple[str, ...]
+    gpus_shared: int = 0  # GPUs shared by jobs (shares of one GPU)
+    shares: int = 0  # shares on them, in all
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from gpu_platform.adapters.inbound.cli.cluster import register_cluster
 from gpu_platform.adapters.inbound.cli.jobs_view import jobs_table
 from gpu_platform.adapters.inbound.cli.ops import register_ops
 from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, Session, fail
-from gpu_platform.adapters.inbound.cli.sharing_opts import share_body
+from gpu_platform.adapters.inbound.cli.sharing_opts import share_body, share_cell, shared_text
 
 __all__ = [
     "AgentOptions",
@@ -828,7 +828,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 f"{g['memory_bytes'] / (1 << 30):.0f} GiB",
                 str(g["numa_node"]),
                 g["state"] + (" (hot)" if g["hot"] else ""),
-                g["job_id"] or "-",
+                share_cell(g),
                 g["uuid"],
                 g["reason"] or "-",
             )
@@ -893,7 +893,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         out.print(f"Server:    {server}")
         out.print(f"Inventory: {s['inventory_source']} ({kind})")
         out.print(f"Nodes:     {s['nodes']}")
-        out.print(f"GPUs:      {s['gpus_free']} free / {s['gpus_total']} total")
+        out.print(f"GPUs:      {s['gpus_free']} free / {s['gpus_total']} total{shared_text(s)}")
         jobs_line = ", ".join(f"{k}={v}" for k, v in sorted(s["jobs_by_state"].items())) or "none"
         out.print(f"Jobs:      {jobs_line}")
         for note in s["notes"]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-__all__ = ["share_body"]
+__all__ = ["share_body", "share_cell", "shared_text"]
 
 MILLI = 1000
 
@@ -70,3 +70,20 @@ def _body(
             raise InvalidRequest("sharing", f"unknown mode {sharing!r}: one of {modes}")
         body["sharing"] = sharing
     return body
+
+
+def share_cell(gpu: dict[str, Any]) -> str:
+    """The JOB cell of `gpus`: the holder, or each sharer with its share and pinned memory."""
+    shares = gpu.get("shares") or []
+    if not shares:
+        return str(gpu.get("job_id") or "-")
+    pinned = sum(s["pinned_memory_bytes"] for s in shares) / (1 << 30)
+    each = ",".join(f"{s['job_id']}({s['gpu_milli'] / MILLI:g})" for s in shares)
+    return f"{each} [{len(shares)} {shares[0]['sharing']}, {pinned:.0f} GiB pinned]"
+
+
+def shared_text(status: dict[str, Any]) -> str:
+    """`status`'s note on shared GPUs ('' when none)."""
+    if not status.get("gpus_shared"):
+        return ""
+    return f", {status['gpus_shared']} shared by {status['shares']} jobs"

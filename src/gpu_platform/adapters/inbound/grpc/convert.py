@@ -164,6 +164,8 @@ def status_to_pb(s: ClusterStatus) -> pb.ClusterStatus:
         gpus_free=s.gpus_free,
         jobs_by_state=s.jobs_by_state,
         notes=list(s.notes),
+        gpus_shared=s.gpus_shared,
+        shares=s.shares,
     )
 
 

@@ -450,6 +450,8 @@ class ClusterStatusOut(BaseModel):
     gpus_free: int
     jobs_by_state: dict[str, int]
     notes: list[str]
+    gpus_shared: int = Field(0, description="GPUs shared by jobs (shares of one GPU)")
+    shares: int = Field(0, description="shares on the shared GPUs, in all")
 
     @classmethod
     def of(cls, s: ClusterStatus) -> ClusterStatusOut:
@@ -461,6 +463,8 @@ class ClusterStatusOut(BaseModel):
             gpus_free=s.gpus_free,
             jobs_by_state=s.jobs_by_state,
             notes=list(s.notes),
+            gpus_shared=s.gpus_shared,
+            shares=s.shares,
         )
 
 

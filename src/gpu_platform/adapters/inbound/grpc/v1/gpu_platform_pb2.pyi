@@ -1035,11 +1035,17 @@ class ClusterStatus(_message.Message):
     GPUS_FREE_FIELD_NUMBER: _builtins.int
     JOBS_BY_STATE_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
+    GPUS_SHARED_FIELD_NUMBER: _builtins.int
+    SHARES_FIELD_NUMBER: _builtins.int
     inventory_source: _builtins.str
     simulated: _builtins.bool
     nodes: _builtins.int
     gpus_total: _builtins.int
     gpus_free: _builtins.int
+    gpus_shared: _builtins.int
+    """GPUs shared by jobs (shares of one GPU)"""
+    shares: _builtins.int
+    """shares on them, in all"""
     @_builtins.property
     def jobs_by_state(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
     @_builtins.property
@@ -1054,10 +1060,12 @@ class ClusterStatus(_message.Message):
         gpus_free: _builtins.int = ...,
         jobs_by_state: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         notes: _abc.Iterable[_builtins.str] | None = ...,
+        gpus_shared: _builtins.int = ...,
+        shares: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus_free", b"gpus_free", "gpus_total", b"gpus_total", "inventory_source", b"inventory_source", "jobs_by_state", b"jobs_by_state", "nodes", b"nodes", "notes", b"notes", "simulated", b"simulated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus_free", b"gpus_free", "gpus_shared", b"gpus_shared", "gpus_total", b"gpus_total", "inventory_source", b"inventory_source", "jobs_by_state", b"jobs_by_state", "nodes", b"nodes", "notes", b"notes", "shares", b"shares", "simulated", b"simulated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
