@@ -49,6 +49,11 @@ class MpsJobRunner:
         self._lock = threading.Lock()
         self._clients: dict[int, set[tuple[str, int, int]]] = {}  # gpu -> (job, epoch, rank)
 
+    @property
+    def inner(self) -> JobRunner:
+        """The runner every attempt is started by."""
+        return self._inner
+
     def clients(self) -> Mapping[int, int]:
         """Live MPS clients per GPU index (for reports and tests)."""
         with self._lock:

@@ -10,6 +10,7 @@ from dependency_injector import providers
 
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
 from gpu_platform.application.mig_jobs import MigJobRunner
+from gpu_platform.application.mps_jobs import MpsJobRunner
 from gpu_platform.domain.model.node import Inventory
 from gpu_platform.infrastructure.config import Settings
 from gpu_platform.infrastructure.container import Container
@@ -24,7 +25,7 @@ def test_the_runner_gives_mig_jobs_instances_only_when_a_controller_is_configure
     container = Container(settings=settings)
     container.adapters.discovery.override(providers.Object(InMemoryGpuDiscovery(inventory)))
     runner = container.adapters.runner()
-    try:
-        assert isinstance(runner, kind)
+    try:  # every node runner is wrapped by the MPS one (shares of one GPU join a daemon)
+        assert isinstance(runner, MpsJobRunner) and isinstance(runner.inner, kind)
     finally:
         container.adapters.shutdown_resources()
