@@ -35,7 +35,12 @@ from gpu_platform.adapters.inbound.cli.cluster import register_cluster
 from gpu_platform.adapters.inbound.cli.jobs_view import jobs_table
 from gpu_platform.adapters.inbound.cli.ops import register_ops
 from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, Session, fail
-from gpu_platform.adapters.inbound.cli.sharing_opts import share_body, share_cell, shared_text
+from gpu_platform.adapters.inbound.cli.sharing_opts import (
+    gpus_text,
+    share_body,
+    share_cell,
+    shared_text,
+)
 
 __all__ = [
     "AgentOptions",
@@ -603,7 +608,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             ("Command", " ".join(j["command"])),
             (
                 "GPUs requested",
-                str(j["gpus"])
+                gpus_text(j, detail=True)
                 + (f" x {j['tasks']} tasks" if j["tasks"] > 1 else "")
                 + (f" (one MIG {j['mig_profile']} instance)" if j.get("mig_profile") else ""),
             ),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-__all__ = ["share_body", "share_cell", "shared_text"]
+__all__ = ["gpus_text", "share_body", "share_cell", "shared_text"]
 
 MILLI = 1000
 
@@ -87,3 +87,22 @@ def shared_text(status: dict[str, Any]) -> str:
     if not status.get("gpus_shared"):
         return ""
     return f", {status['gpus_shared']} shared by {status['shares']} jobs"
+
+
+def gpus_text(job: dict[str, Any], detail: bool = False) -> str:
+    """A job's GPUs as asked: '2', or a share '0.25'; `detail` adds the mode, GPU memory,
+    CPUs and vendor (describe)."""
+    milli = int(job.get("gpu_milli") or MILLI)
+    text = str(job["gpus"]) if milli >= MILLI else f"{milli / MILLI:g}"
+    if not detail:
+        return text
+    extras = []
+    if milli < MILLI and job.get("sharing"):
+        extras.append(str(job["sharing"]))
+    if job.get("gpu_memory_bytes"):
+        extras.append(f"{job['gpu_memory_bytes'] / (1 << 30):g} GiB GPU memory")
+    if job.get("cpu_milli"):
+        extras.append(f"{job['cpu_milli'] / MILLI:g} CPUs")
+    if job.get("vendor"):
+        extras.append(str(job["vendor"]))
+    return text + (f" ({', '.join(extras)})" if extras else "")
