@@ -15,7 +15,9 @@ __all__ = ["both"]  # the fixture, shared with the parity suite
 GIB = 1 << 30
 
 
-def test_a_share_submitted_over_grpc_reads_back_the_same_over_both(both: Both) -> None:
+def test_a_share_over_grpc_reads_back_the_same_over_both_and_bad_ones_name_their_field(
+    both: Both,
+) -> None:
     request = pb.SubmitJobRequest(
         command=["fake-forever"], gpu_milli=250, gpu_memory_bytes=10 * GIB, cpu_milli=1500,
         vendor="nvidia", sharing="mps",
@@ -38,6 +40,7 @@ def test_a_share_submitted_over_grpc_reads_back_the_same_over_both(both: Both) -
     assert (holder.job_id, holder.gpu_milli, holder.pinned_memory_bytes) == (job.id, 250, 10 * GIB)
     status = both.cluster.GetStatus(pb.GetStatusRequest(), timeout=5)
     assert (status.gpus_shared, status.shares) == (1, 1)
+    refused_by_both(both)  # on the same server: each case costs no new one
 
 
 BAD = [  # (REST body, gRPC request, the field both must name)
@@ -53,8 +56,8 @@ BAD = [  # (REST body, gRPC request, the field both must name)
 ]
 
 
-def test_bad_sharing_requests_are_refused_by_both_naming_the_field(both: Both) -> None:
-    for rest_body, grpc_request, field in BAD:  # one server for every case
+def refused_by_both(both: Both) -> None:
+    for rest_body, grpc_request, field in BAD:
         r = both.rest.post("/v1/jobs", json={"command": ["x"], **rest_body})
         assert r.status_code == 422 and r.json()["field"] == field, r.text
         grpc_request.command.append("x")
