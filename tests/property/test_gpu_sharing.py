@@ -126,7 +126,7 @@ class SharingMachine(RuleBasedStateMachine):
 
 TestSharing = SharingMachine.TestCase
 TestSharing.settings = settings(
-    max_examples=60,
+    max_examples=40,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

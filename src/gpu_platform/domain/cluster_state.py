@@ -24,8 +24,10 @@ Membership (`domain.membership`): nodes arrive by RegisterNode (a replicated clu
 cancels them all. `parts()` and `from_parts()` expose the whole state as plain values for
 snapshots (`domain.cluster_codec`).
 
-Invariants (`check_invariants`): every GPU is held by at most one job; the held-GPU index equals
-the allocations of jobs that hold GPUs (running, or releasing a stopped attempt); epochs are
+Invariants (`check_invariants`): every GPU is held by at most one whole-GPU job, or shared by
+jobs asking a share of one GPU whose milli-GPU and pinned memory fit it (`domain.gpu_shares`),
+never both; the held-GPU index and the share book equal the allocations of jobs that hold GPUs
+(running, or releasing a stopped attempt); epochs are
 unique and below `next_epoch`; no live attempt (SCHEDULED or RUNNING, not being stopped) holds
 a DEGRADED, RESETTING or OFFLINE GPU or runs on a DOWN node; the indexes kept as commands apply
 (RESETTING GPUs, jobs not yet ended) equal a full scan.
@@ -794,9 +796,6 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
         assert self._shares.same_as(ShareBook.of(self._jobs.values(), gpus)), "share book stale"
         self._shares.check(gpus)
         assert not set(self._shares.gpus) & set(self._held), "a whole-GPU job shares its GPU"
-        for name, used in self._shares.cpu.items():
-            cap = self._nodes[name].cpus * 1000 if name in self._nodes else 0
-            assert not cap or used <= cap, f"node {name} CPU oversubscribed"
         for job in self._jobs.values():
             if job.state in LIVE and not job.releasing:
                 assert job.allocation is not None
