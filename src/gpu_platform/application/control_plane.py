@@ -677,8 +677,9 @@ class ControlPlane:
         )
         request = request_of(spec)
         if request.fractional and spec.gpu_memory_bytes is not None:  # memory as a fraction
-            sizes = {g.memory_bytes for n in self._state.nodes for g in n.gpus}
-            request = replace(request, gpu_milli=placement_milli(spec, sorted(sizes)))
+            classes = self._live_view.view.classes  # GPU memory sizes: a few hardware classes
+            sizes = sorted({g.memory_bytes for hw in classes for g in hw.gpus})
+            request = replace(request, gpu_milli=placement_milli(spec, sizes))
         if spec.mig_profile is not None:  # only GPU models whose MIG table has the profile
             models = {g.model for n in self._state.nodes for g in n.gpus}
             hosts = models_hosting(spec.mig_profile, request.models or models)

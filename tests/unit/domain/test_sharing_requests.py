@@ -60,6 +60,7 @@ def test_gpu_memory_reads_binary_units() -> None:
         ({"gpus": 1, "sharing": "mps"}, "sharing"),  # a whole GPU is never shared
         ({"gpus": 1, "gpu_milli": 500, "sharing": "mps", "vendor": "amd"}, "sharing"),
         ({"gpus": 1, "gpu_milli": 500, "mig_profile": "1g.10gb"}, "mig_profile"),
+        ({"gpus": 1, "gpu_milli": 500, "tasks": 2}, "tasks"),
     ],
 )
 def test_a_spec_that_means_nothing_is_refused_naming_its_field(

@@ -144,6 +144,7 @@ class JobSpec:
             self.vendor,
             self.sharing,
             self.mig_profile,
+            self.tasks,
         )
         for name in ("nvlink", "numa", "same_rack"):
             if getattr(self, name) not in AFFINITIES:

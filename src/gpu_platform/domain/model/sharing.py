@@ -78,6 +78,7 @@ def check_share_fields(
     vendor: str | None,
     sharing: str | None,
     mig_profile: str | None,
+    tasks: int = 1,
 ) -> None:
     """Refuse (InvalidRequest naming the field) a request that could never mean anything."""
     if not 0 < gpu_milli <= MILLI:
@@ -104,6 +105,8 @@ def check_share_fields(
             raise InvalidRequest("sharing", "only a share of one GPU (gpus below 1) is shared")
         if sharing == "mps" and vendor not in (None, "nvidia"):
             raise InvalidRequest("sharing", f"MPS is NVIDIA's; a {vendor} GPU is time-sliced")
+    if share and tasks > 1:
+        raise InvalidRequest("tasks", "a gang of shares is not supported: give each task a GPU")
     if share and mig_profile is not None:
         raise InvalidRequest("mig_profile", "a MIG instance is not shared: ask gpus 1 with it")
 
