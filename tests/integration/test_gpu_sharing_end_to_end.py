@@ -23,7 +23,7 @@ from tests.integration.conftest import Server, free_port, wait_for
 
 # prints its MPS environment, then waits for the file named by argv[1]
 SHOW_ENV = (
-    "import json, os, sys, time; keys = [k for k in os.environ if k.startswith('CUDA_MPS')];"
+    "import json, os, sys, time; keys = [k for k in os.environ if k.startswith('CUDA_')];"
     " print('ENV', json.dumps({k: os.environ[k] for k in keys}), flush=True);"
     " [time.sleep(0.05) for _ in iter(lambda: os.path.exists(sys.argv[1]), True)]"
 )
@@ -104,6 +104,7 @@ def test_four_quarter_gpu_jobs_share_one_gpus_mps_daemon_until_the_last_ends(
         assert env["CUDA_MPS_PIPE_DIRECTORY"] == pipe
         assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25"
         assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=10240MB"
+        assert env["CUDA_VISIBLE_DEVICES"].startswith("GPU-")  # its GPU by UUID, not index
     daemon = int(pid_file(server, gpu).read_text())
     os.kill(daemon, 0)  # the daemon of that GPU runs
     rows = server.get("/v1/gpus")
