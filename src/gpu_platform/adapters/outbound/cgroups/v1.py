@@ -1,4 +1,4 @@
-"""CgroupV1Isolation: one group per attempt in each of the cpuset, cpu, memory, pids and devices
+"""CgroupV1Isolation: one group per attempt in each of the cpuset, memory, pids and devices
 hierarchies, under `<root>/<controller>/<prefix>/<attempt>`.
 
 cpuset needs `cpuset.cpus` and `cpuset.mems` on every level before a task may join, so the
@@ -6,6 +6,9 @@ prefix group inherits the root's effective sets. Devices are an allow-list: `dev
 then `devices.allow` for the basics every process needs (null, zero, full, random, urandom,
 tty, ptmx, pts) and the job's own device nodes; all other devices — other jobs' GPUs included —
 cannot be opened.
+
+A CPU request (`IsolationSpec.cpu_milli`) is the CFS quota of the attempt's group in the `cpu`
+hierarchy (`cpu.cfs_quota_us` per `cpu.cfs_period_us` of 100 ms), when that hierarchy exists.
 """
 
 from __future__ import annotations
