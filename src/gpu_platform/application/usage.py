@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpu_platform.application.gateway.ledger import ServingLedger
-from gpu_platform.domain.accounting import running_seconds
+from gpu_platform.domain.accounting import gpus_used, running_seconds
 from gpu_platform.domain.errors import InvalidRequest
 from gpu_platform.ports.inbound.job_service import JobService
 from gpu_platform.ports.inbound.usage import JobUsage, UsageReport
@@ -37,7 +37,7 @@ class UsageService:
             seconds = running_seconds(job, start, end)
             if seconds <= 0:
                 continue
-            gpu_s = job.spec.gpus * seconds
+            gpu_s = gpus_used(job) * seconds  # a share of one GPU: its fraction
             rows.append(JobUsage(job.id, job.spec.tenant, job.spec.gpus, seconds, gpu_s))
             by_tenant[job.spec.tenant] = by_tenant.get(job.spec.tenant, 0.0) + gpu_s / 3600
         serving = {} if self._serving is None else self._serving.by_tenant(tenant)

@@ -98,6 +98,11 @@ class Settings(BaseSettings):
         description="Who creates MIG instances for jobs that ask for a MIG profile: nvml "
         "(nvidia-ml-py; root or the mig-config capability) or none (such jobs fail to launch).",
     )
+    mps_control: str = Field(
+        "nvidia-cuda-mps-control",
+        description="The MPS control program that runs one daemon per GPU for jobs sharing a "
+        "GPU under MPS (started for a GPU's first such job, stopped after its last).",
+    )
     job_log_max_bytes: int = Field(
         100 << 20, gt=0, description="Cap on each attempt's log file; the rest is discarded."
     )

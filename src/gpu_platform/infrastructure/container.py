@@ -10,7 +10,7 @@ from `gpu_platform.testing`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import structlog
@@ -31,6 +31,7 @@ from gpu_platform.adapters.outbound.cgroups import (
     detect_isolation,
 )
 from gpu_platform.adapters.outbound.discovery import detect
+from gpu_platform.adapters.outbound.mps.control import MpsDaemonController
 from gpu_platform.adapters.outbound.nvml import NvidiaSmiGpuReset, NvmlHealthMonitor
 from gpu_platform.adapters.outbound.nvml.mig import NvmlMigController
 from gpu_platform.adapters.outbound.observability import OtelJobTracer, StructlogEventPublisher
@@ -60,12 +61,14 @@ from gpu_platform.application.auth_scope import AuditedHardwareStore, AuditTrail
 from gpu_platform.application.control_plane import ControlPlane
 from gpu_platform.application.gateway.ledger import ServingLedger
 from gpu_platform.application.mig_jobs import MigJobRunner
+from gpu_platform.application.mps_jobs import MpsJobRunner
 from gpu_platform.application.replication import RaftReplication
 from gpu_platform.application.run_as import RunAsAccounts
 from gpu_platform.application.services import ServiceManager
 from gpu_platform.application.usage import UsageService
 from gpu_platform.domain.events import DomainEvent
 from gpu_platform.domain.faults.policy import FaultPolicy, XidClass
+from gpu_platform.domain.model.gpu import Gpu
 from gpu_platform.domain.model.node import Inventory
 from gpu_platform.domain.placement import Unschedulable
 from gpu_platform.domain.scheduling import QueueOrder, Quota, SchedulerPolicy
@@ -408,13 +411,12 @@ def process_runner(
     routed = with_containers(runner, containers)
     if routed is not runner:  # the agent finds the lease fence on the runner it is given
         routed.fence = fence  # type: ignore[attr-defined]
+    local = inventory.nodes[0].gpus if inventory.nodes else ()
     if settings.mig_controller == "nvml":  # MIG jobs get an instance on this node's GPUs
-        local = inventory.nodes[0].gpus if inventory.nodes else ()
-        mig = MigJobRunner(routed, NvmlMigController(), {g.index: g.model for g in local})
-        mig.fence = fence  # type: ignore[attr-defined]
-        yield mig
-    else:
-        yield routed
+        routed = MigJobRunner(routed, NvmlMigController(), {g.index: g.model for g in local})
+    mps = MpsJobRunner(routed, mps_controller(settings, local))  # MPS shares join a daemon
+    mps.fence = fence  # type: ignore[attr-defined]
+    yield mps
     if containers is not None:
         containers.close(settings.stop_grace_seconds)
         containers.runtime.close()
@@ -423,6 +425,17 @@ def process_runner(
         isolation.sweep()
     except IsolationError as exc:
         structlog.get_logger(__name__).warning("job cgroups left behind", error=str(exc))
+
+
+def mps_controller(settings: Settings, gpus: Iterable[Gpu]) -> MpsDaemonController:
+    """One MPS daemon per GPU of this node, its pipes and logs under the data directory."""
+    root = settings.data_dir / "mps"
+    return MpsDaemonController(
+        root / "pipe",
+        root / "log",
+        executable=settings.mps_control,
+        gpu_ids={g.index: g.uuid for g in gpus},
+    )
 
 
 def _gpu_reset(runner: JobRunner, health: HealthParts) -> GpuReset | None:

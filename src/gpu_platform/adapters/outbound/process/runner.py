@@ -89,7 +89,9 @@ def visibility_env(spec: LaunchSpec, mode: Literal["index", "uuid"] = "index") -
     if not spec.gpu_indices:
         env["NVIDIA_VISIBLE_DEVICES"] = "void"
         return env
-    ids = spec.gpu_uuids if mode == "uuid" else tuple(str(i) for i in spec.gpu_indices)
+    # an MPS client names its GPU by UUID: an index would count among its daemon's devices
+    by_uuid = mode == "uuid" or spec.mps is not None
+    ids = spec.gpu_uuids if by_uuid else tuple(str(i) for i in spec.gpu_indices)
     if spec.mig_uuids:  # LaunchSpec guarantees vendor == "nvidia"
         ids = spec.mig_uuids
     mask = ",".join(ids)
@@ -294,6 +296,7 @@ class ProcessJobRunner:
             cpus=spec.cpus,
             mems=spec.mems,
             memory_bytes=spec.memory_bytes,
+            cpu_milli=spec.cpu_milli,
             pids_max=self._pids_max,
             devices=gpu_device_rules(spec.vendor, spec.gpu_indices, self._majors),
         )

@@ -65,6 +65,11 @@ class SubmitJobRequest(_message.Message):
     IMAGE_FIELD_NUMBER: _builtins.int
     MOUNTS_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    GPU_MILLI_FIELD_NUMBER: _builtins.int
+    GPU_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
+    CPU_MILLI_FIELD_NUMBER: _builtins.int
+    VENDOR_FIELD_NUMBER: _builtins.int
+    SHARING_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     """whole GPUs on one node"""
     name: _builtins.str
@@ -94,6 +99,16 @@ class SubmitJobRequest(_message.Message):
     """run the command in this container image"""
     request_id: _builtins.str
     """idempotency: a retry with the same id returns the same job"""
+    gpu_milli: _builtins.int
+    """a share of one GPU in milli-GPU (250 = a quarter); implies gpus 1"""
+    gpu_memory_bytes: _builtins.int
+    """a share's pinned device memory; whole GPUs: the least each has"""
+    cpu_milli: _builtins.int
+    """CPU milli-cores per task"""
+    vendor: _builtins.str
+    """nvidia | amd | intel ("" = any)"""
+    sharing: _builtins.str
+    """mps | timeslice ("" = mps on NVIDIA, else timeslice)"""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """argv; command[0] is the program"""
@@ -136,13 +151,22 @@ class SubmitJobRequest(_message.Message):
         image: _builtins.str | None = ...,
         mounts: _abc.Iterable[_builtins.str] | None = ...,
         request_id: _builtins.str | None = ...,
+        gpu_milli: _builtins.int | None = ...,
+        gpu_memory_bytes: _builtins.int | None = ...,
+        cpu_milli: _builtins.int = ...,
+        vendor: _builtins.str = ...,
+        sharing: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "preemptible", b"preemptible", "request_id", b"request_id", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_gpu_milli", b"_gpu_milli", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "preemptible", b"preemptible", "request_id", b"request_id", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpu_models", b"gpu_models", "gpus", b"gpus", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "mounts", b"mounts", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "preemptible", b"preemptible", "priority", b"priority", "request_id", b"request_id", "same_rack", b"same_rack", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_gpu_milli", b"_gpu_milli", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cpu_milli", b"cpu_milli", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "gpu_models", b"gpu_models", "gpus", b"gpus", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "mounts", b"mounts", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "preemptible", b"preemptible", "priority", b"priority", "request_id", b"request_id", "same_rack", b"same_rack", "sharing", b"sharing", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user", "vendor", b"vendor"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cwd: _TypeAlias = _typing.Literal["cwd"]  # noqa: Y015
     _WhichOneofArgType__cwd: _TypeAlias = _typing.Literal["_cwd", b"_cwd"]  # noqa: Y015
+    _WhichOneofReturnType__gpu_memory_bytes: _TypeAlias = _typing.Literal["gpu_memory_bytes"]  # noqa: Y015
+    _WhichOneofArgType__gpu_memory_bytes: _TypeAlias = _typing.Literal["_gpu_memory_bytes", b"_gpu_memory_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__gpu_milli: _TypeAlias = _typing.Literal["gpu_milli"]  # noqa: Y015
+    _WhichOneofArgType__gpu_milli: _TypeAlias = _typing.Literal["_gpu_milli", b"_gpu_milli"]  # noqa: Y015
     _WhichOneofReturnType__image: _TypeAlias = _typing.Literal["image"]  # noqa: Y015
     _WhichOneofArgType__image: _TypeAlias = _typing.Literal["_image", b"_image"]  # noqa: Y015
     _WhichOneofReturnType__memory_bytes: _TypeAlias = _typing.Literal["memory_bytes"]  # noqa: Y015
@@ -159,6 +183,10 @@ class SubmitJobRequest(_message.Message):
     _WhichOneofArgType__user: _TypeAlias = _typing.Literal["_user", b"_user"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__cwd) -> _WhichOneofReturnType__cwd | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_memory_bytes) -> _WhichOneofReturnType__gpu_memory_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_milli) -> _WhichOneofReturnType__gpu_milli | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__image) -> _WhichOneofReturnType__image | None: ...
     @_typing.overload
@@ -314,6 +342,11 @@ class Job(_message.Message):
     INTERRUPTIONS_FIELD_NUMBER: _builtins.int
     IMAGE_FIELD_NUMBER: _builtins.int
     MOUNTS_FIELD_NUMBER: _builtins.int
+    GPU_MILLI_FIELD_NUMBER: _builtins.int
+    GPU_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
+    CPU_MILLI_FIELD_NUMBER: _builtins.int
+    VENDOR_FIELD_NUMBER: _builtins.int
+    SHARING_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     state: _builtins.str
@@ -348,6 +381,12 @@ class Job(_message.Message):
     interruptions: _builtins.int
     """re-queued, not its fault: preemption, restarts, forced offline"""
     image: _builtins.str
+    gpu_milli: _builtins.int
+    """1000 = whole GPUs; less: a share of one GPU"""
+    gpu_memory_bytes: _builtins.int
+    cpu_milli: _builtins.int
+    vendor: _builtins.str
+    sharing: _builtins.str
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -402,10 +441,15 @@ class Job(_message.Message):
         interruptions: _builtins.int = ...,
         image: _builtins.str | None = ...,
         mounts: _abc.Iterable[_builtins.str] | None = ...,
+        gpu_milli: _builtins.int = ...,
+        gpu_memory_bytes: _builtins.int | None = ...,
+        cpu_milli: _builtins.int = ...,
+        vendor: _builtins.str = ...,
+        sharing: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array_id", b"array_id", "exit_code", b"exit_code", "finished_at", b"finished_at", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "pending", b"pending", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array_id", b"array_id", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpu_memory_bytes", b"gpu_memory_bytes", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "pending", b"pending", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array", b"array", "array_id", b"array_id", "array_index", b"array_index", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "depends_on", b"depends_on", "exit_code", b"exit_code", "faults", b"faults", "finished_at", b"finished_at", "gpu_models", b"gpu_models", "gpus", b"gpus", "history", b"history", "id", b"id", "image", b"image", "interruptions", b"interruptions", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "mounts", b"mounts", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "same_rack", b"same_rack", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array", b"array", "array_id", b"array_id", "array_index", b"array_index", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "cpu_milli", b"cpu_milli", "depends_on", b"depends_on", "exit_code", b"exit_code", "faults", b"faults", "finished_at", b"finished_at", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "gpu_models", b"gpu_models", "gpus", b"gpus", "history", b"history", "id", b"id", "image", b"image", "interruptions", b"interruptions", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "mounts", b"mounts", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "same_rack", b"same_rack", "sharing", b"sharing", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user", "vendor", b"vendor"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__allocation: _TypeAlias = _typing.Literal["allocation"]  # noqa: Y015
     _WhichOneofArgType__allocation: _TypeAlias = _typing.Literal["_allocation", b"_allocation"]  # noqa: Y015
@@ -415,6 +459,8 @@ class Job(_message.Message):
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
     _WhichOneofReturnType__finished_at: _TypeAlias = _typing.Literal["finished_at"]  # noqa: Y015
     _WhichOneofArgType__finished_at: _TypeAlias = _typing.Literal["_finished_at", b"_finished_at"]  # noqa: Y015
+    _WhichOneofReturnType__gpu_memory_bytes: _TypeAlias = _typing.Literal["gpu_memory_bytes"]  # noqa: Y015
+    _WhichOneofArgType__gpu_memory_bytes: _TypeAlias = _typing.Literal["_gpu_memory_bytes", b"_gpu_memory_bytes"]  # noqa: Y015
     _WhichOneofReturnType__image: _TypeAlias = _typing.Literal["image"]  # noqa: Y015
     _WhichOneofArgType__image: _TypeAlias = _typing.Literal["_image", b"_image"]  # noqa: Y015
     _WhichOneofReturnType__memory_bytes: _TypeAlias = _typing.Literal["memory_bytes"]  # noqa: Y015
@@ -437,6 +483,8 @@ class Job(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__exit_code) -> _WhichOneofReturnType__exit_code | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__finished_at) -> _WhichOneofReturnType__finished_at | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_memory_bytes) -> _WhichOneofReturnType__gpu_memory_bytes | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__image) -> _WhichOneofReturnType__image | None: ...
     @_typing.overload
@@ -836,6 +884,7 @@ class Gpu(_message.Message):
     PCI_BUS_ID_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
     JOB_ID_FIELD_NUMBER: _builtins.int
+    SHARES_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     index: _builtins.int
     uuid: _builtins.str
@@ -846,7 +895,11 @@ class Gpu(_message.Message):
     pci_bus_id: _builtins.str
     state: _builtins.str
     job_id: _builtins.str
-    """empty when free"""
+    """empty when free (a shared GPU: its first sharer)"""
+    @_builtins.property
+    def shares(self) -> _containers.RepeatedCompositeFieldContainer[Global___ShareHolder]:
+        """jobs sharing this GPU"""
+
     def __init__(
         self,
         *,
@@ -860,14 +913,46 @@ class Gpu(_message.Message):
         pci_bus_id: _builtins.str = ...,
         state: _builtins.str = ...,
         job_id: _builtins.str = ...,
+        shares: _abc.Iterable[Global___ShareHolder] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "job_id", b"job_id", "memory_bytes", b"memory_bytes", "model", b"model", "node", b"node", "numa_node", b"numa_node", "pci_bus_id", b"pci_bus_id", "state", b"state", "uuid", b"uuid", "vendor", b"vendor"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "job_id", b"job_id", "memory_bytes", b"memory_bytes", "model", b"model", "node", b"node", "numa_node", b"numa_node", "pci_bus_id", b"pci_bus_id", "shares", b"shares", "state", b"state", "uuid", b"uuid", "vendor", b"vendor"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Gpu: _TypeAlias = Gpu  # noqa: Y015
+
+@_typing.final
+class ShareHolder(_message.Message):
+    """one job's share of a GPU"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    GPU_MILLI_FIELD_NUMBER: _builtins.int
+    PINNED_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
+    SHARING_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    gpu_milli: _builtins.int
+    pinned_memory_bytes: _builtins.int
+    sharing: _builtins.str
+    """mps | timeslice"""
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        gpu_milli: _builtins.int = ...,
+        pinned_memory_bytes: _builtins.int = ...,
+        sharing: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_milli", b"gpu_milli", "job_id", b"job_id", "pinned_memory_bytes", b"pinned_memory_bytes", "sharing", b"sharing"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ShareHolder: _TypeAlias = ShareHolder  # noqa: Y015
 
 @_typing.final
 class ListGpusRequest(_message.Message):
@@ -950,11 +1035,17 @@ class ClusterStatus(_message.Message):
     GPUS_FREE_FIELD_NUMBER: _builtins.int
     JOBS_BY_STATE_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
+    GPUS_SHARED_FIELD_NUMBER: _builtins.int
+    SHARES_FIELD_NUMBER: _builtins.int
     inventory_source: _builtins.str
     simulated: _builtins.bool
     nodes: _builtins.int
     gpus_total: _builtins.int
     gpus_free: _builtins.int
+    gpus_shared: _builtins.int
+    """GPUs shared by jobs (shares of one GPU)"""
+    shares: _builtins.int
+    """shares on them, in all"""
     @_builtins.property
     def jobs_by_state(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
     @_builtins.property
@@ -969,10 +1060,12 @@ class ClusterStatus(_message.Message):
         gpus_free: _builtins.int = ...,
         jobs_by_state: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         notes: _abc.Iterable[_builtins.str] | None = ...,
+        gpus_shared: _builtins.int = ...,
+        shares: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus_free", b"gpus_free", "gpus_total", b"gpus_total", "inventory_source", b"inventory_source", "jobs_by_state", b"jobs_by_state", "nodes", b"nodes", "notes", b"notes", "simulated", b"simulated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus_free", b"gpus_free", "gpus_shared", b"gpus_shared", "gpus_total", b"gpus_total", "inventory_source", b"inventory_source", "jobs_by_state", b"jobs_by_state", "nodes", b"nodes", "notes", b"notes", "shares", b"shares", "simulated", b"simulated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
