@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -20,6 +21,7 @@ from gpu_platform.domain.services.model import ServiceSpec
 from gpu_platform.infrastructure.config import load_settings
 from gpu_platform.infrastructure.container import Container
 from gpu_platform.ports.inbound.services import ServiceInfo
+from gpu_platform.testing.fake_mps_control import write_fake_mps_control
 
 MODEL_SERVER = (sys.executable, "-m", "gpu_platform.testing.model_server", "--port-env", "PORT")
 
@@ -34,7 +36,7 @@ def wait(cond: Callable[[], bool], timeout: float = 30.0) -> bool:
 
 
 @pytest.fixture(scope="module")
-def services() -> Iterator[ServiceManager]:
+def container() -> Iterator[Container]:
     with tempfile.TemporaryDirectory() as data:
         settings = load_settings(
             data_dir=data,
@@ -44,13 +46,19 @@ def services() -> Iterator[ServiceManager]:
             sim_profile="dgx-a100",
             isolation="none",
             stop_grace_seconds=2,
+            mps_control=str(write_fake_mps_control(Path(data))),  # shares of a GPU join it
         )
         container = Container(settings=settings)
         container.init_resources()
         try:
-            yield container.services()
+            yield container
         finally:
             container.shutdown_resources()
+
+
+@pytest.fixture(scope="module")
+def services(container: Container) -> ServiceManager:
+    return container.services()
 
 
 def spec(name: str, replicas: int, **kw: object) -> ServiceSpec:
@@ -90,6 +98,21 @@ def test_replicas_become_ready_at_their_own_addresses_and_the_gateway_sees_them(
     route = services.routes()["tiny"]
     assert route.service == "tiny" and route.tenant == "default"
     assert {r.url for r in route.replicas} == addresses
+
+
+def test_half_gpu_replicas_run_as_shares_of_one_gpu_and_serve(
+    container: Container, services: ServiceManager
+) -> None:
+    services.create_service(spec("half", 2, gpu_milli=500))
+    assert wait(ready(services, "half", 2)), services.get_service("half")
+    plane = container.control_plane()
+    for replica in services.get_service("half").replicas:
+        job = plane.read_state(lambda s, j=replica.job_id: s.job(j))
+        assert (job.spec.gpus, job.spec.gpu_milli) == (1, 500)
+        assert len(replica.gpus) == 1
+        assert httpx.get(replica.address + "/health", timeout=5).status_code == 200
+    services.delete_service("half")
+    assert wait(lambda: "half" not in services.routes())
 
 
 def test_a_killed_replica_restarts_after_its_backoff_and_serves_again(

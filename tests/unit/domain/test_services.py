@@ -25,6 +25,7 @@ from gpu_platform.domain.services.reconcile import (
     StopReplicaJob,
     SubmitReplicaJob,
     reconcile,
+    replica_job_spec,
     replica_state,
 )
 from gpu_platform.domain.services.table import ServiceTable
@@ -89,12 +90,23 @@ def spec(**kw: object) -> ServiceSpec:
         ({"engine": "vllm", "model": ""}, "model"),
         ({"command": ()}, "command"),
         ({"backoff_s": 0.0}, "backoff_s"),
+        ({"gpu_milli": 0}, "gpu_milli"),
+        ({"gpu_milli": 500, "gpus": 2}, "gpus"),
+        ({"gpu_milli": 500, "gpus": 1, "gpu_memory_bytes": 0}, "gpu_memory_bytes"),
     ],
 )
 def test_a_bad_spec_is_refused_naming_the_field(change: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidRequest) as err:
         ServiceTable().apply(CreateService(spec(**change), 0.0))
     assert err.value.field == field
+
+
+def test_a_replica_of_a_half_gpu_service_asks_for_a_share_of_one_gpu() -> None:
+    table = ServiceTable()
+    table.apply(CreateService(spec(gpus=1, gpu_milli=500, gpu_memory_bytes=1 << 30), 0.0))
+    service = table.get("web")
+    job = replica_job_spec(service, "web-1", 0)
+    assert (job.gpus, job.gpu_milli, job.gpu_memory_bytes) == (1, 500, 1 << 30)
 
 
 def test_names_are_unique_and_unknown_services_are_not_found() -> None:

@@ -80,6 +80,8 @@ class ServiceSpec:
     backoff_s: float = 1.0
     max_backoff_s: float = 60.0
     drain_s: float = 2.0
+    gpu_milli: int = 1000  # < 1000 (with gpus == 1): each replica a share of one GPU
+    gpu_memory_bytes: int | None = None  # a share's pinned device memory (MPS limit)
 
     @property
     def served_model(self) -> str:
@@ -101,6 +103,12 @@ def check_spec(spec: ServiceSpec) -> None:
         raise bad("replicas", f"must be in 0..{MAX_REPLICAS}")
     if spec.gpus < 0:
         raise bad("gpus", "must be >= 0")
+    if not 1 <= spec.gpu_milli <= 1000:
+        raise bad("gpu_milli", "must be in 1..1000 (1000 = whole GPUs)")
+    if spec.gpu_milli < 1000 and spec.gpus != 1:
+        raise bad("gpus", "a share of a GPU (gpu_milli < 1000) is a share of one GPU: gpus = 1")
+    if spec.gpu_memory_bytes is not None and spec.gpu_memory_bytes <= 0:
+        raise bad("gpu_memory_bytes", "must be > 0")
     if not _ENV.fullmatch(spec.port_env):
         raise bad("port_env", "must be an environment variable name")
     if not spec.health_path.startswith("/"):

@@ -92,6 +92,8 @@ def replica_job_spec(service: Service, replica_id: str, incarnation: int) -> Job
     return JobSpec(
         replica_argv(spec),
         gpus=spec.gpus,
+        gpu_milli=spec.gpu_milli,
+        gpu_memory_bytes=spec.gpu_memory_bytes,
         name=f"{spec.name}/{replica_id}",
         tenant=spec.tenant,
         priority=spec.priority,

@@ -29,7 +29,14 @@ NameArg = Annotated[str, typer.Argument(metavar="NAME", help="The service's name
 
 # Options shared by create and update; None = not given (update keeps the current value).
 Replicas = Annotated[int | None, typer.Option("--replicas", "-r", help="Replicas wanted.")]
-Gpus = Annotated[int | None, typer.Option("--gpus", help="Whole GPUs per replica (one node).")]
+Gpus = Annotated[
+    str | None,
+    typer.Option("--gpus", help="GPUs per replica: whole GPUs (2) or a share of one GPU (0.5)."),
+]
+GpuMemory = Annotated[
+    str | None,
+    typer.Option("--gpu-memory", help="A share's pinned device memory (10G; MPS limit)."),
+]
 PortEnv = Annotated[
     str | None, typer.Option("--port-env", help="Env var with the replica's port [PORT].")
 ]
@@ -66,9 +73,11 @@ def _spec(
 ) -> dict[str, Any]:
     spec = {k: base[k] for k in _FIELDS if k in base}
     spec["name"] = name
+    gpus, memory = given.pop("gpus", None), given.pop("gpu_memory", None)
     for key, value in given.items():
         if value is not None:
             spec[key] = value
+    spec.update(_gpu_fields(gpus, memory))
     if command:
         spec["command"] = command
     if env is not None:
@@ -82,11 +91,33 @@ def _spec(
     return spec
 
 
+def _gpu_fields(gpus: str | None, memory: str | None) -> dict[str, Any]:
+    """--gpus (2, or 0.5: a share of one GPU) and --gpu-memory (10G) as spec fields."""
+    from gpu_platform.domain.errors import InvalidRequest
+    from gpu_platform.domain.model.sharing import parse_bytes, parse_gpus
+
+    fields: dict[str, Any] = {}
+    try:
+        if gpus is not None:
+            fields["gpus"], fields["gpu_milli"] = parse_gpus(gpus)
+        if memory is not None:
+            fields["gpu_memory_bytes"] = parse_bytes(memory, "gpu_memory")
+    except InvalidRequest as exc:
+        raise fail(f"--{exc.field.replace('_', '-')}: {exc.reason}", 2) from None
+    return fields
+
+
 _FIELDS = (
-    "name", "command", "replicas", "gpus", "tenant", "priority", "preemptible", "port_env",
-    "health_path", "engine", "model", "env", "startup_timeout_s", "unhealthy_timeout_s",
-    "backoff_s", "max_backoff_s", "drain_s",
+    "name", "command", "replicas", "gpus", "gpu_milli", "gpu_memory_bytes", "tenant",
+    "priority", "preemptible", "port_env", "health_path", "engine", "model", "env",
+    "startup_timeout_s", "unhealthy_timeout_s", "backoff_s", "max_backoff_s", "drain_s",
 )  # fmt: skip
+
+
+def _gpus(s: dict[str, Any]) -> str:
+    """2, or 0.5 for a share of one GPU."""
+    milli = int(s.get("gpu_milli") or 1000)
+    return f"{milli / 1000:g}" if milli < 1000 else str(s["gpus"])
 
 
 def _ago(at: float | None) -> str:
@@ -113,7 +144,7 @@ def register_services(
             return
         out.print(brief(s))
         out.print(
-            f"Tenant {s['tenant']}  priority {s['priority']}  GPUs/replica {s['gpus']}  "
+            f"Tenant {s['tenant']}  priority {s['priority']}  GPUs/replica {_gpus(s)}  "
             f"generation {s['generation']}  health {s['health_path']}  port env {s['port_env']}"
             + ("  DELETING" if s["deleting"] else "")
         )
@@ -138,7 +169,8 @@ def register_services(
         name: NameArg,
         command: Command = None,
         replicas: Replicas = 1,
-        gpus: Gpus = 0,
+        gpus: Gpus = None,
+        gpu_memory: GpuMemory = None,
         port_env: PortEnv = None,
         health: Health = None,
         engine: Engine = None,
@@ -160,6 +192,7 @@ def register_services(
             env=env,
             replicas=replicas,
             gpus=gpus,
+            gpu_memory=gpu_memory,
             port_env=port_env,
             health_path=health,
             engine=engine,
@@ -186,7 +219,7 @@ def register_services(
                 s["model"],
                 s["engine"],
                 f"{s['ready']}/{s['replicas']}" + (" deleting" if s["deleting"] else ""),
-                str(s["gpus"]),
+                _gpus(s),
                 str(s["generation"]),
             )
         out.print(table)
@@ -215,6 +248,7 @@ def register_services(
         command: Command = None,
         replicas: Replicas = None,
         gpus: Gpus = None,
+        gpu_memory: GpuMemory = None,
         port_env: PortEnv = None,
         health: Health = None,
         engine: Engine = None,
@@ -237,6 +271,7 @@ def register_services(
             env=env,
             replicas=replicas,
             gpus=gpus,
+            gpu_memory=gpu_memory,
             port_env=port_env,
             health_path=health,
             engine=engine,

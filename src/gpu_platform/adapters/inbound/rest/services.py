@@ -47,6 +47,12 @@ class ServiceIn(BaseModel):
     )
     replicas: int = Field(1, ge=0, le=256)
     gpus: int = Field(0, ge=0, le=4096, description="whole GPUs per replica (one node)")
+    gpu_milli: int = Field(
+        1000, ge=1, le=1000, description="< 1000 with gpus = 1: each replica a share of one GPU"
+    )
+    gpu_memory_bytes: int | None = Field(
+        None, gt=0, description="a share's pinned device memory (the MPS limit)"
+    )
     tenant: str | None = Field(None, min_length=1, max_length=64)
     priority: int = Field(0, ge=-1000, le=1000)
     preemptible: bool = True
@@ -68,6 +74,8 @@ class ServiceIn(BaseModel):
             command=list(spec.command),
             replicas=spec.replicas,
             gpus=spec.gpus,
+            gpu_milli=spec.gpu_milli,
+            gpu_memory_bytes=spec.gpu_memory_bytes,
             tenant=spec.tenant,
             priority=spec.priority,
             preemptible=spec.preemptible,
@@ -89,6 +97,8 @@ class ServiceIn(BaseModel):
             command=tuple(self.command),
             replicas=self.replicas,
             gpus=self.gpus,
+            gpu_milli=self.gpu_milli,
+            gpu_memory_bytes=self.gpu_memory_bytes,
             tenant=self.tenant or default_tenant,
             priority=self.priority,
             preemptible=self.preemptible,
@@ -152,6 +162,7 @@ class ServiceOut(BaseModel):
     replicas: int
     ready: int
     gpus: int
+    gpu_milli: int = Field(description="< 1000: each replica a share of one GPU")
     priority: int
     port_env: str
     health_path: str
@@ -172,6 +183,7 @@ class ServiceOut(BaseModel):
             replicas=s.spec.replicas,
             ready=s.ready,
             gpus=s.spec.gpus,
+            gpu_milli=s.spec.gpu_milli,
             priority=s.spec.priority,
             port_env=s.spec.port_env,
             health_path=s.spec.health_path,

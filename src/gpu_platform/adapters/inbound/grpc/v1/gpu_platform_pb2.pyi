@@ -1678,6 +1678,8 @@ class ServiceSpec(_message.Message):
     BACKOFF_S_FIELD_NUMBER: _builtins.int
     MAX_BACKOFF_S_FIELD_NUMBER: _builtins.int
     DRAIN_S_FIELD_NUMBER: _builtins.int
+    GPU_MILLI_FIELD_NUMBER: _builtins.int
+    GPU_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """DNS label: a-z, 0-9, '-'"""
     replicas: _builtins.int
@@ -1705,6 +1707,10 @@ class ServiceSpec(_message.Message):
     """0: 60"""
     drain_s: _builtins.float
     """unset: 2"""
+    gpu_milli: _builtins.int
+    """unset: 1000; < 1000 with gpus = 1: a share of one GPU"""
+    gpu_memory_bytes: _builtins.int
+    """a share's pinned device memory (MPS limit)"""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """custom: the replica's argv; engines: extra arguments"""
@@ -1731,17 +1737,27 @@ class ServiceSpec(_message.Message):
         backoff_s: _builtins.float = ...,
         max_backoff_s: _builtins.float = ...,
         drain_s: _builtins.float | None = ...,
+        gpu_milli: _builtins.int | None = ...,
+        gpu_memory_bytes: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_drain_s", b"_drain_s", "_preemptible", b"_preemptible", "drain_s", b"drain_s", "preemptible", b"preemptible"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_drain_s", b"_drain_s", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_gpu_milli", b"_gpu_milli", "_preemptible", b"_preemptible", "drain_s", b"drain_s", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "preemptible", b"preemptible"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_drain_s", b"_drain_s", "_preemptible", b"_preemptible", "backoff_s", b"backoff_s", "command", b"command", "drain_s", b"drain_s", "engine", b"engine", "env", b"env", "gpus", b"gpus", "health_path", b"health_path", "max_backoff_s", b"max_backoff_s", "model", b"model", "name", b"name", "port_env", b"port_env", "preemptible", b"preemptible", "priority", b"priority", "replicas", b"replicas", "startup_timeout_s", b"startup_timeout_s", "tenant", b"tenant", "unhealthy_timeout_s", b"unhealthy_timeout_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_drain_s", b"_drain_s", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_gpu_milli", b"_gpu_milli", "_preemptible", b"_preemptible", "backoff_s", b"backoff_s", "command", b"command", "drain_s", b"drain_s", "engine", b"engine", "env", b"env", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "gpus", b"gpus", "health_path", b"health_path", "max_backoff_s", b"max_backoff_s", "model", b"model", "name", b"name", "port_env", b"port_env", "preemptible", b"preemptible", "priority", b"priority", "replicas", b"replicas", "startup_timeout_s", b"startup_timeout_s", "tenant", b"tenant", "unhealthy_timeout_s", b"unhealthy_timeout_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__drain_s: _TypeAlias = _typing.Literal["drain_s"]  # noqa: Y015
     _WhichOneofArgType__drain_s: _TypeAlias = _typing.Literal["_drain_s", b"_drain_s"]  # noqa: Y015
+    _WhichOneofReturnType__gpu_memory_bytes: _TypeAlias = _typing.Literal["gpu_memory_bytes"]  # noqa: Y015
+    _WhichOneofArgType__gpu_memory_bytes: _TypeAlias = _typing.Literal["_gpu_memory_bytes", b"_gpu_memory_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__gpu_milli: _TypeAlias = _typing.Literal["gpu_milli"]  # noqa: Y015
+    _WhichOneofArgType__gpu_milli: _TypeAlias = _typing.Literal["_gpu_milli", b"_gpu_milli"]  # noqa: Y015
     _WhichOneofReturnType__preemptible: _TypeAlias = _typing.Literal["preemptible"]  # noqa: Y015
     _WhichOneofArgType__preemptible: _TypeAlias = _typing.Literal["_preemptible", b"_preemptible"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__drain_s) -> _WhichOneofReturnType__drain_s | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_memory_bytes) -> _WhichOneofReturnType__gpu_memory_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_milli) -> _WhichOneofReturnType__gpu_milli | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__preemptible) -> _WhichOneofReturnType__preemptible | None: ...
 
