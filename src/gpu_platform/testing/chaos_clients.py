@@ -7,9 +7,9 @@ retry after an unknown outcome cannot make a second job and a listing by name co
 * a *held* job depends on `blocker` (a job that runs on), so it stays QUEUED; a client may
   cancel it once;
 * a *running* job (`runs=True` in the history) is a real short command,
-  `sh -c SCRIPT TAG FILE`, that appends `start <job>:<epoch>` and, `seconds` later,
-  `done <job>:<epoch>` to `FILE` (`runs_dir/<key>`): the server schedules, runs, re-queues and
-  finishes it by itself.
+  `sh -c SCRIPT TAG FILE`, that appends `start <job>:<epoch> <unix time>` and, 0.5 to
+  `seconds` s later, `done <job>:<epoch> <unix time>` to `FILE` (`runs_dir/<key>`): the
+  server schedules, runs, re-queues and finishes it by itself.
 
 The first try of a submit is a `submit`; every further try (any live server, same key) is a
 `retry`; a try that times out or loses its connection is indeterminate (`info`). A read
@@ -25,6 +25,7 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -38,9 +39,10 @@ from gpu_platform.testing.linearizability_models import JobInput, JobOp, JobOutp
 __all__ = ["JobClients"]
 
 SCRIPT = (
-    'echo "start $GPU_PLATFORM_ATTEMPT" >> "$1"; sleep {s}; '
-    'echo "done $GPU_PLATFORM_ATTEMPT" >> "$1"'
+    'echo "start $GPU_PLATFORM_ATTEMPT $(date +%s.%N)" >> "$1"; sleep {s}; '
+    'echo "done $GPU_PLATFORM_ATTEMPT $(date +%s.%N)" >> "$1"'
 )
+MAX_ACTIVE = 12  # running jobs not yet seen finished; beyond it, submissions are held jobs
 _GIVE_UP_S = 30.0  # a submit stops retrying after this long; it stays indeterminate
 
 
@@ -79,6 +81,7 @@ class JobClients:
         self.keys: dict[str, bool] = {}  # key -> runs
         self.acked: dict[str, str] = {}  # key -> job id
         self._cancelled: set[str] = set()
+        self._seen: dict[str, JobState | None] = {}  # key -> the last state a read returned
         self.final: dict[str, list[dict[str, Any]]] = {}  # key -> jobs named so, at the end
 
     def start(self) -> JobClients:
@@ -140,11 +143,14 @@ class JobClients:
             self.recorder.ok(handle, JobOutput(True, state, copies=len(found)))
         self.final = {k: by_name.get(k, []) for k in keys}
 
-    def audit(self) -> dict[str, Any]:
-        """Figures from `final_reads()` and the marker files."""
+    def audit(self, frozen: Sequence[tuple[float, float]] = ()) -> dict[str, Any]:
+        """Figures from `final_reads()` and the marker files. A command that completed twice
+        is explained when all its completions but the last fall in one of the `frozen`
+        windows (unix times an agent was stopped, plus the fence's few seconds): at-least-once
+        (its exit was never reported, the job ran again); otherwise it is a fault."""
         lost = [k for k in self.acked if not self.final.get(k)]
         duplicated = [k for k, jobs in self.final.items() if len(jobs) > 1]
-        unfinished, twice, without, completed = [], [], [], 0
+        unfinished, twice, without, unexplained, completed = [], [], [], [], 0
         for key, runs in self.keys.items():
             jobs = self.final.get(key, [])
             if not runs or not jobs:
@@ -159,6 +165,9 @@ class JobClients:
                     without.append(key)
             if marks["done"] > 1:
                 twice.append(key)
+                dones = [float(m.split()[2]) for m in self._marks(key) if m.startswith("done")]
+                if not all(any(a <= t <= b + 5 for a, b in frozen) for t in dones[:-1]):
+                    unexplained.append(key)
         return {
             "submissions": len(self.keys),
             "acknowledged_jobs": len(self.acked),
@@ -167,8 +176,13 @@ class JobClients:
             "jobs_duplicated": len(duplicated),
             "running_jobs_unfinished": len(unfinished),
             "commands_completed_twice": len(twice),
+            "completed_twice_unexplained": len(unexplained),
             "completed_without_running": len(without),
-            "examples": {"lost": lost[:5], "duplicated": duplicated[:5], "twice": twice[:5]},
+            "examples": {
+                "lost": lost[:5],
+                "duplicated": duplicated[:5],
+                "twice": {k: self._marks(k) for k in twice[:5]},
+            },
         }
 
     def _marks(self, key: str) -> list[str]:
@@ -181,12 +195,12 @@ class JobClients:
         alive = self._c.alive()
         return [self._c.url(alive[(n + k) % len(alive)]) for k in range(len(alive))]
 
-    def _submit(self, http: httpx.Client, me: int, n: int, runs: bool) -> None:
+    def _submit(self, http: httpx.Client, me: int, n: int, runs: bool, secs: float) -> None:
         key = f"chaos-{self.tag}-{me}-{n}"
         with self._lock:
             self.keys[key] = runs
         if runs:
-            script = SCRIPT.format(s=self._seconds)
+            script = SCRIPT.format(s=secs)
             body: dict[str, Any] = {
                 "command": ["sh", "-c", script, self.tag, str(self.runs_dir / key)]
             }
@@ -227,8 +241,15 @@ class JobClients:
                 n += 1
                 with self._lock:
                     acked = list(self.acked)
-                if not acked or rng.random() < 0.3:
-                    self._submit(http, me, n, rng.random() < self._run_share)
+                    active = sum(  # running jobs not yet seen finished (bounds the queue)
+                        1
+                        for k in acked
+                        if self.keys[k] and self._seen.get(k) not in TERMINAL_JOB_STATES
+                    )
+                if not acked or rng.random() < 0.15:
+                    runs = rng.random() < self._run_share and active < MAX_ACTIVE
+                    secs = round(rng.uniform(0.5, max(0.5, self._seconds)), 1)
+                    self._submit(http, me, n, runs, secs)
                     continue
                 key = rng.choice(acked)
                 with self._lock:
@@ -237,7 +258,7 @@ class JobClients:
                     if cancel:
                         self._cancelled.add(key)
                 self._read_or_cancel(http, me, n, key, job_id, runs, cancel)
-                self._halt.wait(0.02)
+                self._halt.wait(0.05)
         finally:
             http.close()
 
@@ -255,6 +276,8 @@ class JobClients:
         if not cancel and r.status_code in (200, 404):  # 404: a read that says "absent"
             state = JobState(r.json()["state"]) if r.status_code == 200 else None
             self.recorder.ok(h, JobOutput(True, state))
+            with self._lock:
+                self._seen[key] = state
         elif cancel and r.status_code in (200, 404, 409):
             self.recorder.ok(h, JobOutput(r.status_code == 200))
         else:
