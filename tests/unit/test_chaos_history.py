@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gpu_platform.domain.model.job import JobState
 from gpu_platform.testing.chaos_history import HistoryRecorder, operations_to_json, save_history
 from gpu_platform.testing.linearizability import Operation, Verdict, check
-from gpu_platform.testing.linearizability_models import JobInput, JobOp, JobOutput, JobStoreModel
+from gpu_platform.testing.linearizability_models import (
+    RUNS_ON_ITS_OWN,
+    JobInput,
+    JobOp,
+    JobOutput,
+    JobStoreModel,
+)
 
 Q, R, C = JobState.QUEUED, JobState.RUNNING, JobState.COMPLETED
 
@@ -97,3 +106,35 @@ def test_the_recorder_keeps_info_as_pending_and_leaves_failed_operations_out(tmp
         "runs": False,
     }
     assert [r["type"] for r in operations_to_json(history)] == ["ok", "info", "info"]
+
+
+@st.composite
+def job_lives(draw: st.DrawFn) -> tuple[list[Operation[JobInput, JobOutput]], bool]:
+    """A running job's history as the server could produce it: a submit that was acknowledged
+    or whose outcome is unknown (and then happened or not), reads of a walk through
+    `RUNS_ON_ITS_OWN`, a final count. Also whether the job exists."""
+    happened = draw(st.booleans())
+    acked = happened and draw(st.booleans())
+    t = 0.0
+    history = [
+        op(JobOp.SUBMIT, JobOutput(True) if acked else None, t, 1.0 if acked else None, True)
+    ]
+    state: JobState | None = Q if happened else None
+    for _ in range(draw(st.integers(0, 6))):
+        t += 2
+        if state is not None:
+            state = draw(st.sampled_from(sorted(RUNS_ON_ITS_OWN[state])))
+        history.append(read(state, t, runs=True))
+    history.append(read(state, t + 2, copies=int(state is not None), runs=True))
+    return history, acked
+
+
+@settings(max_examples=60, deadline=None)
+@given(job_lives())
+def test_every_life_of_a_running_job_is_accepted_and_losing_an_acknowledged_one_is_not(
+    life: tuple[list[Operation[JobInput, JobOutput]], bool],
+) -> None:
+    history, acked = life
+    assert verdict(history) is Verdict.LINEARIZABLE
+    if acked:
+        assert verdict([*history, read(None, 100, runs=True)]) is Verdict.NOT_LINEARIZABLE
