@@ -131,10 +131,12 @@ def save_history(
     result: CheckResult,
     extra: dict[str, Any] | None = None,
 ) -> None:
-    """Write one history with its verdict: `{"model", "verdict", "operations": [...]}`."""
+    """Write one history with its verdict: `{"model", "verdict", "operations": [...]}`, one
+    operation a line."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = {"model": model, "verdict": result.verdict.value, **(extra or {}), "operations": records}
-    path.write_text(json.dumps(body, indent=1) + "\n")
+    head = json.dumps({"model": model, "verdict": result.verdict.value, **(extra or {})})
+    ops = ",\n".join(json.dumps(r, separators=(",", ":")) for r in records)
+    path.write_text(f'{head[:-1]}, "operations": [\n{ops}\n]}}\n')
 
 
 def operations_to_json(ops: list[Operation[Any, Any]]) -> list[dict[str, Any]]:
