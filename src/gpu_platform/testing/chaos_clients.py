@@ -230,7 +230,7 @@ class JobClients:
                 self.recorder.info(h)
             if time.monotonic() - t0 > _GIVE_UP_S:
                 return  # indeterminate for good: the final listing decides
-            time.sleep(0.05)
+            time.sleep(min(1.0, 0.05 * 2**tries))  # few pending tries per key: a cheap check
 
     def _loop(self, me: int) -> None:
         http = httpx.Client(timeout=5.0, follow_redirects=True)
