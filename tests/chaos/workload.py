@@ -56,7 +56,8 @@ class JobWorkload:
     ) -> None:
         self.c = c
         self.history_dir = history_dir
-        blocker = c.submit(["sleep", "3600"], gpus=1)
+        # node losses re-queue it: it must not run out of attempts (its dependents would end)
+        blocker = c.submit(["sleep", "3600"], gpus=1, max_attempts=100)
         if not wait_until(lambda: c.job(blocker["id"])["state"] == "RUNNING", WAIT):
             raise RuntimeError("the blocker job did not start")
         tag = f"chaos{os.getpid()}x{time.monotonic_ns() % 10**6}"
