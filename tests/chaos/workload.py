@@ -121,8 +121,15 @@ class JobWorkload:
         if any(audit["examples"].values()):
             figures["examples"] = audit["examples"]
         if overlaps:
+            keys = {job: key for key, job in self.clients.acked.items()}
             figures["overlaps"] = [
-                {"job": o.job_id, "epochs": list(o.epochs)} for o in overlaps[:5]
+                {
+                    "job": o.job_id,
+                    "epochs": list(o.epochs),
+                    "at_unix": round(time.time() - time.monotonic() + o.at, 3),
+                    "marks": self.clients.marks(keys.get(o.job_id, "")),
+                }
+                for o in overlaps[:5]
             ]
         figures["linearizable"] = (
             result.verdict is Verdict.LINEARIZABLE

@@ -156,7 +156,7 @@ class JobClients:
             if not runs or not jobs:
                 continue
             state = jobs[0]["state"]
-            marks = Counter(line.split(" ", 1)[0] for line in self._marks(key))
+            marks = Counter(line.split(" ", 1)[0] for line in self.marks(key))
             if state not in TERMINAL_JOB_STATES:
                 unfinished.append(key)
             if state == "COMPLETED":
@@ -165,7 +165,7 @@ class JobClients:
                     without.append(key)
             if marks["done"] > 1:
                 twice.append(key)
-                dones = [float(m.split()[2]) for m in self._marks(key) if m.startswith("done")]
+                dones = [float(m.split()[2]) for m in self.marks(key) if m.startswith("done")]
                 if not all(any(a <= t <= b + 5 for a, b in frozen) for t in dones[:-1]):
                     unexplained.append(key)
         return {
@@ -181,11 +181,12 @@ class JobClients:
             "examples": {
                 "lost": lost[:5],
                 "duplicated": duplicated[:5],
-                "twice": {k: self._marks(k) for k in twice[:5]},
+                "twice": {k: self.marks(k) for k in twice[:5]},
             },
         }
 
-    def _marks(self, key: str) -> list[str]:
+    def marks(self, key: str) -> list[str]:
+        """The marker lines of `key`'s running job (none for a held job)."""
         path = self.runs_dir / key
         return path.read_text().splitlines() if path.exists() else []
 
