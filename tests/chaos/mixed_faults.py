@@ -52,10 +52,18 @@ def _leader_sigstop(c: ReplicatedCluster) -> None:
         raise RuntimeError(f"server {old} did not answer after SIGCONT")
 
 
+def _jobs(c: ReplicatedCluster) -> list[dict[str, Any]]:
+    """The job listing, retried while no leader answers (just after a fault)."""
+    found: list[list[dict[str, Any]]] = []
+    if not wait_until(lambda: bool(found.append(c.jobs()) or True), WAIT, step=0.2):
+        raise RuntimeError(f"no job listing within {WAIT:.0f} s")
+    return found[-1]
+
+
 def _on_node(c: ReplicatedCluster, node: str) -> list[str]:
     return [
         j["id"]
-        for j in c.jobs()
+        for j in _jobs(c)
         if j["state"] in ("SCHEDULED", "RUNNING")
         and j.get("allocation")
         and j["allocation"]["node"] == node
