@@ -17,8 +17,9 @@ help:
 	@echo "make lint   - ruff + mypy + import-linter only"
 	@echo "make bench  - run every benchmark; writes bench/results.json, bench/REPORT.md, a table"
 	@echo "              (make bench QUICK=1: smaller sizes, a few minutes)"
-	@echo "make chaos  - leader kills and network partitions on raft_kv clusters in network"
-	@echo "              namespaces (root), linearizability-checked; writes bench/chaos.json"
+	@echo "make chaos  - leader kills, SIGSTOPs and partitions on real clusters in network"
+	@echo "              namespaces (root), histories checked; writes bench/chaos.json and"
+	@echo "              bench/chaos/*.json (CHAOS_ARGS=--long: over 1,000 faults, hours)"
 	@echo "make containers - image jobs, the Dockerfile and the compose cluster on a real Docker"
 	@echo "              daemon (started here when none runs; root); minutes the first time"
 	@echo "make deps   - install the system packages the system tests need (root, apt-get)"
@@ -83,4 +84,4 @@ deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_DEPS)
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache bench/results.json bench/chaos.json
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache bench/results.json bench/chaos.json bench/chaos

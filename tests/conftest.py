@@ -32,6 +32,11 @@ for _var in ("COLUMNS", "LINES"):
 SESSION_MARKER = "GPU_PLATFORM_TEST_SESSION"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 SETTLE_S = 15.0  # processes told to stop during teardown get this long to go
+#: Test jobs run this interpreter, which may lie where the default job account cannot reach
+#: (a pyenv under /root), and many tests follow a job by the pid it prints: servers and agents
+#: that tests start keep jobs as root in the host's PID namespace unless the test asks for the
+#: product's defaults (tests/integration/test_job_attacks.py does).
+TEST_JOB_ENV = {"GPU_PLATFORM_JOB_USER": "root", "GPU_PLATFORM_JOB_PID_NAMESPACE": "false"}
 
 
 @pytest.fixture
@@ -103,6 +108,8 @@ def no_leftovers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Fail the session if a test left a process it started, or a job cgroup, behind."""
     marker = uuid.uuid4().hex
     os.environ[SESSION_MARKER] = marker
+    for key, value in TEST_JOB_ENV.items():
+        os.environ.setdefault(key, value)
     base = tmp_path_factory.getbasetemp()
     before = job_cgroups(set())
     yield

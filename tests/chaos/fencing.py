@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -80,6 +79,8 @@ def _rounds(
         "recovery_s": {"p50": _pct(times, 50), "p99": _pct(times, 99), "max": _pct(times, 100)},
         "process_polls": watcher.polls,
         "overlapping_polls": len(overlaps),
+        "attempts_overlapping": len(overlaps),
+        "faults_injected": len(times) + (len(times) < rounds),
         "overlaps": [{"job": o.job_id, "epochs": list(o.epochs)} for o in overlaps[:5]],
         "linearizable": len(times) == rounds and not overlaps,
     }
@@ -95,30 +96,29 @@ DEFAULTS = {
 }
 
 
-def frozen_agents(rounds: int, env: dict[str, str] | None = None) -> dict[str, Any]:
+def frozen_agents(root: Path, rounds: int, env: dict[str, str] | None = None) -> dict[str, Any]:
     """The agent running the job is SIGSTOPped (and SIGCONTed after the job has moved)."""
-    with tempfile.TemporaryDirectory(prefix="chaos-fence-") as tmp:
-        c = ReplicatedCluster(Path(tmp), servers=3, agents=2, env=env)
-        try:
-            c.start().wait_ready(timeout=WAIT)
-            figures = _rounds(
-                c,
-                rounds,
-                cut=lambda node: c.signal_agent(node, signal.SIGSTOP),
-                mend=lambda node: c.signal_agent(node, signal.SIGCONT),
-            )
-        finally:
-            c.close()
+    c = ReplicatedCluster(root, servers=3, agents=2, env=env)
+    try:
+        c.start().wait_ready(timeout=WAIT)
+        figures = _rounds(
+            c,
+            rounds,
+            cut=lambda node: c.signal_agent(node, signal.SIGSTOP),
+            mend=lambda node: c.signal_agent(node, signal.SIGCONT),
+        )
+    finally:
+        c.close()
     return figures | {
         "fault": "SIGSTOP of the agent",
         "settings": _timing({**FAST_ENV, **(env or {})}),
     }
 
 
-def cut_off_agents(rounds: int) -> dict[str, Any]:
+def cut_off_agents(root: Path, rounds: int) -> dict[str, Any]:
     """The agent running the job is cut off from every server (its network namespace)."""
-    with tempfile.TemporaryDirectory(prefix="chaos-fence-ns-") as tmp, netns.NetnsNetwork(5) as net:
-        c = NetnsControlPlane(net, Path(tmp), env=NETNS_FAST)
+    with netns.NetnsNetwork(5) as net:
+        c = NetnsControlPlane(net, root, env=NETNS_FAST)
         try:
             c.start().wait_ready(timeout=WAIT)
             figures = _rounds(

@@ -6,10 +6,12 @@ from pathlib import Path
 import pytest
 
 from gpu_platform.adapters.outbound.storage import JsonlAuditLog, SqliteAccessStore
+from gpu_platform.application.access_replica import ReplicatedAccessStore
 from gpu_platform.ports.outbound.access_store import AccessStore
 from gpu_platform.ports.outbound.audit_log import AuditLog
 from gpu_platform.testing.access_fakes import InMemoryAccessStore, InMemoryAuditLog
 from gpu_platform.testing.contracts.access_store import AccessStoreContract, AuditLogContract
+from gpu_platform.testing.solo_replication import SoloReplication
 
 
 class TestSqliteAccessStore(AccessStoreContract):
@@ -22,6 +24,15 @@ class TestInMemoryAccessStore(AccessStoreContract):
     @pytest.fixture
     def make_store(self) -> Callable[[], AccessStore]:
         store = InMemoryAccessStore()
+        return lambda: store
+
+
+class TestReplicatedAccessStore(AccessStoreContract):
+    """Over a real ClusterReplica (one voter, committing in-line)."""
+
+    @pytest.fixture
+    def make_store(self) -> Callable[[], AccessStore]:
+        store = ReplicatedAccessStore(SoloReplication())
         return lambda: store
 
 

@@ -44,6 +44,7 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
             schedule_interval_seconds=0.05,
             auth="on",
             rate_limit_per_second=0,
+            auth_failures_per_minute=0,  # fuzzed requests carry bad tokens on purpose
         )
     )
     inventory = Inventory((default_node(),), source="sim", simulated=True)

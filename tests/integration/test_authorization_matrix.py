@@ -83,6 +83,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         grpc_port=0,
         auth="on",
         rate_limit_per_second=0,
+        auth_failures_per_minute=0,  # the matrix presents bad tokens on purpose, many times
         schedule_interval_seconds=0.05,
         health_source="sim",
     )

@@ -12,6 +12,7 @@ Every other call passes through unchanged.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpu_platform.domain.errors import InvalidRequest
@@ -82,14 +83,19 @@ class AdmissionControl:
         inner: JobService,
         limits: AdmissionLimits = AdmissionLimits(),
         input_limits: InputLimits = InputLimits(),
+        run_as: Callable[[JobSpec], None] | None = None,
     ) -> None:
+        """`run_as`: checks the job's `user` against its tenant's grant (RunAsAccounts)."""
         self._inner = inner
+        self._run_as = run_as
         self.limits = limits
         self.input_limits = input_limits
         self._lock = threading.Lock()  # check-then-submit is atomic per server
 
     def submit(self, spec: JobSpec) -> Job:
         check_input(spec, self.input_limits)
+        if self._run_as is not None:
+            self._run_as(spec)
         limits = self.limits
         if not (limits.max_queued_jobs or limits.max_pending_gpus):
             return self._inner.submit(spec)
@@ -100,6 +106,8 @@ class AdmissionControl:
     def submit_array(self, spec: JobSpec, array: ArraySpec | str) -> ArrayInfo:
         """As `submit`, for every task: input limits, the largest index, the backlog."""
         check_input(spec, self.input_limits)
+        if self._run_as is not None:
+            self._run_as(spec)
         largest = self.input_limits.max_array_size
         if isinstance(array, str):
             array = parse_array(array, largest)

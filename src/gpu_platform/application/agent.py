@@ -219,6 +219,16 @@ class Agent:
                 for index in spec.gpu_indices
             }
 
+    def sharers(self) -> dict[int, tuple[tuple[str, str], ...]]:
+        """GPU index -> (job id, tenant) of every task running on it (several on a GPU
+        shared by shares of one GPU), in start order."""
+        with self._lock:
+            out: dict[int, tuple[tuple[str, str], ...]] = {}
+            for spec in self._running.values():
+                for index in spec.gpu_indices:
+                    out[index] = (*out.get(index, ()), (spec.job_id, spec.tenant))
+            return out
+
     # -- from the runner and the monitors ----------------------------------------------------
 
     def _exited(self, report: ExitReport) -> None:

@@ -4,7 +4,12 @@ Tokens are random URL-safe secrets; only their SHA-256 digest is stored (AccessS
 stolen database does not yield usable tokens. Each token has a public id (`tok_…`) to list and
 revoke it by. Every management action is appended to the audit chain. Rate limiting is one
 token bucket per token (`rate_per_s`, `burst`); with authentication off there are no tokens and
-no per-token limits.
+no per-token limits. Unknown or revoked tokens are counted per source address
+(`FailedAuthLimiter`, `failures_per_minute`): a source past the limit is answered
+TooManyRequests. The last live admin token cannot be revoked (the store refuses it).
+
+In a replicated cluster the store is `ReplicatedAccessStore`: every server checks tokens in its
+own replica, and management calls commit through the Raft log (LeaderElsewhere elsewhere).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import secrets
 import threading
 from collections.abc import Callable
 
+from gpu_platform.application.auth_failures import FailedAuthLimiter
 from gpu_platform.domain.errors import InvalidRequest, NotFound
 from gpu_platform.domain.model.ratelimit import TokenBucket
 from gpu_platform.domain.model.tenancy import (
@@ -54,6 +60,7 @@ class AccessControl:
         enabled: bool = True,
         rate_per_s: float = 50.0,
         burst: float = 100.0,
+        failures_per_minute: int = 20,
         new_secret: Callable[[], str] = lambda: secrets.token_urlsafe(32),
     ) -> None:
         self._store = store
@@ -63,6 +70,7 @@ class AccessControl:
         self._rate, self._burst = rate_per_s, burst
         self._new_secret = new_secret
         self._buckets: dict[str, TokenBucket] = {}
+        self._failures = FailedAuthLimiter(failures_per_minute, 60.0)
         self._lock = threading.Lock()
 
     @property
@@ -71,13 +79,18 @@ class AccessControl:
 
     # -- requests ----------------------------------------------------------------------------
 
-    def authenticate(self, secret: str | None) -> Principal:
+    def authenticate(self, secret: str | None, source: str = "") -> Principal:
+        """The principal of `secret`; `source` (the client's address) is what failed
+        attempts are counted by."""
         if not self._enabled:
             return ANONYMOUS_ADMIN
         if not secret:
             raise Unauthenticated("a bearer token is required (Authorization: Bearer <token>)")
+        now = self._clock.now()
+        self._failures.check(source, now)
         record = self._store.token_by_digest(digest_of(secret))
         if record is None or record.revoked_at is not None:
+            self._failures.failed(source, now)
             raise Unauthenticated("unknown or revoked token")
         return Principal(record.name, record.tenant, record.role, record.token_id)
 
@@ -143,8 +156,11 @@ class AccessControl:
             return None
         if any(r.role is Role.ADMIN and r.revoked_at is None for r in self._store.tokens()):
             return None
-        self._store.add_tenant("default", self._clock.now())
-        issued = self._issue(BOOTSTRAP_NAME, "default", Role.ADMIN)
+        secret = self._new_secret()
+        record = self._record_of(secret, BOOTSTRAP_NAME, "default", Role.ADMIN)
+        if not self._store.add_first_admin(record):
+            return None  # another server bootstrapped first
+        issued = IssuedToken(_info(record), secret)
         self._record(
             Principal("server", "default", Role.ADMIN),
             "token.create",
@@ -156,7 +172,12 @@ class AccessControl:
 
     def _issue(self, name: str, tenant: str, role: Role) -> IssuedToken:
         secret = self._new_secret()
-        record = TokenRecord(
+        record = self._record_of(secret, name, tenant, role)
+        self._store.add_token(record)
+        return IssuedToken(_info(record), secret)
+
+    def _record_of(self, secret: str, name: str, tenant: str, role: Role) -> TokenRecord:
+        return TokenRecord(
             token_id=f"tok_{digest_of(secret)[:12]}",
             digest=digest_of(secret),
             name=name,
@@ -164,8 +185,6 @@ class AccessControl:
             role=role,
             created_at=self._clock.now(),
         )
-        self._store.add_token(record)
-        return IssuedToken(_info(record), secret)
 
     def _record(
         self, actor: Principal, action: str, target: str, outcome: str, **extra: str
@@ -191,7 +210,7 @@ class OpenAccess:
 
     enabled = False
 
-    def authenticate(self, secret: str | None) -> Principal:
+    def authenticate(self, secret: str | None, source: str = "") -> Principal:
         return ANONYMOUS_ADMIN
 
     def admit(self, principal: Principal) -> None:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, TypeVar
 
 import structlog
 
@@ -47,6 +47,7 @@ from gpu_platform.application.consistency import (
 )
 from gpu_platform.application.raft_node import NotLeader, RaftNode, RaftNodeError
 from gpu_platform.application.replication import RaftReplication as Replication
+from gpu_platform.application.sharing import launch_fields, placement_milli, quota_gpu_memory
 from gpu_platform.domain.allocation.mig_jobs import models_hosting
 from gpu_platform.domain.cluster_state import (
     AbortJob,
@@ -102,11 +103,13 @@ from gpu_platform.domain.faults.health import (
     GpuLostReport,
     HealthEvent,
     Heartbeat,
+    ReplicaProbe,
     ThermalReading,
     XidReport,
 )
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
+from gpu_platform.domain.model.gpu import Gpu
 from gpu_platform.domain.model.job import Job, JobSpec, JobState, token_job_id
 from gpu_platform.domain.model.job_array import ArraySpec, array_env, parse_array
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
@@ -132,6 +135,7 @@ from gpu_platform.domain.scheduling import (
 )
 from gpu_platform.domain.scheduling.array_throttle import hold_back_throttled
 from gpu_platform.domain.scheduling.live_view import LiveView
+from gpu_platform.domain.services.commands import ReportReplicaHealth
 from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
 from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo, ServerInfo
 from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo
@@ -155,6 +159,7 @@ from gpu_platform.ports.outbound.trace_context import JobTraceContext, NoTraceCo
 __all__ = ["ControlPlane", "ShutdownPolicy"]
 
 log = structlog.get_logger(__name__)
+_T = TypeVar("_T")
 
 ShutdownPolicy = Literal["requeue", "fail"]
 
@@ -508,6 +513,7 @@ class ControlPlane:
                     self._state.holder(g),
                     self._state.reason(g.uuid),
                     self._state.hot(g),
+                    self._state.share_book.shares(g.uuid),
                 )
                 for n in self._state.nodes
                 for g in n.gpus
@@ -519,6 +525,7 @@ class ControlPlane:
             jobs = Counter(str(j.state) for j in self._state.jobs())
             free = sum(len(v.free) for v in self._state.node_views())
             nodes = self._state.nodes
+            shared = [len(s) for s in self._state.share_book.gpus.values()]
         source = "agents"  # replicated: the nodes are what agents registered
         if self._local is not None:
             source = self._inventory.source
@@ -532,6 +539,8 @@ class ControlPlane:
             gpus_free=free,
             jobs_by_state=dict(jobs),
             notes=self._inventory.notes,
+            gpus_shared=len(shared),
+            shares=sum(shared),
         )
 
     # -- scheduling ----------------------------------------------------------------------------
@@ -593,7 +602,11 @@ class ControlPlane:
                     break
                 self._nominated.discard(job_id)
                 borrowing = job_id in decision.borrowing
-                self._bind_and_launch(by_id[job_id], placement, borrowing=borrowing)
+                try:
+                    self._bind_and_launch(by_id[job_id], placement, borrowing=borrowing)
+                except Conflict as exc:  # the state re-validated the bind and refused it
+                    log.info("bind refused", job_id=job_id, error=str(exc))
+                    continue
                 launched += 1
             self._why = why
             self._nominated &= {j.id for j in self._state.queued()}
@@ -666,6 +679,10 @@ class ControlPlane:
             d for d in spec.depends_on if self._state.job(d).state is not JobState.COMPLETED
         )
         request = request_of(spec)
+        if request.fractional and spec.gpu_memory_bytes is not None:  # memory as a fraction
+            classes = self._live_view.view.classes  # GPU memory sizes: a few hardware classes
+            sizes = sorted({g.memory_bytes for hw in classes for g in hw.gpus})
+            request = replace(request, gpu_milli=placement_milli(spec, sizes))
         if spec.mig_profile is not None:  # only GPU models whose MIG table has the profile
             models = {g.model for n in self._state.nodes for g in n.gpus}
             hosts = models_hosting(spec.mig_profile, request.models or models)
@@ -689,7 +706,8 @@ class ControlPlane:
         tasks = []
         for slot in job.allocation.tasks:
             node = self._state.node(slot.node)
-            shares = tuple(GpuShare(node.gpu(i), 1000) for i in slot.gpu_indices)
+            milli = job.spec.gpu_milli  # < 1000: a share of one GPU
+            shares = tuple(GpuShare(node.gpu(i), milli) for i in slot.gpu_indices)
             tasks.append(TaskPlacement(slot.node, shares, slot.numa_nodes, (), _NO_SCORE))
         return tuple(tasks)
 
@@ -704,6 +722,8 @@ class ControlPlane:
             priority=job.spec.priority,
             preemptible=job.spec.preemptible,
             borrowing=job.borrowing,
+            cpu_milli=job.spec.cpu_milli,
+            gpu_memory_bytes=quota_gpu_memory(job.spec),
             progress=min(1.0, (now - started) / limit) if limit else 0.0,
             expected_end=started + limit if limit else None,
             terminating=job.releasing,
@@ -884,6 +904,7 @@ class ControlPlane:
                     mig_profile=job.spec.mig_profile,
                     image=job.spec.image,
                     mounts=job.spec.mounts,
+                    **launch_fields(job.id, job.spec, _first_gpu(node, slot.gpu_indices)),
                 )
             )
         return specs
@@ -1173,6 +1194,24 @@ class ControlPlane:
     def agent_exit(self, report: ExitReport) -> None:
         self._on_exit(report)
 
+    # -- services (application.services drives these) -------------------------------------------
+
+    def execute(self, command: Command) -> list[DomainEvent]:
+        """Apply one cluster-state command (replicated: commit it through Raft first)."""
+        return self._execute(command)
+
+    def read_state(self, read: Callable[[ClusterState], _T]) -> _T:
+        """`read(state)` under the state's lock (this server's copy of the state)."""
+        with self._lock:
+            return read(self._state)
+
+    @property
+    def acting(self) -> bool:
+        """True where this server decides: embedded, or the replicated leader."""
+        if self._stopping.is_set():
+            return False
+        return self._replication is None or self._leading
+
     # -- plumbing ------------------------------------------------------------------------------
 
     def _execute(self, command: Command) -> list[DomainEvent]:
@@ -1296,6 +1335,8 @@ class ControlPlane:
                 command = ReportGpuLost(node, index, now, detail)
             case Heartbeat(node):
                 command = NodeHeartbeat(node, now)
+            case ReplicaProbe(_, job_id, epoch, ready, address, detail):
+                command = ReportReplicaHealth(job_id, epoch, ready, address, detail, now)
         try:
             events = self._execute(command)
         except DomainError as exc:
@@ -1574,10 +1615,20 @@ def _check_rank(job: Job, rank: int) -> None:
         raise InvalidRequest("rank", f"job {job.id} has tasks 0..{job.spec.tasks - 1}, not {rank}")
 
 
+def _first_gpu(node: Node, indices: tuple[int, ...]) -> Gpu | None:
+    return node.gpu(indices[0]) if indices else None
+
+
 def request_of(spec: JobSpec) -> GpuRequest:
-    """The placement request of a job: its shape and its placement wishes."""
+    """The placement request of a job: its shape (a share of one GPU below 1000 milli-GPU,
+    CPU milli-cores, GPU memory) and its placement wishes (models, vendor: MPS is NVIDIA's)."""
+    vendor = spec.vendor or ("nvidia" if spec.sharing == "mps" else None)
     return GpuRequest(
         gpus=spec.gpus,
+        gpu_milli=spec.gpu_milli if spec.gpus else 1000,
+        gpu_memory_bytes=spec.gpu_memory_bytes or 0,
+        cpu_milli=spec.cpu_milli,
+        vendors=frozenset({vendor}) if vendor else frozenset(),
         tasks=spec.tasks,
         models=frozenset(spec.gpu_models),
         nvlink=Affinity(spec.nvlink),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gpu_platform.domain.accounting import running_seconds
+from gpu_platform.application.gateway.ledger import ServingLedger
+from gpu_platform.domain.accounting import gpus_used, running_seconds
 from gpu_platform.domain.errors import InvalidRequest
 from gpu_platform.ports.inbound.job_service import JobService
 from gpu_platform.ports.inbound.usage import JobUsage, UsageReport
@@ -14,9 +15,12 @@ __all__ = ["UsageService"]
 class UsageService:
     """Implements UsageQueries."""
 
-    def __init__(self, jobs: JobService, clock: Clock) -> None:
+    def __init__(
+        self, jobs: JobService, clock: Clock, serving: ServingLedger | None = None
+    ) -> None:
         self._jobs = jobs
         self._clock = clock
+        self._serving = serving
 
     def usage(
         self, tenant: str | None = None, since: float | None = None, until: float | None = None
@@ -33,7 +37,8 @@ class UsageService:
             seconds = running_seconds(job, start, end)
             if seconds <= 0:
                 continue
-            gpu_s = job.spec.gpus * seconds
+            gpu_s = gpus_used(job) * seconds  # a share of one GPU: its fraction
             rows.append(JobUsage(job.id, job.spec.tenant, job.spec.gpus, seconds, gpu_s))
             by_tenant[job.spec.tenant] = by_tenant.get(job.spec.tenant, 0.0) + gpu_s / 3600
-        return UsageReport(start, end, tuple(rows), by_tenant)
+        serving = {} if self._serving is None else self._serving.by_tenant(tenant)
+        return UsageReport(start, end, tuple(rows), by_tenant, serving)

@@ -1,9 +1,10 @@
 """GPU-time accounting from job histories (pure).
 
 A job consumes its GPUs from each move into RUNNING until the next move out of it (completion,
-failure, cancellation, preemption). A job still running is counted up to `until`. Only the part
-of each interval inside [since, until) counts, so windows add up: usage(a, b) + usage(b, c)
-equals usage(a, c).
+failure, cancellation, preemption); a share of one GPU consumes its fraction of it
+(`gpu_milli` / 1000). A job still running is counted up to `until`. Only the part of each
+interval inside [since, until) counts, so windows add up: usage(a, b) + usage(b, c) equals
+usage(a, c).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterable
 
 from gpu_platform.domain.model.job import Job, JobState
 
-__all__ = ["gpu_seconds", "running_intervals", "running_seconds"]
+__all__ = ["gpu_seconds", "gpus_used", "running_intervals", "running_seconds"]
 
 
 def running_intervals(job: Job, until: float) -> list[tuple[float, float]]:
@@ -40,6 +41,11 @@ def running_seconds(job: Job, since: float, until: float) -> float:
     return total
 
 
+def gpus_used(job: Job) -> float:
+    """GPUs the job consumes while it runs: its GPU count, or its fraction of one GPU."""
+    return job.spec.gpus * job.spec.gpu_milli / 1000
+
+
 def gpu_seconds(jobs: Iterable[Job], since: float, until: float) -> dict[str, float]:
-    """GPU-seconds per job id inside [since, until)."""
-    return {j.id: j.spec.gpus * running_seconds(j, since, until) for j in jobs}
+    """GPU-seconds per job id inside [since, until) (a share: fraction x time)."""
+    return {j.id: gpus_used(j) * running_seconds(j, since, until) for j in jobs}

@@ -8,7 +8,9 @@ types, versions and fields raise ValueError naming them.
 
 The state record holds everything that affects future `apply` results (`ClusterParts`):
 nodes with their GPU states, jobs, the held-GPU index, reasons, thermal and ECC records,
-heartbeat times, quotas, announced servers and the epoch and sequence counters. Nodes and jobs
+heartbeat times, quotas, announced servers, the epoch and sequence counters, and the access
+state (tenants; tokens as digests, never secrets; a record without it, from before issue 20,
+decodes with none). Nodes and jobs
 are lists in the state's order; the rest are maps (JSON object keys are strings, so maps keyed
 by non-strings are lists of pairs). Encoding is linear in nodes + jobs.
 """
@@ -20,10 +22,12 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+from gpu_platform.domain.access_state import AccessParts, TenantEntry, TokenEntry
 from gpu_platform.domain.cluster_state import (
     AbortJob,
     AnnounceServer,
     BindJob,
+    BootstrapAdmin,
     CancelArray,
     CancelJob,
     CheckNodes,
@@ -31,7 +35,9 @@ from gpu_platform.domain.cluster_state import (
     ClusterState,
     Command,
     CompleteGpuReset,
+    CreateTenant,
     FinishJob,
+    IssueToken,
     NodeHeartbeat,
     RegisterNode,
     RemoveNode,
@@ -40,6 +46,7 @@ from gpu_platform.domain.cluster_state import (
     ReportThermal,
     ReportXid,
     RequeueJob,
+    RevokeToken,
     SetGpuAdmin,
     SetNodeAdmin,
     SetQuota,
@@ -51,6 +58,7 @@ from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.job import Job, JobSpec
 from gpu_platform.domain.model.job_array import ArraySpec, parse_stored_array
 from gpu_platform.domain.model.node import Node
+from gpu_platform.domain.model.tenancy import Role
 from gpu_platform.domain.model_codec import (
     SCHEMA_VERSION,
     decode_node,
@@ -63,6 +71,14 @@ from gpu_platform.domain.model_codec import (
     job_to_dict,
 )
 from gpu_platform.domain.scheduling.model import Quota
+from gpu_platform.domain.services.codec import (
+    decode_service,
+    decode_service_spec,
+    encode_service,
+    encode_service_spec,
+)
+from gpu_platform.domain.services.commands import SERVICE_COMMANDS
+from gpu_platform.domain.services.model import ServiceSpec
 
 __all__ = [
     "COMMAND_TYPES",
@@ -101,6 +117,11 @@ COMMAND_TYPES: dict[str, type[Any]] = {
         AnnounceServer,
         SubmitArray,
         CancelArray,
+        *SERVICE_COMMANDS,
+        CreateTenant,
+        IssueToken,
+        RevokeToken,
+        BootstrapAdmin,
     )
 }
 _FIELDS: dict[str, frozenset[str]] = {
@@ -118,6 +139,8 @@ def _encode_value(value: object) -> object:
         return encode_node(value)
     if isinstance(value, Quota):
         return encode_quota(value)
+    if isinstance(value, ServiceSpec):
+        return encode_service_spec(value)
     if isinstance(value, tuple):
         return [_encode_value(v) for v in value]
     return value
@@ -140,6 +163,9 @@ _VALUE_FIELDS: dict[tuple[str, str], Callable[[Any], object]] = {
     ("SubmitArray", "array"): lambda v: parse_stored_array(str(v)),
     ("RegisterNode", "node"): lambda v: decode_node(_mapping(v, "node")),
     ("SetQuota", "quota"): _decode_quota_field,
+    ("CreateService", "spec"): lambda v: decode_service_spec(_mapping(v, "spec")),
+    ("UpdateService", "spec"): lambda v: decode_service_spec(_mapping(v, "spec")),
+    ("IssueToken", "role"): lambda v: Role(str(v)),
 }
 
 
@@ -206,7 +232,8 @@ def encode_state_but_jobs(state: ClusterState) -> tuple[dict[str, Any], tuple[Jo
         "servers": [[i, *where] for i, where in sorted(p.servers.items())],
         "next_epoch": p.next_epoch,
         "next_seq": p.next_seq,
-    }, p.jobs
+        "access": _encode_access(p.access),
+    } | ({"services": [encode_service(s) for s in p.services]} if p.services else {}), p.jobs
 
 
 def decode_state(data: dict[str, Any], policy: FaultPolicy) -> ClusterState:
@@ -228,5 +255,29 @@ def decode_state(data: dict[str, Any], policy: FaultPolicy) -> ClusterState:
         servers={int(i): (http, grpc, agent) for i, http, grpc, agent in data["servers"]},
         next_epoch=int(data["next_epoch"]),
         next_seq=int(data["next_seq"]),
+        services=tuple(decode_service(s) for s in data.get("services", ())),
+        access=_decode_access(_mapping(data.get("access", {}), "access")),
     )
     return ClusterState.from_parts(parts, policy)
+
+
+def _encode_access(access: AccessParts) -> dict[str, Any]:
+    return {
+        "tenants": [[t.name, t.created_at] for t in access.tenants],
+        "tokens": [dataclasses.asdict(t) for t in access.tokens],
+    }
+
+
+def _decode_access(data: dict[str, Any]) -> AccessParts:
+    tokens = []
+    for t in data.get("tokens", []):
+        record = dict(_mapping(t, "token"))
+        try:
+            record["role"] = Role(str(record["role"]))
+            tokens.append(TokenEntry(**record))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"token record: {exc}") from None
+    return AccessParts(
+        tenants=tuple(TenantEntry(str(n), float(at)) for n, at in data.get("tenants", [])),
+        tokens=tuple(tokens),
+    )

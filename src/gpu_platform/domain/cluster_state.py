@@ -21,11 +21,14 @@ nodes.
 Membership (`domain.membership`): nodes arrive by RegisterNode (a replicated cluster starts
 `empty`), tenant quotas by SetQuota, API server addresses by AnnounceServer. Job arrays
 (`domain.job_arrays`): SubmitArray creates every task of an array in one command, CancelArray
-cancels them all. `parts()` and `from_parts()` expose the whole state as plain values for
-snapshots (`domain.cluster_codec`).
+cancels them all. Tenants, tokens and revocations (`domain.access_state`): CreateTenant,
+IssueToken, RevokeToken, BootstrapAdmin. `parts()` and `from_parts()` expose the whole state
+as plain values for snapshots (`domain.cluster_codec`).
 
-Invariants (`check_invariants`): every GPU is held by at most one job; the held-GPU index equals
-the allocations of jobs that hold GPUs (running, or releasing a stopped attempt); epochs are
+Invariants (`check_invariants`): every GPU is held by at most one whole-GPU job, or shared by
+jobs asking a share of one GPU whose milli-GPU and pinned memory fit it (`domain.gpu_shares`),
+never both; the held-GPU index and the share book equal the allocations of jobs that hold GPUs
+(running, or releasing a stopped attempt); epochs are
 unique and below `next_epoch`; no live attempt (SCHEDULED or RUNNING, not being stopped) holds
 a DEGRADED, RESETTING or OFFLINE GPU or runs on a DOWN node; the indexes kept as commands apply
 (RESETTING GPUs, jobs not yet ended) equal a full scan.
@@ -40,8 +43,17 @@ stamps are not replicated state (a restored or snapshot-installed state starts o
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from gpu_platform.domain.access_state import (
+    AccessCommand,
+    AccessHandlers,
+    AccessParts,
+    BootstrapAdmin,
+    CreateTenant,
+    IssueToken,
+    RevokeToken,
+)
 from gpu_platform.domain.allocation.mig_jobs import check_mig_request
 from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
 from gpu_platform.domain.events import (
@@ -74,6 +86,7 @@ from gpu_platform.domain.faults.policy import (
     FaultPolicy,
 )
 from gpu_platform.domain.faults.recovery import LIVE, SICK, FaultHandlers
+from gpu_platform.domain.gpu_shares import ShareBook, check_share_request
 from gpu_platform.domain.job_arrays import ArrayHandlers, CancelArray, SubmitArray
 from gpu_platform.domain.membership import (
     AnnounceServer,
@@ -88,11 +101,15 @@ from gpu_platform.domain.model.job_array import ArraySpec
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
 from gpu_platform.domain.placement.first_fit import NodeView
 from gpu_platform.domain.scheduling.model import Quota
+from gpu_platform.domain.services.commands import SERVICE_COMMANDS, ServiceCommand
+from gpu_platform.domain.services.model import Service
+from gpu_platform.domain.services.table import ServiceTable
 
 __all__ = [
     "AbortJob",
     "AnnounceServer",
     "BindJob",
+    "BootstrapAdmin",
     "CancelArray",
     "CancelJob",
     "CheckNodes",
@@ -100,7 +117,9 @@ __all__ = [
     "ClusterState",
     "Command",
     "CompleteGpuReset",
+    "CreateTenant",
     "FinishJob",
+    "IssueToken",
     "NodeHeartbeat",
     "RegisterNode",
     "RemoveNode",
@@ -109,6 +128,7 @@ __all__ = [
     "ReportThermal",
     "ReportXid",
     "RequeueJob",
+    "RevokeToken",
     "SetGpuAdmin",
     "SetNodeAdmin",
     "SetQuota",
@@ -207,6 +227,8 @@ Command = (
     | AnnounceServer
     | SubmitArray
     | CancelArray
+    | ServiceCommand
+    | AccessCommand
 )
 
 
@@ -228,6 +250,8 @@ class ClusterParts:
     servers: dict[int, tuple[str, str, str]]
     next_epoch: int
     next_seq: int
+    services: tuple[Service, ...] = ()
+    access: AccessParts = field(default_factory=AccessParts)
 
 
 class _NodeTable(dict[str, Node]):
@@ -271,7 +295,7 @@ class _JobTable(dict[str, Job]):
         super().__setitem__(job_id, job)
 
 
-class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
+class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandlers):
     """Nodes, GPUs, jobs and allocations; mutated only through `apply`.
 
     `hardware` restores persisted GPU and node states (records naming unknown GPUs or nodes
@@ -292,7 +316,8 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
         for n in inventory.nodes:
             self._nodes[n.name] = n
         self._jobs: _JobTable = _JobTable()
-        self._held: dict[str, str] = {}  # gpu uuid -> job id
+        self._held: dict[str, str] = {}  # gpu uuid -> job id (whole GPUs)
+        self._shares = ShareBook()  # shares of one GPU, CPU per node (domain.gpu_shares)
         self.policy = policy
         self._reasons: dict[str, str] = {}  # gpu uuid or node name -> why it is in its state
         self._hot: dict[str, float] = {}  # gpu uuid -> last temperature, while too hot
@@ -302,6 +327,8 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
         self._quotas: dict[str, Quota] = {}
         self._servers: dict[int, tuple[str, str, str]] = {}
         self._arrays: dict[str, ArraySpec] = {}  # array id -> spec (derived from its tasks)
+        self.services = ServiceTable()  # long-running services (domain.services)
+        self._init_access()
         self._restore_hardware(hardware)
         self.next_epoch = 1
         self.next_seq = 1
@@ -312,7 +339,8 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
                 self.next_epoch = max(self.next_epoch, job.allocation.epoch + 1)
             if job.holds_gpus:
                 assert job.allocation is not None
-                for uuid in job.allocation.all_gpu_uuids:
+                self._shares.hold(job, self._gpus_by_uuid())
+                for uuid in () if job.shares_gpu else job.allocation.all_gpu_uuids:
                     if uuid in self._held:
                         raise Conflict(
                             f"restored jobs {self._held[uuid]} and {job.id} share {uuid}"
@@ -359,6 +387,8 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
         state._servers = dict(parts.servers)
         state.next_epoch = parts.next_epoch
         state.next_seq = parts.next_seq
+        state.services = ServiceTable(parts.services)
+        state._init_access(parts.access)
         return state
 
     def parts(self) -> ClusterParts:
@@ -376,6 +406,8 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
             servers=dict(self._servers),
             next_epoch=self.next_epoch,
             next_seq=self.next_seq,
+            services=self.services.services(),
+            access=self.access_parts(),
         )
 
     # -- queries ---------------------------------------------------------------------------
@@ -430,18 +462,31 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
         return sorted(ready, key=_seq)
 
     def holder(self, gpu: Gpu) -> str | None:
-        """The id of the job holding `gpu`, if any."""
-        return self._held.get(gpu.uuid)
+        """The id of the job holding `gpu`, if any (the first sharer of a shared GPU)."""
+        return next(iter(self.holders(gpu.uuid)), None)
+
+    def holders(self, uuid: str) -> tuple[str, ...]:
+        """Ids of the jobs holding GPU `uuid`: its whole-GPU job, or every job sharing it."""
+        whole = self._held.get(uuid)
+        return (whole,) if whole is not None else self._shares.sharers(uuid)
+
+    @property
+    def share_book(self) -> ShareBook:
+        """Shares per GPU and CPU per node (read only; `domain.gpu_shares`)."""
+        return self._shares
+
+    def _gpus_by_uuid(self) -> dict[str, Gpu]:
+        return {g.uuid: g for n in self._nodes.values() for g in n.gpus}
 
     def gpu_state(self, gpu: Gpu) -> GpuState:
         """Effective state: the GPU's own state when it is not AVAILABLE (a fault or an operator
         took it out), else ALLOCATED/IN_USE while a job holds it, else AVAILABLE."""
         gpu = self._gpu(gpu.node, gpu.index)
-        holder = self._held.get(gpu.uuid)
-        if holder is None or gpu.state is not GpuState.AVAILABLE:
+        holders = self.holders(gpu.uuid)
+        if not holders or gpu.state is not GpuState.AVAILABLE:
             return gpu.state
-        job = self._jobs[holder]
-        running = job.state is JobState.RUNNING and not job.releasing
+        jobs = [self._jobs[h] for h in holders]
+        running = any(j.state is JobState.RUNNING and not j.releasing for j in jobs)
         return GpuState.IN_USE if running else GpuState.ALLOCATED
 
     def node_views(self) -> list[NodeView]:
@@ -458,12 +503,29 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
         node = self.node(name)
         return frozenset(g.index for g in node.gpus if self._placeable(node, g))
 
-    def _placeable(self, node: Node, gpu: Gpu) -> bool:
+    def free_shares(self, name: str) -> dict[int, int]:
+        """Free milli-GPU per GPU index of node `name` where new work may land now: 1000 for
+        a free GPU, what its shares leave for a shared one (GPUs with nothing free left out)."""
+        node = self.node(name)
+        out = {}
+        for g in node.gpus:
+            if self._placeable(node, g, shared_ok=True):
+                free = self._shares.free_milli(g)
+                if free > 0:
+                    out[g.index] = free
+        return out
+
+    def cpu_used(self, name: str) -> int:
+        """CPU milli-cores the jobs bound on node `name` asked for."""
+        return self._shares.cpu.get(name, 0)
+
+    def _placeable(self, node: Node, gpu: Gpu, shared_ok: bool = False) -> bool:
         return (
             node.state is NodeState.READY
             and gpu.schedulable
             and gpu.uuid not in self._hot
             and gpu.uuid not in self._held
+            and (shared_ok or gpu.uuid not in self._shares.gpus)
         )
 
     def reason(self, name: str) -> str:
@@ -477,7 +539,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
     def resets_due(self) -> list[Gpu]:
         """RESETTING GPUs that no attempt holds any more: the controller may reset them now.
         O(RESETTING GPUs): the index is kept as GPUs change state."""
-        return [g for g in self._resetting.values() if g.uuid not in self._held]
+        return [g for g in self._resetting.values() if not self.holders(g.uuid)]
 
     def max_gpus_per_node(self) -> int:
         return max((len(n.gpus) for n in self._nodes.values()), default=0)
@@ -486,6 +548,8 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
 
     def apply(self, command: Command) -> list[DomainEvent]:
         """Apply one command; return its events. Raises DomainError subclasses on bad commands."""
+        if isinstance(command, SERVICE_COMMANDS):
+            return self.services.apply(command)
         match command:
             case SubmitJob():
                 return self._submit(command)
@@ -532,6 +596,8 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
                 return self._submit_array(command)
             case CancelArray():
                 return self._cancel_array(command)
+            case CreateTenant() | IssueToken() | RevokeToken() | BootstrapAdmin():
+                return list(self._apply_access(command))
         raise TypeError(f"unknown command {command!r}")  # pragma: no cover
 
     def _submit(self, cmd: SubmitJob) -> list[DomainEvent]:
@@ -561,6 +627,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
                     f"no GPU of model {' or '.join(spec.gpu_models)} in the cluster "
                     f"(it has {', '.join(sorted(known)) or 'none'}); it could never be placed",
                 )
+        check_share_request(spec, self._gpus_by_uuid().values())
         if spec.mig_profile is not None:
             models = (g.model for n in self._nodes.values() for g in n.gpus)
             check_mig_request(spec.mig_profile, spec.gpus, models, spec.gpu_models)
@@ -598,6 +665,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
         if len(wanted) != job.spec.tasks:
             raise Conflict(f"job {job.id} has {job.spec.tasks} tasks, got {len(wanted)} slots")
         slots = [self._slot(job, node, indices) for node, indices in wanted]
+        self._check_cpu(job, [s.node for s in slots])
         uuids = [u for slot in slots for u in slot.gpu_uuids]
         if len(set(uuids)) != len(uuids):
             raise Conflict(f"job {job.id}: two tasks bound to one GPU")
@@ -614,7 +682,8 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
         job, _ = transition(job, JobInput.BIND, cmd.now, reason="bound", allocation=allocation)
         job = replace(job, borrowing=cmd.borrowing)
         self._jobs[job.id] = job
-        for uuid in allocation.all_gpu_uuids:
+        self._shares.hold(job, {g.uuid: g for s in slots for g in self._slot_gpus(s)})
+        for uuid in () if job.shares_gpu else allocation.all_gpu_uuids:
             self._held[uuid] = job.id
         for name in allocation.nodes:
             self._touch(name)
@@ -641,6 +710,13 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
                 raise Conflict(f"gpu {node.name}/{index} is too hot")
             if gpu.uuid in self._held:
                 raise Conflict(f"gpu {node.name}/{index} is held by {self._held[gpu.uuid]}")
+            if job.shares_gpu:
+                why = self._shares.refusal(gpu, job)
+                if why is not None:
+                    raise Conflict(f"gpu {node.name}/{index}: {why}")
+            elif gpu.uuid in self._shares.gpus:
+                sharers = ", ".join(self._shares.sharers(gpu.uuid))
+                raise Conflict(f"gpu {node.name}/{index} is shared by {sharers}")
             gpus.append(gpu)
         return TaskSlot(
             node=node.name,
@@ -648,6 +724,22 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
             gpu_uuids=tuple(g.uuid for g in gpus),
             numa_nodes=tuple(sorted({g.numa_node for g in gpus if g.numa_node >= 0})),
         )
+
+    def _slot_gpus(self, slot: TaskSlot) -> list[Gpu]:
+        node = self._nodes[slot.node]
+        return [node.gpu(i) for i in slot.gpu_indices]
+
+    def _check_cpu(self, job: Job, nodes: list[str]) -> None:
+        """Conflict unless every node has the CPU milli-cores its tasks of `job` ask for."""
+        want = job.spec.cpu_milli
+        for name in dict.fromkeys(nodes) if want else ():
+            cap = self._nodes[name].cpus * 1000
+            need = want * nodes.count(name)
+            if cap and self.cpu_used(name) + need > cap:
+                raise Conflict(
+                    f"node {name}: {self.cpu_used(name)} of {cap} CPU milli-cores are asked "
+                    f"for; job {job.id} needs {need} more"
+                )
 
     def _current(self, job: Job, epoch: int, states: tuple[JobState, ...]) -> bool:
         return job.state in states and job.allocation is not None and job.allocation.epoch == epoch
@@ -710,6 +802,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
             self._unhold(job.id, job.allocation)
 
     def _unhold(self, job_id: str, allocation: Allocation) -> None:
+        self._shares.unhold(self._jobs[job_id], allocation)
         for uuid in allocation.all_gpu_uuids:
             if self._held.get(uuid) == job_id:
                 del self._held[uuid]
@@ -729,12 +822,16 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
                 assert job.allocation is not None
                 assert job.allocation.epoch not in epochs, "two live attempts share an epoch"
                 epochs.add(job.allocation.epoch)
-                for uuid in job.allocation.all_gpu_uuids:
+                for uuid in () if job.shares_gpu else job.allocation.all_gpu_uuids:
                     assert uuid not in expected, (
                         f"gpu {uuid} held by {expected.get(uuid)} and {job.id}"
                     )
                     expected[uuid] = job.id
         assert expected == self._held, "held-GPU index disagrees with job allocations"
+        gpus = self._gpus_by_uuid()
+        assert self._shares.same_as(ShareBook.of(self._jobs.values(), gpus)), "share book stale"
+        self._shares.check(gpus)
+        assert not set(self._shares.gpus) & set(self._held), "a whole-GPU job shares its GPU"
         for job in self._jobs.values():
             if job.state in LIVE and not job.releasing:
                 assert job.allocation is not None
@@ -750,6 +847,7 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers):
             g.uuid for n in self._nodes.values() for g in n.gpus if g.state is GpuState.RESETTING
         }
         assert set(self._resetting) == resetting, "RESETTING index disagrees with the GPUs"
+        self.check_access_invariants()
         for gpu in self._resetting.values():
             assert self._nodes[gpu.node].gpu(gpu.index) is gpu, "stale RESETTING GPU"
         open_ids = [j.id for j in self._jobs.values() if not j.terminal or j.holds_gpus]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpu_platform.domain.access_state import AccessEvent
 from gpu_platform.domain.model.gpu import GpuState
 from gpu_platform.domain.model.job import Allocation, JobState
 from gpu_platform.domain.model.node import NodeState
@@ -221,4 +222,4 @@ HardwareEvent = (
 
 ClusterEvent = NodeRegistered | NodeRemoved | QuotaChanged | ServerAnnounced | ArraySubmitted
 
-DomainEvent = JobEvent | HardwareEvent | ClusterEvent
+DomainEvent = JobEvent | HardwareEvent | ClusterEvent | AccessEvent

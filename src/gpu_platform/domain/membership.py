@@ -99,6 +99,8 @@ class MembershipHandlers:
 
     if TYPE_CHECKING:
 
+        def holders(self, uuid: str) -> tuple[str, ...]: ...
+
         def _heartbeat(self, cmd: NodeHeartbeat) -> list[DomainEvent]: ...
 
     def _register(self, cmd: RegisterNode) -> list[DomainEvent]:
@@ -126,7 +128,7 @@ class MembershipHandlers:
             gpus = tuple(replace(g, state=states[g.uuid]) for g in new.gpus)
             self._nodes[new.name] = replace(new, gpus=gpus, state=old.state)
             return self._heartbeat(NodeHeartbeat(new.name, cmd.now))
-        busy = sorted(self._held[g.uuid] for g in old.gpus if g.uuid in self._held)
+        busy = sorted(h for g in old.gpus for h in self.holders(g.uuid))
         if busy:
             raise Conflict(
                 f"node {new.name} changed its GPUs while job {busy[0]} holds some of them; "

@@ -166,6 +166,7 @@ def encode_spec(spec: JobSpec) -> dict[str, Any]:
         "client_token": spec.client_token,
         "image": spec.image,
         "mounts": list(spec.mounts),
+        **_encode_share(spec),
     }
 
 
@@ -194,7 +195,28 @@ def decode_spec(s: dict[str, Any]) -> JobSpec:
         client_token=s.get("client_token"),
         image=s.get("image"),
         mounts=tuple(s.get("mounts", ())),
+        gpu_milli=s.get("gpu_milli", 1000),
+        gpu_memory_bytes=s.get("gpu_memory_bytes"),
+        cpu_milli=s.get("cpu_milli", 0),
+        vendor=s.get("vendor"),
+        sharing=s.get("sharing"),
     )
+
+
+def _encode_share(spec: JobSpec) -> dict[str, Any]:
+    """The sharing fields, only where they differ from the defaults (older records agree)."""
+    out: dict[str, Any] = {}
+    if spec.gpu_milli != 1000:
+        out["gpu_milli"] = spec.gpu_milli
+    if spec.gpu_memory_bytes is not None:
+        out["gpu_memory_bytes"] = spec.gpu_memory_bytes
+    if spec.cpu_milli:
+        out["cpu_milli"] = spec.cpu_milli
+    if spec.vendor is not None:
+        out["vendor"] = spec.vendor
+    if spec.sharing is not None:
+        out["sharing"] = spec.sharing
+    return out
 
 
 # -- nodes -----------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import structlog
 
 from gpu_platform.adapters.inbound.agent_client import AgentClient
 from gpu_platform.adapters.inbound.cli import AgentOptions
+from gpu_platform.adapters.outbound.serving.replica_probes import ReplicaProbes
 from gpu_platform.adapters.outbound.sim import SimulatedHardware
 from gpu_platform.adapters.outbound.sim.profiles import ProfileGpuDiscovery
 from gpu_platform.application.agent import Agent
@@ -66,10 +67,11 @@ def run_agent(options: AgentOptions) -> None:
     isolation = job_isolation(settings)
     runner_gen = process_runner(settings, isolation, inventory, agent=True)
     runner = next(runner_gen)
+    probes = ReplicaProbes(runner, node.name, host=options.address or "127.0.0.1")
     agent = Agent(
         node,
-        runner,
-        health.monitors,
+        probes,  # service replicas get a port and health checks
+        (*health.monitors, probes.monitor),
         gpu_reset=health.reset,
         injector=health.injector,
         lease=getattr(runner, "fence", None),

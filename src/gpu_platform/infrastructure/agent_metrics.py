@@ -68,11 +68,14 @@ def agent_registry(
         node = agent.node
 
         def labels() -> dict[tuple[str, int], GpuLabels]:
-            held = agent.holders()
-            return {
-                (node.name, g.index): GpuLabels(g.model, g.pci_bus_id, *held.get(g.index, ("", "")))
-                for g in node.gpus
-            }
+            held = agent.sharers()  # a shared GPU: one series per sharer
+            out = {}
+            for g in node.gpus:
+                tasks = held.get(g.index, ())
+                first = tasks[0] if tasks else ("", "")
+                sharers = tasks if len(tasks) > 1 else ()
+                out[(node.name, g.index)] = GpuLabels(g.model, g.pci_bus_id, *first, sharers)
+            return out
 
         registry.register(DcgmCollector(telemetry, labels, hostname=node.name))
     return registry

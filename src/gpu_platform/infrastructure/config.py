@@ -98,11 +98,27 @@ class Settings(BaseSettings):
         description="Who creates MIG instances for jobs that ask for a MIG profile: nvml "
         "(nvidia-ml-py; root or the mig-config capability) or none (such jobs fail to launch).",
     )
+    mps_control: str = Field(
+        "nvidia-cuda-mps-control",
+        description="The MPS control program that runs one daemon per GPU for jobs sharing a "
+        "GPU under MPS (started for a GPU's first such job, stopped after its last).",
+    )
     job_log_max_bytes: int = Field(
         100 << 20, gt=0, description="Cap on each attempt's log file; the rest is discarded."
     )
     job_pids_max: int | None = Field(
         None, gt=0, description="Cap on processes per job (pids cgroup); none = no cap."
+    )
+    job_user: str = Field(
+        "nobody",
+        pattern=r"^[a-z_][a-z0-9_-]{0,30}[$]?$",
+        description="The account a job naming no `user` runs as (when the agent is root); "
+        "which accounts a job may name is an admin's run-as grant (docs/isolation.md).",
+    )
+    job_pid_namespace: bool = Field(
+        True,
+        description="Run each task in its own PID namespace with its own /proc (root only), "
+        "so no job sees another's processes or environment.",
     )
     container_runtime: Literal["auto", "docker", "none"] = Field(
         "auto",
@@ -301,6 +317,12 @@ class Settings(BaseSettings):
     rate_limit_burst: float = Field(
         100.0, ge=1, description="Token-bucket size: requests a token may make at once."
     )
+    auth_failures_per_minute: int = Field(
+        20,
+        ge=0,
+        description="Unknown or revoked tokens one client address may present per minute; "
+        "past that its requests are answered 429 until the minute has passed (0 = no limit).",
+    )
     max_queued_jobs_per_tenant: int = Field(
         0, ge=0, description="Jobs a tenant may have waiting to run; more are 429 (0 = no limit)."
     )
@@ -356,6 +378,41 @@ class Settings(BaseSettings):
         None,
         description="PEM CA bundle: when set (with TLS on), REST and gRPC require client "
         "certificates signed by it (mTLS).",
+    )
+
+    # -- OpenAI-compatible gateway (docs/gateway.md) ------------------------------------------
+    gateway: Literal["on", "off"] = Field(
+        "on",
+        description="Serve /v1/chat/completions, /v1/completions, /v1/embeddings and "
+        "/v1/models on the REST port, proxied to the replicas of each model.",
+    )
+    gateway_requests_per_second: float = Field(
+        0.0, ge=0, description="Gateway requests per second per API key; 0 = no limit."
+    )
+    gateway_request_burst: float = Field(
+        50.0, ge=1, description="Gateway requests an API key may send at once."
+    )
+    gateway_tokens_per_minute: float = Field(
+        0.0, ge=0, description="Prompt + completion tokens per minute per API key; 0 = no limit."
+    )
+    gateway_retries: int = Field(
+        2, ge=0, le=10, description="Other replicas to try after one refused the connection."
+    )
+    gateway_max_body_bytes: int = Field(
+        16 << 20, gt=0, description="Largest gateway request body (bytes); larger is 413."
+    )
+    gateway_read_timeout_seconds: float = Field(
+        600.0, gt=0, description="Longest wait for a replica's next bytes before giving up."
+    )
+    gateway_session_header: str = Field(
+        "X-Session-Id",
+        min_length=1,
+        description="Requests with the same value of this header go to the same replica.",
+    )
+    gateway_routes_file: Path | None = Field(
+        None,
+        description="Also route to the models listed in this JSON file (replicas the platform "
+        "does not run); re-read when it changes.",
     )
 
     @field_validator("local_agent", mode="before")

@@ -10,7 +10,7 @@ from `gpu_platform.testing`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import structlog
@@ -31,12 +31,14 @@ from gpu_platform.adapters.outbound.cgroups import (
     detect_isolation,
 )
 from gpu_platform.adapters.outbound.discovery import detect
+from gpu_platform.adapters.outbound.mps.control import MpsDaemonController
 from gpu_platform.adapters.outbound.nvml import NvidiaSmiGpuReset, NvmlHealthMonitor
 from gpu_platform.adapters.outbound.nvml.mig import NvmlMigController
 from gpu_platform.adapters.outbound.observability import OtelJobTracer, StructlogEventPublisher
 from gpu_platform.adapters.outbound.observability.event_hub import EventHub
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
 from gpu_platform.adapters.outbound.process.fence import ProcessLeaseFence
+from gpu_platform.adapters.outbound.serving.replica_probes import ReplicaProbes
 from gpu_platform.adapters.outbound.sim import SimulatedHardware
 from gpu_platform.adapters.outbound.sim.agent_injector import AgentRoutedInjector
 from gpu_platform.adapters.outbound.storage import (
@@ -45,27 +47,35 @@ from gpu_platform.adapters.outbound.storage import (
     SqliteHardwareStore,
     SqliteJobStore,
     SqliteQuotaStore,
+    SqliteRunAsStore,
 )
 from gpu_platform.adapters.outbound.system import SystemClock, UuidJobIds
 from gpu_platform.adapters.outbound.telemetry_health import TelemetryHealthMonitor
 from gpu_platform.adapters.tls import TlsFiles
+from gpu_platform.application.access_replica import ReplicatedAccessStore
 from gpu_platform.application.admission import AdmissionControl, AdmissionLimits, InputLimits
 from gpu_platform.application.agent import Agent
 from gpu_platform.application.agent_hub import AgentHub
 from gpu_platform.application.auth import AccessControl
 from gpu_platform.application.auth_scope import AuditedHardwareStore, AuditTrail
 from gpu_platform.application.control_plane import ControlPlane
+from gpu_platform.application.gateway.ledger import ServingLedger
 from gpu_platform.application.mig_jobs import MigJobRunner
+from gpu_platform.application.mps_jobs import MpsJobRunner
 from gpu_platform.application.replication import RaftReplication
+from gpu_platform.application.run_as import RunAsAccounts
+from gpu_platform.application.services import ServiceManager
 from gpu_platform.application.usage import UsageService
 from gpu_platform.domain.events import DomainEvent
 from gpu_platform.domain.faults.policy import FaultPolicy, XidClass
+from gpu_platform.domain.model.gpu import Gpu
 from gpu_platform.domain.model.node import Inventory
 from gpu_platform.domain.placement import Unschedulable
 from gpu_platform.domain.scheduling import QueueOrder, Quota, SchedulerPolicy
 from gpu_platform.infrastructure.config import ConfigError, Settings
 from gpu_platform.infrastructure.containers import container_runner, with_containers
 from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector, service_labels
+from gpu_platform.infrastructure.gateway import gateway_routes, install_gateway
 from gpu_platform.infrastructure.metrics import Metrics
 from gpu_platform.infrastructure.replicated import (
     advertised,
@@ -74,6 +84,7 @@ from gpu_platform.infrastructure.replicated import (
     running_replication,
 )
 from gpu_platform.infrastructure.tracing import configure_tracing
+from gpu_platform.ports.inbound.model_routes import ModelRoutes
 from gpu_platform.ports.outbound.access_store import AccessStore
 from gpu_platform.ports.outbound.audit_log import AuditLog
 from gpu_platform.ports.outbound.events import EventPublisher
@@ -86,6 +97,7 @@ from gpu_platform.ports.outbound.job_runner import JobRunner
 from gpu_platform.ports.outbound.job_store import JobStore
 from gpu_platform.ports.outbound.metrics import SchedulerMetrics
 from gpu_platform.ports.outbound.quota_store import QuotaStore
+from gpu_platform.ports.outbound.run_as_store import RunAsStore
 
 __all__ = [
     "Container",
@@ -176,6 +188,16 @@ def _sqlite_access(settings: Settings) -> Iterator[AccessStore]:
     store.close()
 
 
+def _sqlite_run_as(settings: Settings) -> Iterator[RunAsStore]:
+    store = SqliteRunAsStore(settings.data_dir / "state.db")  # own table
+    yield store
+    store.close()
+
+
+def _run_as(settings: Settings, store: RunAsStore, trail: AuditTrail) -> RunAsAccounts:
+    return RunAsAccounts(store, trail, protected=(str(settings.data_dir.resolve()),))
+
+
 def _sqlite_quotas(settings: Settings) -> Iterator[QuotaStore]:
     store = SqliteQuotaStore(settings.data_dir / "state.db")  # own table
     yield store
@@ -229,6 +251,10 @@ def _audit_log(settings: Settings) -> Iterator[AuditLog]:
     log.close()
 
 
+def _access_store(legacy: AccessStore, replication: RaftReplication | None) -> AccessStore:
+    return legacy if replication is None else ReplicatedAccessStore(replication)
+
+
 def _access(
     settings: Settings, store: AccessStore, clock: SystemClock, audit: AuditLog
 ) -> AccessControl:
@@ -239,10 +265,11 @@ def _access(
         enabled=settings.auth == "on",
         rate_per_s=settings.rate_limit_per_second,
         burst=settings.rate_limit_burst,
+        failures_per_minute=settings.auth_failures_per_minute,
     )
 
 
-def _admission(settings: Settings, plane: ControlPlane) -> AdmissionControl:
+def _admission(settings: Settings, plane: ControlPlane, run_as: RunAsAccounts) -> AdmissionControl:
     return AdmissionControl(
         plane,
         AdmissionLimits(
@@ -256,6 +283,7 @@ def _admission(settings: Settings, plane: ControlPlane) -> AdmissionControl:
             max_gpus=settings.max_gpus_per_job,
             max_array_size=settings.max_array_size,
         ),
+        run_as.check,
     )
 
 
@@ -344,7 +372,10 @@ def _runner(settings: Settings, isolation: Isolation, inventory: Inventory) -> I
     if settings.server_id:
         yield AgentHub(stale_after_s=settings.node_suspect_after_seconds)
         return
-    yield from process_runner(settings, isolation, inventory)
+    runner = process_runner(settings, isolation, inventory)
+    node = inventory.nodes[0].name if inventory.nodes else "local"
+    yield ReplicaProbes(next(runner), node)  # service replicas: a port and health checks
+    yield from runner  # closes the runner
 
 
 def _local_runner(
@@ -372,18 +403,20 @@ def process_runner(
         log_max_bytes=settings.job_log_max_bytes,
         pids_max=settings.job_pids_max,
         fence=fence,
+        default_user=settings.job_user,
+        pid_namespace=settings.job_pid_namespace,
+        protected=(settings.data_dir,),
     )
     containers = container_runner(settings, inventory)  # tasks that name an image
     routed = with_containers(runner, containers)
     if routed is not runner:  # the agent finds the lease fence on the runner it is given
         routed.fence = fence  # type: ignore[attr-defined]
+    local = inventory.nodes[0].gpus if inventory.nodes else ()
     if settings.mig_controller == "nvml":  # MIG jobs get an instance on this node's GPUs
-        local = inventory.nodes[0].gpus if inventory.nodes else ()
-        mig = MigJobRunner(routed, NvmlMigController(), {g.index: g.model for g in local})
-        mig.fence = fence  # type: ignore[attr-defined]
-        yield mig
-    else:
-        yield routed
+        routed = MigJobRunner(routed, NvmlMigController(), {g.index: g.model for g in local})
+    mps = MpsJobRunner(routed, mps_controller(settings, local))  # MPS shares join a daemon
+    mps.fence = fence  # type: ignore[attr-defined]
+    yield mps
     if containers is not None:
         containers.close(settings.stop_grace_seconds)
         containers.runtime.close()
@@ -392,6 +425,17 @@ def process_runner(
         isolation.sweep()
     except IsolationError as exc:
         structlog.get_logger(__name__).warning("job cgroups left behind", error=str(exc))
+
+
+def mps_controller(settings: Settings, gpus: Iterable[Gpu]) -> MpsDaemonController:
+    """One MPS daemon per GPU of this node, its pipes and logs under the data directory."""
+    root = settings.data_dir / "mps"
+    return MpsDaemonController(
+        root / "pipe",
+        root / "log",
+        executable=settings.mps_control,
+        gpu_ids={g.index: g.uuid for g in gpus},
+    )
 
 
 def _gpu_reset(runner: JobRunner, health: HealthParts) -> GpuReset | None:
@@ -503,6 +547,22 @@ def _running_health(plane: ControlPlane, health: HealthParts) -> Iterator[Health
             monitor.stop()
 
 
+def _running_services(
+    plane: ControlPlane, clock: SystemClock, runner: JobRunner
+) -> Iterator[ServiceManager]:
+    """Services with replicas (docs/services.md); also the gateway's ModelRoutes. Embedded,
+    this process probes the replicas itself (replicated, each node's agent does)."""
+    probes = runner.monitor if isinstance(runner, ReplicaProbes) else None
+    if probes is not None:
+        probes.start(plane.report_health)
+    manager = ServiceManager(plane, clock)
+    manager.start()
+    yield manager
+    manager.stop()
+    if probes is not None:
+        probes.stop()
+
+
 def _rest_app(
     settings: Settings,
     plane: ControlPlane,
@@ -514,6 +574,10 @@ def _rest_app(
     access: AccessControl,
     trail: AuditTrail,
     events: EventHub,
+    run_as: RunAsAccounts,
+    routes: ModelRoutes,
+    ledger: ServingLedger,
+    services: ServiceManager,
 ) -> FastAPI:
     metrics.watch(lambda: plane)
     metrics.watch_usage(lambda: usage)
@@ -529,6 +593,8 @@ def _rest_app(
         api_metrics=metrics.api,
         access=access,
         trail=trail,
+        run_as=run_as,
+        services=services,
         max_request_bytes=settings.max_request_bytes,
         metrics_auth=settings.metrics_auth,
     )
@@ -541,8 +607,10 @@ def _rest_app(
         events=events,
         topology=plane.topology,
         telemetry=None if telemetry is None else telemetry.snapshot,
+        services=services,
     )
     install_dashboard(app, site)
+    install_gateway(app, settings, routes, access, metrics.gateway, ledger)
     return app
 
 
@@ -555,6 +623,8 @@ def _grpc_server(
     jobs: AdmissionControl,
     access: AccessControl,
     trail: AuditTrail,
+    run_as: RunAsAccounts,
+    services: ServiceManager,
 ) -> Iterator[GrpcServer | None]:
     if settings.grpc_port < 0:
         yield None
@@ -570,6 +640,8 @@ def _grpc_server(
         access=access,
         trail=trail,
         tls=tls_files(settings),
+        run_as=run_as,
+        serving=services,
         max_message_bytes=settings.max_request_bytes,
     )
     server.start()
@@ -603,6 +675,7 @@ class Adapters(containers.DeclarativeContainer):
     health_parts = providers.Singleton(select_health, settings, inventory, discovery)
     access_store = providers.Resource(_sqlite_access, settings)
     quota_store = providers.Resource(_sqlite_quotas, settings)
+    run_as_store = providers.Resource(_sqlite_run_as, settings)
     audit_log = providers.Resource(_audit_log, settings)
 
 
@@ -654,12 +727,19 @@ class Container(containers.DeclarativeContainer):
         tls,
         adapters.local_runner,
     )
-    usage = providers.Singleton(UsageService, control_plane, adapters.clock)
-    jobs_api = providers.Singleton(_admission, settings, control_plane)
-    access = providers.Singleton(
-        _access, settings, adapters.access_store, adapters.clock, adapters.audit_log
-    )
+    serving_ledger = providers.Singleton(ServingLedger)
+    usage = providers.Singleton(UsageService, control_plane, adapters.clock, serving_ledger)
     audit_trail = providers.Singleton(AuditTrail, adapters.audit_log, adapters.clock)
+    run_as = providers.Singleton(_run_as, settings, adapters.run_as_store, audit_trail)
+    jobs_api = providers.Singleton(_admission, settings, control_plane, run_as)
+    # services with replicas; the gateway routes to their replicas (and a routes file's)
+    services = providers.Resource(_running_services, control_plane, adapters.clock, adapters.runner)
+    model_routes = providers.Singleton(gateway_routes, settings, services)
+    # replicated: tenants and tokens are cluster state (state.db's are imported once)
+    access_store = providers.Singleton(_access_store, adapters.access_store, replication)
+    access = providers.Singleton(
+        _access, settings, access_store, adapters.clock, adapters.audit_log
+    )
     grpc_server = providers.Resource(
         _grpc_server,
         settings,
@@ -670,6 +750,8 @@ class Container(containers.DeclarativeContainer):
         jobs_api,
         access,
         audit_trail,
+        run_as,
+        services,
     )
     rest_app = providers.Singleton(
         _rest_app,
@@ -683,4 +765,8 @@ class Container(containers.DeclarativeContainer):
         access,
         audit_trail,
         observability.event_hub,
+        run_as,
+        model_routes,
+        serving_ledger,
+        services,
     )

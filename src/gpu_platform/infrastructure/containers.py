@@ -50,6 +50,8 @@ def container_runner(settings: Settings, inventory: Inventory) -> ContainerJobRu
         log_max_bytes=settings.job_log_max_bytes,
         pids_max=settings.job_pids_max,
         gpu_requests=not inventory.simulated and runtime.nvidia,
+        default_user=settings.job_user,
+        protected=(settings.data_dir,),
     )
     removed = runner.reconcile()
     if removed:

@@ -4,8 +4,10 @@ The names and types are those of dcgm-exporter's default counters file; its coun
 `_total` suffix, so `exposition()` writes ours without the one prometheus-client adds. The
 series carry the labels NVIDIA's stock dashboard filters on (`gpu`, `UUID`, `pci_bus_id`,
 `device`, `modelName`, `Hostname`), and GPUs held by a job also carry `hpc_job`
-(dcgm-exporter's own HPC-mode label) and `tenant`. Values come from the discovery adapter's
-telemetry snapshot, read at scrape time; a reading the source does not give is omitted.
+(dcgm-exporter's own HPC-mode label) and `tenant`; a GPU shared by several jobs (shares of one
+GPU) has one series per sharer, each with that sharer's `hpc_job` and `tenant`. Values come
+from the discovery adapter's telemetry snapshot, read at scrape time; a reading the source
+does not give is omitted.
 
 | series | unit | from |
 |---|---|---|
@@ -168,6 +170,7 @@ class GpuLabels:
     pci_bus_id: str = ""
     job_id: str = ""
     tenant: str = ""
+    sharers: tuple[tuple[str, str], ...] = ()  # (job id, tenant) of each job sharing the GPU
 
 
 LabelSource = Callable[[], Mapping[tuple[str, int], GpuLabels]]
@@ -180,18 +183,23 @@ def service_labels(service: Callable[[], JobService]) -> LabelSource:
         plane = service()
         out = {}
         for info in plane.gpus():
-            tenant = ""
-            if info.job_id is not None:
-                try:
-                    tenant = plane.get(info.job_id).spec.tenant
-                except NotFound:
-                    tenant = ""
+            tenant = _tenant(plane, info.job_id)
+            sharers = tuple((s.job_id, _tenant(plane, s.job_id)) for s in info.shares)
             out[(info.gpu.node, info.gpu.index)] = GpuLabels(
-                info.gpu.model, info.gpu.pci_bus_id, info.job_id or "", tenant
+                info.gpu.model, info.gpu.pci_bus_id, info.job_id or "", tenant, sharers
             )
         return out
 
     return labels
+
+
+def _tenant(plane: JobService, job_id: str | None) -> str:
+    if job_id is None:
+        return ""
+    try:
+        return plane.get(job_id).spec.tenant
+    except NotFound:
+        return ""
 
 
 class DcgmCollector(Collector):
@@ -225,20 +233,20 @@ class DcgmCollector(Collector):
         }
         for reading in snapshot.gpus:
             info = known.get((snapshot.node, reading.index), GpuLabels())
-            labels = [
+            base = [
                 str(reading.index),
                 reading.uuid,
                 info.pci_bus_id,
                 f"nvidia{reading.index}",
                 info.model,
                 snapshot.node or self._hostname,
-                info.job_id,
-                info.tenant,
             ]
+            holders = info.sharers or ((info.job_id, info.tenant),)
             for name, _, _, value_of in _SERIES:
                 value = value_of(reading)
                 if value is not None:
-                    families[name].add_metric(labels, float(value))
+                    for job_id, tenant in holders:  # a shared GPU: one series per sharer
+                        families[name].add_metric([*base, job_id, tenant], float(value))
         yield from families.values()
 
 

@@ -19,6 +19,7 @@ from gpu_platform.adapters.outbound.observability import (
     PrometheusApiMetrics,
     PrometheusSchedulerMetrics,
 )
+from gpu_platform.adapters.outbound.observability.gateway_metrics import PrometheusGatewayMetrics
 from gpu_platform.domain.events import (
     ArraySubmitted,
     DomainEvent,
@@ -56,6 +57,7 @@ class _ClusterCollector(Collector):
             gpus.add_metric([node, state], n)
         yield gpus
         yield from _allocation(infos)
+        yield from _shares(infos)
         jobs = GaugeMetricFamily("gpu_platform_jobs", "Jobs by state", labels=["state"])
         for state, n in sorted(service.status().jobs_by_state.items()):
             jobs.add_metric([state], n)
@@ -72,6 +74,25 @@ class _ClusterCollector(Collector):
         for (tenant, priority), n in sorted(queued.items()):
             depth.add_metric([tenant, priority], n)
         yield depth
+
+
+def _shares(infos: list[GpuInfo]) -> Iterator[GaugeMetricFamily]:
+    """Per shared GPU: how many jobs share it and the device memory their shares pin."""
+    count = GaugeMetricFamily(
+        "gpu_platform_gpu_shares", "Jobs sharing a GPU (shares of one GPU)", labels=["node", "gpu"]
+    )
+    pinned = GaugeMetricFamily(
+        "gpu_platform_gpu_pinned_memory_bytes",
+        "Device memory pinned by the shares of a GPU",
+        labels=["node", "gpu"],
+    )
+    for info in infos:
+        if info.shares:
+            labels = [info.gpu.node, str(info.gpu.index)]
+            count.add_metric(labels, len(info.shares))
+            pinned.add_metric(labels, sum(s.pinned_bytes for s in info.shares))
+    yield count
+    yield pinned
 
 
 def _allocation(infos: list[GpuInfo]) -> Iterator[GaugeMetricFamily]:
@@ -136,6 +157,7 @@ class Metrics:
         )
         self.scheduler = PrometheusSchedulerMetrics(self.registry)
         self.api = PrometheusApiMetrics(self.registry)
+        self.gateway = PrometheusGatewayMetrics(self.registry)
 
     def watch(self, service: Callable[[], JobService]) -> None:
         """Export live GPU and job gauges read from `service` at scrape time."""

@@ -14,6 +14,8 @@ from typing import Any, cast
 from gpu_platform.adapters.inbound.rest import create_app
 from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
+from gpu_platform.ports.inbound.run_as import RunAsAdmin
+from gpu_platform.ports.inbound.services import ServicesApi
 from gpu_platform.ports.inbound.usage import UsageQueries
 
 __all__ = ["openapi_schema", "render"]
@@ -29,6 +31,8 @@ def openapi_schema() -> dict[str, Any]:
         cast(JobService, _Unused()),
         admin=cast(AdminService, _Unused()),
         usage=cast(UsageQueries, _Unused()),
+        run_as=cast(RunAsAdmin, _Unused()),
+        services=cast(ServicesApi, _Unused()),
     )
     return app.openapi()
 

@@ -15,12 +15,14 @@ from pathlib import Path
 import structlog
 from prometheus_client import CollectorRegistry
 
+from gpu_platform.adapters.cluster_identity import cluster_id
 from gpu_platform.adapters.inbound.agent_client import AgentClient
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.adapters.outbound.observability import PrometheusRaftMetrics
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
 from gpu_platform.adapters.outbound.raft_grpc.transport import parse_peers
 from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
+from gpu_platform.adapters.outbound.serving.replica_probes import ReplicaProbes
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.agent import Agent
 from gpu_platform.application.agent_hub import AgentHub
@@ -109,7 +111,11 @@ def running_replication(
         yield None
         return
     peers = voters(settings)
-    storage = SqliteRaftStorage(settings.data_dir / "raft.db")
+    identity = {
+        "member": settings.server_id,
+        "cluster": cluster_id(cluster_token(settings, server=True)),
+    }
+    storage = SqliteRaftStorage(settings.data_dir / "raft.db", identity=identity)
     replica = ClusterReplica(policy, threading.RLock())
     metrics = PrometheusRaftMetrics(registry, settings.server_id)
     config = RaftNodeConfig(
@@ -222,7 +228,9 @@ def running_local_agent(
         return
     node = agent_node(inventory, "127.0.0.1")
     lease = getattr(runner, "fence", None)  # process_runner's lease fence, when it made one
-    agent = Agent(node, runner, monitors, gpu_reset=gpu_reset, injector=injector, lease=lease)
+    probes = ReplicaProbes(runner, node.name, host="127.0.0.1")  # service replicas
+    monitors = (*monitors, probes.monitor)
+    agent = Agent(node, probes, monitors, gpu_reset=gpu_reset, injector=injector, lease=lease)
     target = advertised(settings, tls, (settings.port, settings.grpc_port, agent_server.port))
     socket = local_agent_socket(settings, tls)
     client = AgentClient(

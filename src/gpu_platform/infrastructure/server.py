@@ -11,7 +11,6 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
-import sys
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -19,13 +18,18 @@ import structlog
 import uvicorn
 
 from gpu_platform.adapters.grpc_bind import PortUnavailable
+from gpu_platform.adapters.outbound.integrity import StorageError
 from gpu_platform.adapters.outbound.storage import AuditChainBroken
 from gpu_platform.adapters.outbound.topology_command import topology_command
+from gpu_platform.application.access_replica import ReplicatedAccessStore
 from gpu_platform.application.consistency import stale_reads
+from gpu_platform.infrastructure.access_startup import ReplicatedAccessStartup, write_admin_token
 from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
 from gpu_platform.infrastructure.container import Container, tls_files
+from gpu_platform.infrastructure.data_dir import harden_data_dir
 from gpu_platform.infrastructure.listen_check import check_ports_free
 from gpu_platform.infrastructure.logging import configure_logging
+from gpu_platform.infrastructure.storage_check import check_storage
 from gpu_platform.infrastructure.tracing import TracingError
 from gpu_platform.ports.outbound.gpu_discovery import DiscoveryError
 
@@ -61,7 +65,8 @@ class DataDirLocked(Exception):
 
 
 def lock_data_dir(data_dir: Path) -> IO[str]:
-    """Hold an exclusive lock on `data_dir/lock` for the life of the returned file."""
+    """Hold an exclusive lock on `data_dir/lock` for the life of the returned file; the
+    directory is made private (0700, its files 0600: `harden_data_dir`)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     handle = (data_dir / "lock").open("a+")
     try:
@@ -77,6 +82,7 @@ def lock_data_dir(data_dir: Path) -> IO[str]:
     handle.truncate()
     handle.write(str(os.getpid()))
     handle.flush()
+    harden_data_dir(data_dir)  # secrets and state: unreadable to jobs (other accounts)
     return handle
 
 
@@ -108,6 +114,7 @@ def serve(options: _ServeOptions) -> None:
         DataDirLocked,
         AuditChainBroken,
         PortUnavailable,
+        StorageError,
     ) as exc:
         raise SystemExit(f"error: {exc}") from None
 
@@ -136,22 +143,24 @@ def announce_access(settings: Settings, container: Container) -> Path | None:
             "set auth = on (GPU_PLATFORM_AUTH=on) on any shared or networked server"
         )
         return None
+    if settings.server_id != 0:  # replicated: through the log, see start_replicated_access
+        return None
     issued = container.access().bootstrap()
     if issued is None:
         log.info("authentication on", tokens="existing")
         return None
-    path = settings.data_dir / "admin-token"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(issued.secret + "\n")
-    os.chmod(path, 0o600)
-    log.warning(
-        "bootstrap admin token created; it is shown once here and kept in the file",
-        token_id=issued.info.token_id,
-        file=str(path.resolve()),
-    )
-    print(f"admin token (shown once): {issued.secret}", file=sys.stderr, flush=True)
-    return path
+    return write_admin_token(settings, issued)
+
+
+def start_replicated_access(
+    settings: Settings, container: Container
+) -> ReplicatedAccessStartup | None:
+    """Replicated with auth on: bootstrap and import old tokens once a leader is known."""
+    store = container.access_store()
+    if settings.auth == "off" or not isinstance(store, ReplicatedAccessStore):
+        return None
+    legacy = container.adapters.access_store()
+    return ReplicatedAccessStartup(settings, container.access(), store, legacy).start()
 
 
 def _warn_embedded_jobs(container: Container) -> None:
@@ -170,19 +179,24 @@ def serve_settings(settings: Settings) -> None:
     lock = lock_data_dir(settings.data_dir)
     try:
         check_ports_free(settings)
-    except PortUnavailable:
+        check_storage(settings)
+    except (PortUnavailable, StorageError):
         lock.close()
         raise
     container = Container(settings=settings)
     tls = tls_files(settings)
     container.init_resources()
     plane = None
+    access_startup = None
     try:
         announce_access(settings, container)
         plane = container.control_plane()
+        access_startup = start_replicated_access(settings, container)
         container.agent_server()
         container.local_agent()
         alone = not settings.peers.strip()  # with peers, a leader may need servers not up yet
+        if alone and access_startup is not None and not access_startup.wait(READY_TIMEOUT_S):
+            log.warning("authentication setup not finished; serving anyway")
         if alone and not plane.wait_ready(READY_TIMEOUT_S):
             log.warning(
                 "no leader yet, or this host's agent has not registered; serving anyway",
@@ -220,6 +234,8 @@ def serve_settings(settings: Settings) -> None:
             log.info("signal received", signal=signal.Signals(received[0]).name)
     finally:
         log.info("shutting down", policy=settings.shutdown_policy)
+        if access_startup is not None:
+            access_startup.stop()
         if plane is not None:  # before the in-process agent goes: it settles that agent's jobs
             plane.shutdown()
         container.shutdown_resources()

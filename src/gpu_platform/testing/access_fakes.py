@@ -9,7 +9,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from gpu_platform.domain.access_state import last_admin
 from gpu_platform.domain.model.audit_chain import GENESIS, chain_entry
+from gpu_platform.domain.model.tenancy import Role
 from gpu_platform.ports.outbound.access_store import TokenRecord
 
 __all__ = ["InMemoryAccessStore", "InMemoryAuditLog"]
@@ -52,9 +54,26 @@ class InMemoryAccessStore:
             record = self._tokens.get(token_id)
             if record is None:
                 return False
+            if self._live_admins() == [token_id]:
+                raise last_admin(token_id)
             if record.revoked_at is None:
                 self._tokens[token_id] = replace(record, revoked_at=at)
             return True
+
+    def add_first_admin(self, record: TokenRecord) -> bool:
+        with self._lock:
+            if self._live_admins():
+                return False
+            self._tenants.setdefault(record.tenant, record.created_at)
+            self._tokens[record.token_id] = replace(record, role=Role.ADMIN, revoked_at=None)
+            return True
+
+    def _live_admins(self) -> list[str]:
+        return [
+            t.token_id
+            for t in self._tokens.values()
+            if t.role is Role.ADMIN and t.revoked_at is None
+        ]
 
 
 class InMemoryAuditLog:

@@ -15,12 +15,15 @@ from gpu_platform.domain.cluster_state import (
     AbortJob,
     AnnounceServer,
     BindJob,
+    BootstrapAdmin,
     CancelArray,
     CancelJob,
     CheckNodes,
     Command,
     CompleteGpuReset,
+    CreateTenant,
     FinishJob,
+    IssueToken,
     NodeHeartbeat,
     RegisterNode,
     RemoveNode,
@@ -29,6 +32,7 @@ from gpu_platform.domain.cluster_state import (
     ReportThermal,
     ReportXid,
     RequeueJob,
+    RevokeToken,
     SetGpuAdmin,
     SetNodeAdmin,
     SetQuota,
@@ -38,7 +42,9 @@ from gpu_platform.domain.cluster_state import (
 )
 from gpu_platform.domain.model.job import JobSpec
 from gpu_platform.domain.model.job_array import ArraySpec
+from gpu_platform.domain.model.tenancy import Role
 from gpu_platform.domain.scheduling.model import Quota
+from gpu_platform.testing.service_commands import service_command_strategies
 from gpu_platform.testing.strategies import described_nodes
 
 __all__ = ["cluster_commands", "command_strategies", "quotas"]
@@ -147,6 +153,25 @@ def command_strategies(
         ),
         SubmitArray: st.builds(SubmitArray, job, _specs(job_ids), _arrays(), _TIMES),
         CancelArray: st.builds(CancelArray, job, _TIMES, _REASONS),
+        **service_command_strategies(job_ids),
+        **_access_strategies(),
+    }
+
+
+def _access_strategies() -> dict[type[Any], st.SearchStrategy[Any]]:
+    """Small pools of tenants and token ids, so issues, revocations and refusals all occur."""
+    tenant = st.sampled_from(["default", "team-a", "bad name"])
+    token = st.sampled_from(["tok_a", "tok_b", "tok_c"])
+    digest = st.sampled_from(["d" * 64, "e" * 64, "f" * 64])
+    name = st.sampled_from(["ci", "alice"])
+    role = st.sampled_from(list(Role))
+    return {
+        CreateTenant: st.builds(CreateTenant, tenant, _TIMES),
+        IssueToken: st.builds(
+            IssueToken, token, digest, name, tenant, role, _TIMES, st.none() | _TIMES
+        ),
+        RevokeToken: st.builds(RevokeToken, token, _TIMES),
+        BootstrapAdmin: st.builds(BootstrapAdmin, token, digest, name, tenant, _TIMES),
     }
 
 

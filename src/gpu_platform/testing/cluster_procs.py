@@ -45,6 +45,11 @@ FAST_ENV = {
     "GPU_PLATFORM_LOG_FORMAT": "json",
     "GPU_PLATFORM_AUTH": "off",
     "GPU_PLATFORM_RATE_LIMIT_PER_SECOND": "0",
+    # Test jobs may run this interpreter (possibly under /root, 0700) and write into the test's
+    # temporary directories: they run as root in the host's PID namespace here (the product
+    # default, `nobody` in a namespace, is tested by tests/integration/test_job_attacks.py).
+    "GPU_PLATFORM_JOB_USER": "root",
+    "GPU_PLATFORM_JOB_PID_NAMESPACE": "false",
 }
 
 

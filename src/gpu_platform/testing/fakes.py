@@ -21,6 +21,7 @@ from gpu_platform.domain.faults.commands import HardwareRecord
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job
 from gpu_platform.domain.model.node import Inventory
+from gpu_platform.domain.model.run_as import RunAsGrant
 from gpu_platform.domain.scheduling.model import Quota
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
 
@@ -29,6 +30,7 @@ __all__ = [
     "InMemoryGpuDiscovery",
     "InMemoryHardwareStore",
     "InMemoryJobStore",
+    "InMemoryRunAsStore",
     "ManualClock",
     "RecordingPublisher",
     "SequentialJobIds",
@@ -267,3 +269,22 @@ class InMemoryQuotaStore:
                 self.quotas.pop(tenant, None)
             else:
                 self.quotas[tenant] = quota
+
+
+class InMemoryRunAsStore:
+    """Implements RunAsStore in a dict (survives `reopen` through sharing the dict)."""
+
+    def __init__(self, grants: dict[str, RunAsGrant] | None = None) -> None:
+        self.grants: dict[str, RunAsGrant] = {} if grants is None else grants
+        self._lock = threading.Lock()
+
+    def load_grants(self) -> dict[str, RunAsGrant]:
+        with self._lock:
+            return dict(self.grants)
+
+    def save_grant(self, tenant: str, grant: RunAsGrant | None) -> None:
+        with self._lock:
+            if grant is None:
+                self.grants.pop(tenant, None)
+            else:
+                self.grants[tenant] = grant

@@ -21,11 +21,22 @@ per job id; a job's state is a `JobState`, or None while the id is unknown):
 operation  accepted when the job is            then it becomes
 =========  ==================================  =====================================
 submit     unknown (None)                      QUEUED
+retry      always (the same idempotency key)   QUEUED if unknown, else unchanged
 start      QUEUED                              RUNNING
 finish     RUNNING                             the outcome: COMPLETED or FAILED
 cancel     QUEUED or RUNNING (non-terminal)    CANCELLED
 get        always; returns the state (or None) unchanged
 =========  ==================================  =====================================
+
+A get that was answered 404 is an observation too: `JobOutput(state=None)`, "absent", refused
+once the job exists (an acknowledged job that vanished). A get may say how many jobs carry the
+key (`copies`, from a listing by client token): anything but 0 for an absent job or 1 for a
+present one is refused in every state (one intended submission became two jobs). A job whose
+input says `runs=True` moves by itself (the server schedules, runs, re-queues and finishes it
+between client operations): its get accepts any state reachable by `RUNS_ON_ITS_OWN` and moves
+there — a finished job never runs again, never changes outcome, never vanishes. A submit of
+unknown outcome (timeout, connection lost) is a pending operation like any other: it may have
+created the job or not, and only later reads decide.
 
 A mutating operation's output says whether it was accepted (`JobOutput(accepted=...)`); one
 that was refused changed nothing. Every (state, operation) pair missing from `JOB_TRANSITIONS`
@@ -44,6 +55,7 @@ from gpu_platform.testing.linearizability import Operation, single_partition
 
 __all__ = [
     "JOB_TRANSITIONS",
+    "RUNS_ON_ITS_OWN",
     "JobInput",
     "JobOp",
     "JobOutput",
@@ -177,6 +189,7 @@ class JobOp(enum.Enum):
     FINISH = "finish"
     CANCEL = "cancel"
     GET = "get"
+    RETRY = "retry"  # a submit sent again under the same idempotency key
 
 
 _OUTCOMES = frozenset({JobState.COMPLETED, JobState.FAILED})
@@ -199,6 +212,7 @@ class JobInput:
     op: JobOp
     job_id: str
     outcome: JobState | None = None
+    runs: bool = False  # the server moves the job by itself (RUNS_ON_ITS_OWN)
 
     def __post_init__(self) -> None:
         if (self.op is JobOp.FINISH) != (self.outcome is not None):
@@ -210,10 +224,23 @@ class JobInput:
 @dataclass(frozen=True, slots=True)
 class JobOutput:
     """`accepted`: whether a mutation took effect; `state`: what a get returned (None = the
-    job id is unknown)."""
+    job id is unknown: a 404); `copies`: how many jobs a get found for the key (None = not
+    counted)."""
 
     accepted: bool = True
     state: JobState | None = None
+    copies: int | None = None
+
+
+_ACTIVE = frozenset(
+    {JobState.PENDING, JobState.QUEUED, JobState.SCHEDULED, JobState.RUNNING, JobState.PREEMPTED}
+)
+RUNS_ON_ITS_OWN: dict[JobState, frozenset[JobState]] = {
+    **{s: _ACTIVE | _OUTCOMES for s in _ACTIVE},  # scheduled, run, re-queued, finished
+    **{s: frozenset({s}) for s in (*_OUTCOMES, JobState.CANCELLED)},  # terminal stays
+}
+"""State -> the states a job with `runs=True` may reach with no client operation (itself
+included); only a client's cancel makes CANCELLED."""
 
 
 class JobStoreModel:
@@ -226,15 +253,26 @@ class JobStoreModel:
         self, state: JobState | None, input: JobInput, output: JobOutput | None
     ) -> tuple[bool, JobState | None]:
         if input.op is JobOp.GET:
-            return output is None or output.state == state, state
+            if output is None:
+                return True, state
+            if output.copies is not None and output.copies != int(output.state is not None):
+                return False, state  # two jobs for one key, or a count that contradicts
+            if input.runs and state is not None and output.state is not None:
+                return output.state in RUNS_ON_ITS_OWN[state], output.state
+            return output.state == state, state
+        if input.op is JobOp.RETRY:  # idempotent: creates the job at most once
+            return output is None or output.accepted, JobState.QUEUED if state is None else state
         new = JOB_TRANSITIONS.get((state, input.op, input.outcome))
         accepted = new is not None
         ok = output is None or output.accepted == accepted
         return ok, new if new is not None else state
 
     def is_read_only(self, input: JobInput, output: JobOutput | None) -> bool:
-        # a refused mutation is accepted only where it changes nothing
-        return input.op is JobOp.GET or (output is not None and not output.accepted)
+        # a refused mutation is accepted only where it changes nothing; a running job's get
+        # moves the state
+        if input.op is JobOp.GET:
+            return not input.runs
+        return output is not None and not output.accepted
 
     def partition(self, history: Sequence[Operation[JobInput, JobOutput]]) -> list[list[int]]:
         groups: dict[str, list[int]] = {}

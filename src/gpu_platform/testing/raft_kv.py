@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from gpu_platform.adapters.outbound.integrity import StorageError
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport, parse_peers
 from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
 from gpu_platform.application.raft_node import (
@@ -220,7 +221,10 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     peers = parse_peers(args.peers)
-    storage = SqliteRaftStorage(Path(args.data) / "raft.db")
+    try:
+        storage = SqliteRaftStorage(Path(args.data) / "raft.db", identity={"member": args.id})
+    except StorageError as exc:  # a damaged log: one line, like `serve`
+        raise SystemExit(f"error: {exc}") from None
     sm = KvStateMachine()
     config = RaftNodeConfig(
         id=args.id,

@@ -209,3 +209,29 @@ def test_image_and_mounts_survive_the_grpc_request_and_the_replicated_record() -
     assert (job.image, job.mounts) == ("img:1", ("/a:/b:ro",))
     assert decode_spec(encode_spec(job)) == job
     assert spec_from_pb(pb.SubmitJobRequest(command=["true"])).image is None
+
+
+def test_an_image_job_naming_no_account_runs_as_the_default_job_account(
+    runtime: FakeContainerRuntime, tmp_path: Path
+) -> None:
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    box = runner_for(runtime, tmp_path, default_user="nobody").container_spec(spec())
+    assert box.user == f"{nobody.pw_uid}:{nobody.pw_gid}"
+    assert runner_for(runtime, tmp_path).container_spec(spec()).user is None  # the image's
+
+
+def test_a_bind_mount_of_the_node_data_is_refused(
+    runtime: FakeContainerRuntime, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    (data / "jobs").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(data)
+    runner = runner_for(runtime, tmp_path, protected=(data,))
+    for source in (data, data / "jobs", tmp_path / "link", tmp_path / "jobs"):
+        with pytest.raises(LaunchError, match="permission denied"):
+            runner.start(spec(mounts=(f"{source}:/d:ro",)), lambda _: None)
+    assert runtime.specs == []
+    box = runner.container_spec(spec(mounts=(f"{tmp_path / 'other'}:/d",)))
+    assert [m.source for m in box.mounts] == [str(tmp_path / "other")]

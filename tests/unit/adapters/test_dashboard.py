@@ -250,7 +250,7 @@ def test_the_queue_shows_why_a_job_waits_and_the_job_page_its_placement(dash: Da
     assert c.get("/queue?state=BOGUS").status_code == 422
 
 
-def test_the_tenants_page_draws_usage_and_the_services_page_invents_nothing(
+def test_the_tenants_page_draws_usage_and_the_services_page_lists_what_exists(
     dash: Dash,
 ) -> None:
     c = dash.browser(dash.admin)
@@ -259,8 +259,10 @@ def test_the_tenants_page_draws_usage_and_the_services_page_invents_nothing(
     assert '<svg class="chart" role="img"' in page and 'data-tenant="default"' in page
     assert "<title" in page
     assert c.get("/tenants?hours=5").status_code == 422
-    services = c.get("/services").text
-    assert "does not run services yet" in services and "<table" not in services
+    assert "No services yet" in c.get("/services").text
+    body = {"name": "web", "command": ["fake-forever"], "replicas": 1}
+    assert dash.api("POST", "/v1/services", json=body)["name"] == "web"
+    assert 'data-service="web"' in c.get("/services").text
 
 
 def test_static_files_are_served_with_the_vendored_htmx(dash: Dash) -> None:

@@ -9,7 +9,9 @@ import pytest
 from dependency_injector import providers
 
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
+from gpu_platform.adapters.outbound.serving.replica_probes import ReplicaProbes
 from gpu_platform.application.mig_jobs import MigJobRunner
+from gpu_platform.application.mps_jobs import MpsJobRunner
 from gpu_platform.domain.model.node import Inventory
 from gpu_platform.infrastructure.config import Settings
 from gpu_platform.infrastructure.container import Container
@@ -24,7 +26,8 @@ def test_the_runner_gives_mig_jobs_instances_only_when_a_controller_is_configure
     container = Container(settings=settings)
     container.adapters.discovery.override(providers.Object(InMemoryGpuDiscovery(inventory)))
     runner = container.adapters.runner()
-    try:
-        assert isinstance(runner, kind)
+    try:  # replica probes (services) around the MPS runner (shares of one GPU join a daemon)
+        assert isinstance(runner, ReplicaProbes)
+        assert isinstance(runner.inner, MpsJobRunner) and isinstance(runner.inner.inner, kind)
     finally:
         container.adapters.shutdown_resources()

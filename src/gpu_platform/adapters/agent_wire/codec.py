@@ -19,6 +19,7 @@ from gpu_platform.domain.faults.health import (
     GpuLostReport,
     HealthEvent,
     Heartbeat,
+    ReplicaProbe,
     ThermalReading,
     XidReport,
 )
@@ -43,6 +44,7 @@ _FINDINGS: dict[str, type[HealthEvent]] = {
     "thermal": ThermalReading,
     "lost": GpuLostReport,
     "heartbeat": Heartbeat,
+    "replica": ReplicaProbe,
 }
 _KIND = {cls: kind for kind, cls in _FINDINGS.items()}
 

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["EccReading", "GpuLostReport", "HealthEvent", "Heartbeat", "ThermalReading", "XidReport"]
+__all__ = [
+    "EccReading",
+    "GpuLostReport",
+    "HealthEvent",
+    "Heartbeat",
+    "ReplicaProbe",
+    "ThermalReading",
+    "XidReport",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,4 +59,17 @@ class Heartbeat:
     node: str
 
 
-HealthEvent = XidReport | EccReading | ThermalReading | GpuLostReport | Heartbeat
+@dataclass(frozen=True, slots=True)
+class ReplicaProbe:
+    """A service replica's health check changed (attempt `epoch` of job `job_id`): `ready`,
+    where it listens (`address`, ``http://host:port``) and why it is not ready (`detail`)."""
+
+    node: str
+    job_id: str
+    epoch: int
+    ready: bool
+    address: str
+    detail: str = ""
+
+
+HealthEvent = XidReport | EccReading | ThermalReading | GpuLostReport | Heartbeat | ReplicaProbe

@@ -83,6 +83,8 @@ class FaultHandlers:
 
     if TYPE_CHECKING:
 
+        def holders(self, uuid: str) -> tuple[str, ...]: ...
+
         def node(self, name: str) -> Node: ...
 
         def _release(self, job: Job, effects: JobEffect) -> None: ...
@@ -114,7 +116,7 @@ class FaultHandlers:
 
     def _live_on(self, uuids: set[str]) -> list[Job]:
         """Jobs with a live attempt (not being stopped) holding any of `uuids`."""
-        ids = {self._held[u] for u in uuids if u in self._held}
+        ids = {h for u in uuids for h in self.holders(u)}  # every sharer of a shared GPU
         return [
             self._jobs[i]
             for i in sorted(ids)
@@ -242,7 +244,7 @@ class FaultHandlers:
 
     def _reset_done(self, cmd: CompleteGpuReset) -> list[DomainEvent]:
         gpu = self._gpu(cmd.node, cmd.gpu_index)
-        if gpu.uuid in self._held and gpu.state is GpuState.RESETTING:
+        if self.holders(gpu.uuid) and gpu.state is GpuState.RESETTING:
             raise Conflict(f"gpu {gpu.node}:{gpu.index} is still held; it cannot have been reset")
         if cmd.ok:
             self._ecc_seen[gpu.uuid] = 0  # a reset clears the volatile counters

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpu_platform.domain.model.job_array import ArrayTask
+from gpu_platform.domain.model.sharing import MILLI, check_share_fields
 
 __all__ = [
     "CLIENT_TOKEN_PATTERN",
@@ -97,7 +98,12 @@ class JobSpec:
 
     Containers: `image` runs the command inside that container image (the node's container
     runtime; None = a bare process); `mounts` are bind mounts "HOST:CONTAINER[:ro]" of
-    absolute paths, only with an image (docs/containers.md)."""
+    absolute paths, only with an image (docs/containers.md).
+
+    Sharing (`domain.model.sharing`): `gpu_milli` < 1000 with `gpus == 1` is a share of one
+    GPU, run under `sharing` ("mps" | "timeslice"; None = MPS on NVIDIA, else time-sliced);
+    `gpu_memory_bytes` is a share's pinned device memory (whole GPUs: the least each must
+    have); `cpu_milli` CPU milli-cores per task; `vendor` "nvidia" | "amd" | "intel"."""
 
     command: tuple[str, ...]
     gpus: int = 0
@@ -122,9 +128,24 @@ class JobSpec:
     client_token: str | None = None
     image: str | None = None
     mounts: tuple[str, ...] = ()
+    gpu_milli: int = MILLI
+    gpu_memory_bytes: int | None = None
+    cpu_milli: int = 0
+    vendor: str | None = None
+    sharing: str | None = None
 
     def __post_init__(self) -> None:
         check_container_fields(self.image, self.mounts)
+        check_share_fields(
+            self.gpus,
+            self.gpu_milli,
+            self.gpu_memory_bytes,
+            self.cpu_milli,
+            self.vendor,
+            self.sharing,
+            self.mig_profile,
+            self.tasks,
+        )
         for name in ("nvlink", "numa", "same_rack"):
             if getattr(self, name) not in AFFINITIES:
                 raise ValueError(f"{name} must be one of {', '.join(AFFINITIES)}")
@@ -263,3 +284,8 @@ class Job:
         if self.allocation is None:
             return False
         return self.releasing or self.state in (JobState.SCHEDULED, JobState.RUNNING)
+
+    @property
+    def shares_gpu(self) -> bool:
+        """True for a share of one GPU (it holds a fraction, alongside other sharers)."""
+        return self.spec.gpu_milli < MILLI and self.spec.gpus == 1

@@ -97,8 +97,32 @@ def rebuild(
     view = ClusterView((), typical)
     for node in state.nodes:
         if _usable(state, node.name, usable) is not None:
-            view.add_node(node, free_indices=state.free_gpus(node.name))
+            _add(view, node, _free_of(state, node.name))
     return view
+
+
+# free milli-GPU per GPU index (GPUs with nothing free left out), CPU milli-cores asked for
+_Free = tuple[tuple[tuple[int, int], ...], int]
+
+
+def _free_of(state: ClusterState, name: str) -> _Free:
+    return tuple(sorted(state.free_shares(name).items())), state.cpu_used(name)
+
+
+def _add(
+    view: ClusterView,
+    node: Node,
+    free: _Free,
+    matrix: TopologyMatrix | None = None,
+    hw: HardwareClass | None = None,
+) -> None:
+    """Index `node` with its free GPUs, then take what shares and CPU requests use."""
+    shares, cpu = free
+    indices = frozenset(i for i, _ in shares)
+    view.add_node(node, free_indices=indices, matrix=matrix, hardware=hw)
+    used = tuple(GpuShare(node.gpu(i), MILLI - m) for i, m in shares if m < MILLI)
+    if used or cpu:
+        view.bind(TaskPlacement(node.name, used, (), (), _NO_SCORE), cpu_milli=cpu)
 
 
 def view_contents(view: ClusterView) -> dict[str, tuple[object, ...]]:
@@ -128,7 +152,7 @@ class LiveView:
         self._state: ClusterState | None = None
         self._stamp = 0
         self._usable: frozenset[str] | None = None
-        self._indexed: dict[str, tuple[Node, frozenset[int]]] = {}  # as last put in the view
+        self._indexed: dict[str, tuple[Node, _Free]] = {}  # as last put in the view
 
     def sync(self, state: ClusterState, usable: Collection[str] | None = None) -> ClusterView:
         """Bring the view up to `state`, counting only nodes in `usable` (None: all); O(nodes
@@ -158,7 +182,7 @@ class LiveView:
                 self.view.remove_node(name)
                 del self._indexed[name]
             return
-        free = state.free_gpus(name)
+        free = _free_of(state, name)
         if current is not None and current[0] is node:
             if current[1] != free:
                 self._adjust(node, current[1], free)
@@ -167,14 +191,19 @@ class LiveView:
                 self.view.remove_node(name)
             matrix = self.hardware.matrix(node)
             hw = self.hardware.hardware(node)
-            self.view.add_node(node, free_indices=free, matrix=matrix, hardware=hw)
+            _add(self.view, node, free, matrix, hw)
         self._indexed[name] = (node, free)
 
-    def _adjust(self, node: Node, before: frozenset[int], after: frozenset[int]) -> None:
-        taken, given = sorted(before - after), sorted(after - before)
-        if taken:
-            shares = tuple(GpuShare(node.gpu(i), MILLI) for i in taken)
-            self.view.bind(TaskPlacement(node.name, shares, (), (), _NO_SCORE))
-        if given:
-            shares = tuple(GpuShare(node.gpu(i), MILLI) for i in given)
-            self.view.release(TaskPlacement(node.name, shares, (), (), _NO_SCORE))
+    def _adjust(self, node: Node, before: _Free, after: _Free) -> None:
+        """Bind what was taken and release what was given back since `before` (O(GPUs))."""
+        was, now = dict(before[0]), dict(after[0])
+        deltas = {i: was.get(i, 0) - now.get(i, 0) for i in was.keys() | now.keys()}
+        cpu = after[1] - before[1]
+        taken = tuple(GpuShare(node.gpu(i), d) for i, d in sorted(deltas.items()) if d > 0)
+        if taken or cpu > 0:
+            task = TaskPlacement(node.name, taken, (), (), _NO_SCORE)
+            self.view.bind(task, cpu_milli=max(cpu, 0))
+        given = tuple(GpuShare(node.gpu(i), -d) for i, d in sorted(deltas.items()) if d < 0)
+        if given or cpu < 0:
+            task = TaskPlacement(node.name, given, (), (), _NO_SCORE)
+            self.view.release(task, cpu_milli=max(-cpu, 0))

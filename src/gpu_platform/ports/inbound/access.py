@@ -37,15 +37,17 @@ class TenantInfo:
 @runtime_checkable
 class AccessService(Protocol):
     """`enabled` says whether tokens are required; when not, every caller is
-    `tenancy.ANONYMOUS_ADMIN`. `authenticate` raises Unauthenticated; `admit` raises
-    TooManyRequests when the principal's token bucket is empty. The management calls take the
-    acting principal and raise Forbidden unless it is an admin; `create_token` raises
-    NotFound for an unknown tenant, InvalidRequest for a bad name. Thread-safe."""
+        `tenancy.ANONYMOUS_ADMIN`. `authenticate` raises Unauthenticated, or TooManyRequests when
+    `source` (the client's address) presented too many bad tokens lately; `admit` raises
+        TooManyRequests when the principal's token bucket is empty. The management calls take the
+        acting principal and raise Forbidden unless it is an admin; `create_token` raises
+        NotFound for an unknown tenant, InvalidRequest for a bad name; `revoke_token` raises
+        InvalidRequest (field `token_id`) for the last live admin token. Thread-safe."""
 
     @property
     def enabled(self) -> bool: ...
 
-    def authenticate(self, secret: str | None) -> Principal: ...
+    def authenticate(self, secret: str | None, source: str = "") -> Principal: ...
 
     def admit(self, principal: Principal) -> None: ...
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from gpu_platform.domain.gpu_shares import Share
 from gpu_platform.domain.model.gpu import Gpu, GpuState
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
 from gpu_platform.domain.model.job_array import ArraySpec, format_array
@@ -25,6 +26,7 @@ class GpuInfo:
     job_id: str | None
     reason: str = ""
     hot: bool = False
+    shares: tuple[Share, ...] = ()  # jobs sharing it (a share of one GPU each)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,8 @@ class ClusterStatus:
     gpus_free: int
     jobs_by_state: dict[str, int]
     notes: tuple[str, ...]
+    gpus_shared: int = 0  # GPUs shared by jobs (shares of one GPU)
+    shares: int = 0  # shares on them, in all
 
 
 @dataclass(frozen=True, slots=True)

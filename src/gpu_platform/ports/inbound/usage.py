@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-__all__ = ["JobUsage", "UsageQueries", "UsageReport"]
+__all__ = ["JobUsage", "ServingUsage", "UsageQueries", "UsageReport"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +20,16 @@ class JobUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class ServingUsage:
+    """Requests a tenant sent through the OpenAI-compatible gateway, and their tokens (as the
+    replicas' responses reported them), since this server started."""
+
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
 class UsageReport:
     """Usage in [since, until) (Unix seconds), per job and summed per tenant (GPU-hours)."""
 
@@ -27,6 +37,7 @@ class UsageReport:
     until: float
     jobs: tuple[JobUsage, ...]
     gpu_hours_by_tenant: dict[str, float]
+    serving_by_tenant: dict[str, ServingUsage] = field(default_factory=dict)
 
     @property
     def gpu_hours(self) -> float:

@@ -29,7 +29,12 @@ class AccessStore(Protocol):
     """Durable when each call returns. Thread-safe.
 
     `add_tenant` is idempotent. `add_token` raises ValueError for a duplicate id or digest.
-    `revoke_token` returns False for an unknown id (revoking twice keeps the first time).
+    `revoke_token` returns False for an unknown id (revoking twice keeps the first time) and
+    raises InvalidRequest (field `token_id`) for the last live admin token. `add_first_admin`
+    adds tenant `record.tenant` if missing and the admin token `record`, atomically, unless a
+    live admin token exists: then it returns False and changes nothing.
+    A replicated store (`application.access_replica`) may also raise LeaderElsewhere from the
+    writing calls on a server that does not lead.
     """
 
     def add_tenant(self, name: str, created_at: float) -> None: ...
@@ -47,3 +52,5 @@ class AccessStore(Protocol):
         ...
 
     def revoke_token(self, token_id: str, at: float) -> bool: ...
+
+    def add_first_admin(self, record: TokenRecord) -> bool: ...

@@ -39,6 +39,7 @@ class IsolationSpec:
     memory_bytes: int | None = None
     pids_max: int | None = None
     devices: tuple[DeviceRule, ...] | None = None
+    cpu_milli: int = 0  # CPU time cap in milli-cores (the CFS quota); 0 = none
 
 
 @runtime_checkable

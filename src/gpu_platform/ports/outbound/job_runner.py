@@ -49,6 +49,10 @@ class LaunchSpec:
     GPUs, its limits, its environment, its log; stopped on stop/time limit); `mounts` are
     "HOST:CONTAINER[:ro]" bind mounts. A runner without a container runtime refuses such a
     spec (LaunchError) rather than run it bare.
+    Sharing: `cpu_milli` is the CPU time asked for (milli-cores; 0 = none asked), enforced by
+    the attempt's CPU quota; `sharing` is "mps" or "timeslice" for a share of one GPU (None:
+    the GPUs are the attempt's alone). With "mps" the runner joins the GPU's MPS daemon (one
+    per GPU, started for its first client, stopped after its last) and exports `mps`.
     """
 
     job_id: str
@@ -76,6 +80,8 @@ class LaunchSpec:
     mig_uuids: tuple[str, ...] = ()
     image: str | None = None
     mounts: tuple[str, ...] = ()
+    cpu_milli: int = 0
+    sharing: str | None = None
 
     def __post_init__(self) -> None:
         if self.mig_uuids and self.vendor != "nvidia":

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
+from gpu_platform.domain.errors import InvalidRequest
 from gpu_platform.domain.model.tenancy import Role
 from gpu_platform.ports.outbound.access_store import AccessStore, TokenRecord
 from gpu_platform.ports.outbound.audit_log import AuditLog
@@ -36,6 +37,7 @@ class AccessStoreContract:
     def test_a_token_is_found_by_its_digest_and_survives_a_reopen(
         self, make_store: Callable[[], AccessStore]
     ) -> None:
+        make_store().add_tenant("t1", 1.0)
         make_store().add_token(_token("tok_a", "d" * 64, Role.OPERATOR))
         again = make_store()
         assert again.token_by_digest("d" * 64) == _token("tok_a", "d" * 64, Role.OPERATOR)
@@ -45,6 +47,7 @@ class AccessStoreContract:
         self, make_store: Callable[[], AccessStore]
     ) -> None:
         store = make_store()
+        store.add_tenant("t1", 1.0)
         store.add_token(_token("tok_a", "a" * 64))
         with pytest.raises(ValueError):
             store.add_token(_token("tok_a", "b" * 64))
@@ -56,12 +59,37 @@ class AccessStoreContract:
         self, make_store: Callable[[], AccessStore]
     ) -> None:
         store = make_store()
+        store.add_tenant("t1", 1.0)
         store.add_token(_token("tok_a", "a" * 64))
         assert store.revoke_token("tok_a", 20.0)
         assert store.revoke_token("tok_a", 30.0)
         assert not store.revoke_token("tok_zz", 30.0)
         found = make_store().token_by_digest("a" * 64)
         assert found is not None and found.revoked_at == 20.0
+
+    def test_the_last_live_admin_token_cannot_be_revoked(
+        self, make_store: Callable[[], AccessStore]
+    ) -> None:
+        store = make_store()
+        store.add_tenant("t1", 1.0)
+        store.add_token(_token("tok_a", "a" * 64, Role.ADMIN))
+        store.add_token(_token("tok_b", "b" * 64, Role.ADMIN))
+        assert store.revoke_token("tok_a", 20.0)
+        with pytest.raises(InvalidRequest) as refused:
+            store.revoke_token("tok_b", 21.0)
+        assert refused.value.field == "token_id"
+        found = make_store().token_by_digest("b" * 64)
+        assert found is not None and found.revoked_at is None
+
+    def test_a_first_admin_is_added_only_while_no_live_admin_exists(
+        self, make_store: Callable[[], AccessStore]
+    ) -> None:
+        store = make_store()
+        assert store.add_first_admin(_token("tok_a", "a" * 64, Role.ADMIN))
+        assert not store.add_first_admin(_token("tok_b", "b" * 64, Role.ADMIN))
+        again = make_store()
+        assert [t.token_id for t in again.tokens()] == ["tok_a"]
+        assert [n for n, _ in again.tenants()] == ["t1"]
 
 
 class AuditLogContract:

@@ -35,7 +35,15 @@ from gpu_platform.adapters.inbound.cli.client import EXIT, ApiError
 from gpu_platform.adapters.inbound.cli.cluster import register_cluster
 from gpu_platform.adapters.inbound.cli.jobs_view import jobs_table
 from gpu_platform.adapters.inbound.cli.ops import register_ops
+from gpu_platform.adapters.inbound.cli.run_as import register_run_as
+from gpu_platform.adapters.inbound.cli.services import register_services
 from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, Session, fail
+from gpu_platform.adapters.inbound.cli.sharing_opts import (
+    gpus_text,
+    share_body,
+    share_cell,
+    shared_text,
+)
 
 __all__ = [
     "AgentOptions",
@@ -378,7 +386,19 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     @app.command(context_settings={"allow_interspersed_args": False})
     def submit(
         command: Annotated[list[str], typer.Argument(help="The program and its arguments.")],
-        gpus: Annotated[int, typer.Option(help="Whole GPUs on one node (per task).")] = 0,
+        gpus: Annotated[
+            str, typer.Option(help="GPUs per task: whole (2) or a share of one GPU (0.25).")
+        ] = "0",
+        gpu_memory: Annotated[
+            str | None,
+            typer.Option(help="A share's pinned GPU memory (MPS limit), e.g. 10G."),
+        ] = None,
+        cpus: Annotated[str | None, typer.Option(help="CPUs per task, e.g. 4 or 0.5.")] = None,
+        vendor: Annotated[str | None, typer.Option(help="GPU vendor: nvidia, amd, intel.")] = None,
+        sharing: Annotated[
+            str | None,
+            typer.Option(help="A share runs under mps or timeslice (default: mps on NVIDIA)."),
+        ] = None,
         tasks: Annotated[
             int, typer.Option(help="Tasks of a gang: all start together (RANK, WORLD_SIZE...).")
         ] = 1,
@@ -470,11 +490,15 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             if not sep or not key:
                 raise _fail(f"--env {item!r}: expected KEY=VALUE", 2)
             env_map[key] = value
-        if mig is not None and gpus == 0:
-            gpus = 1  # a MIG job holds one GPU; any other count is refused by the server
+        try:
+            shares = share_body(gpus, gpu_memory, cpus, vendor, sharing)
+        except ValueError as exc:
+            raise _fail(str(exc), 2) from None
+        if mig is not None and shares["gpus"] == 0:
+            shares["gpus"] = 1  # a MIG job holds one GPU; any other count is refused by the server
         body: dict[str, Any] = {
             "command": command,
-            "gpus": gpus,
+            **shares,
             "tasks": tasks,
             "preemptible": preemptible,
             "depends_on": after or [],
@@ -587,7 +611,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
             ("Command", " ".join(j["command"])),
             (
                 "GPUs requested",
-                str(j["gpus"])
+                gpus_text(j, detail=True)
                 + (f" x {j['tasks']} tasks" if j["tasks"] > 1 else "")
                 + (f" (one MIG {j['mig_profile']} instance)" if j.get("mig_profile") else ""),
             ),
@@ -812,7 +836,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 f"{g['memory_bytes'] / (1 << 30):.0f} GiB",
                 str(g["numa_node"]),
                 g["state"] + (" (hot)" if g["hot"] else ""),
-                g["job_id"] or "-",
+                share_cell(g),
                 g["uuid"],
                 g["reason"] or "-",
             )
@@ -828,7 +852,8 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         server: ServerOpt = DEFAULT_SERVER,
         output: OutputOpt = Output.table,
     ) -> None:
-        """GPU-hours per tenant and per job (time spent RUNNING x GPUs held)."""
+        """GPU-hours per tenant and per job (time spent RUNNING x GPUs held), and gateway
+        requests and tokens per tenant since the server started."""
         now = dt.datetime.now(dt.UTC).timestamp()
         params: dict[str, Any] = {}
         try:
@@ -859,6 +884,17 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
                 f"{j['gpu_hours']:.3f}",
             )
         out.print(jobs_table)
+        serving = report.get("serving_by_tenant") or {}
+        if serving:  # the OpenAI-compatible gateway, since the server started
+            tokens = Table("TENANT", "REQUESTS", "PROMPT TOKENS", "COMPLETION TOKENS")
+            for name, u in sorted(serving.items()):
+                tokens.add_row(
+                    name,
+                    str(u["requests"]),
+                    str(u["prompt_tokens"]),
+                    str(u["completion_tokens"]),
+                )
+            out.print(tokens)
 
     @app.command()
     def status(
@@ -877,7 +913,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         out.print(f"Server:    {server}")
         out.print(f"Inventory: {s['inventory_source']} ({kind})")
         out.print(f"Nodes:     {s['nodes']}")
-        out.print(f"GPUs:      {s['gpus_free']} free / {s['gpus_total']} total")
+        out.print(f"GPUs:      {s['gpus_free']} free / {s['gpus_total']} total{shared_text(s)}")
         jobs_line = ", ".join(f"{k}={v}" for k, v in sorted(s["jobs_by_state"].items())) or "none"
         out.print(f"Jobs:      {jobs_line}")
         for note in s["notes"]:
@@ -888,6 +924,8 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     register_admin(app, out, call, emit)
     register_ops(app, out, call, emit, gpu_table)
     register_access(app, out, call, emit)
+    register_run_as(app, out, call, emit)
     register_cluster(app, out, call, emit)
+    register_services(app, out, call, emit)
     register_certs(app, out)
     return app

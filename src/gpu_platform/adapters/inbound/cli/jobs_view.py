@@ -13,6 +13,8 @@ from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
+from gpu_platform.adapters.inbound.cli.sharing_opts import gpus_text
+
 __all__ = ["age", "jobs_table"]
 
 
@@ -76,7 +78,7 @@ def jobs_table(rows: list[dict[str, Any]], now: float, width: int = 80) -> Table
             "NAME": j.get("name") or "-",
             "TENANT": str(j["tenant"]),
             "STATE": str(j["state"]),
-            "GPUS": str(j["gpus"]),
+            "GPUS": gpus_text(j),
             "ASSIGNED": _assigned(j),
             "AGE": age(now - j["submitted_at"]),
             "REASON": _reason(j).replace("\n", " "),

@@ -62,6 +62,13 @@ def _secret(context: grpc.ServicerContext) -> str | None:
     return None
 
 
+def _source(context: grpc.ServicerContext) -> str:
+    """The client's address without its port ("ipv4:10.0.0.1:5000" -> "ipv4:10.0.0.1")."""
+    peer = str(context.peer() or "")
+    host, sep, port = peer.rpartition(":")
+    return host if sep and port.isdigit() else peer
+
+
 def _actor(context: grpc.ServicerContext) -> str:
     for key, value in context.invocation_metadata() or ():
         if key == "x-actor" and isinstance(value, str) and value:
@@ -81,7 +88,7 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         if refused:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, refused)
         try:
-            who = self._access.authenticate(_secret(context))
+            who = self._access.authenticate(_secret(context), _source(context))
             self._access.admit(who)
         except (Unauthenticated, TooManyRequests) as exc:
             abort_access(context, exc)

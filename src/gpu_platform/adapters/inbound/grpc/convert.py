@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
+from gpu_platform.domain.errors import InvalidRequest
 from gpu_platform.domain.model.job import Job, JobSpec
 from gpu_platform.domain.scheduling.model import PendingReason
 from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo
@@ -13,7 +16,7 @@ __all__ = ["array_to_pb", "gpu_to_pb", "job_to_pb", "spec_from_pb", "status_to_p
 def spec_from_pb(req: pb.SubmitJobRequest, default_tenant: str = "default") -> JobSpec:
     return JobSpec(
         command=tuple(req.command),
-        gpus=req.gpus,
+        **_share_from_pb(req),
         name=req.name,
         tenant=req.tenant or default_tenant,
         priority=req.priority,
@@ -34,6 +37,21 @@ def spec_from_pb(req: pb.SubmitJobRequest, default_tenant: str = "default") -> J
         image=req.image if req.HasField("image") else None,
         mounts=tuple(req.mounts),
     )
+
+
+def _share_from_pb(req: pb.SubmitJobRequest) -> dict[str, Any]:
+    """`gpus` and the sharing fields (a share of one GPU implies gpus 1)."""
+    milli = req.gpu_milli if req.HasField("gpu_milli") else 1000
+    if milli < 1000 and req.gpus > 1:
+        raise InvalidRequest("gpu_milli", f"a share is of one GPU, got gpus {req.gpus}")
+    return {
+        "gpus": 1 if 0 < milli < 1000 else req.gpus,
+        "gpu_milli": milli,
+        "gpu_memory_bytes": req.gpu_memory_bytes if req.HasField("gpu_memory_bytes") else None,
+        "cpu_milli": req.cpu_milli,
+        "vendor": req.vendor or None,
+        "sharing": req.sharing or None,
+    }
 
 
 def job_to_pb(job: Job, why: PendingReason | None = None) -> pb.Job:
@@ -76,6 +94,12 @@ def job_to_pb(job: Job, why: PendingReason | None = None) -> pb.Job:
     if job.spec.image is not None:
         msg.image = job.spec.image
     msg.mounts.extend(job.spec.mounts)
+    msg.gpu_milli = job.spec.gpu_milli
+    if job.spec.gpu_memory_bytes is not None:
+        msg.gpu_memory_bytes = job.spec.gpu_memory_bytes
+    msg.cpu_milli = job.spec.cpu_milli
+    msg.vendor = job.spec.vendor or ""
+    msg.sharing = job.spec.sharing or ""
     msg.borrowing = job.borrowing
     if job.array is not None:
         msg.array_id = job.array.array_id
@@ -119,6 +143,15 @@ def gpu_to_pb(info: GpuInfo) -> pb.Gpu:
         pci_bus_id=g.pci_bus_id,
         state=str(info.state),
         job_id=info.job_id or "",
+        shares=[
+            pb.ShareHolder(
+                job_id=s.job_id,
+                gpu_milli=s.milli,
+                pinned_memory_bytes=s.pinned_bytes,
+                sharing=s.sharing,
+            )
+            for s in info.shares
+        ],
     )
 
 
@@ -131,6 +164,8 @@ def status_to_pb(s: ClusterStatus) -> pb.ClusterStatus:
         gpus_free=s.gpus_free,
         jobs_by_state=s.jobs_by_state,
         notes=list(s.notes),
+        gpus_shared=s.gpus_shared,
+        shares=s.shares,
     )
 
 

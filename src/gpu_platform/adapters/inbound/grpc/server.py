@@ -38,6 +38,7 @@ from gpu_platform.adapters.inbound.grpc.convert import (
     status_to_pb,
 )
 from gpu_platform.adapters.inbound.grpc.interceptors import MetricsInterceptor, TracingInterceptor
+from gpu_platform.adapters.inbound.grpc.run_as import RunAsServicer
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
 from gpu_platform.adapters.tls import TlsFiles
@@ -57,6 +58,8 @@ from gpu_platform.domain.model.tenancy import AccessError, Permission, Role
 from gpu_platform.ports.inbound.access import AccessService, TokenInfo
 from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
+from gpu_platform.ports.inbound.run_as import RunAsAdmin
+from gpu_platform.ports.inbound.services import ServicesApi
 from gpu_platform.ports.outbound.metrics import ApiMetrics
 
 __all__ = ["EventSource", "GrpcServer"]
@@ -393,6 +396,8 @@ class GrpcServer:
         access: AccessService | None = None,
         trail: AuditTrail | None = None,
         tls: TlsFiles | None = None,
+        run_as: RunAsAdmin | None = None,
+        serving: ServicesApi | None = None,
         max_message_bytes: int = 1 << 20,
     ) -> None:
         access = access or OpenAccess()
@@ -421,6 +426,18 @@ class GrpcServer:
                 AdminServicer(service, admin, access, trail), self._server
             )
             services.append("AdminService")
+        if run_as is not None:
+            pb_grpc.add_RunAsServiceServicer_to_server(  # type: ignore[no-untyped-call]
+                RunAsServicer(run_as, _call), self._server
+            )
+            services.append("RunAsService")
+        if serving is not None:  # services with replicas (grpc/services.py)
+            from gpu_platform.adapters.inbound.grpc.services import ServingServicer
+
+            pb_grpc.add_ServingServiceServicer_to_server(  # type: ignore[no-untyped-call]
+                ServingServicer(serving), self._server
+            )
+            services.append("ServingService")
         self._services = tuple(f"gpu_platform.v1.{name}" for name in services)
         self._health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)

@@ -33,6 +33,7 @@ from gpu_platform.adapters.inbound.rest.problems import (
     install_problem_handlers,
     problem_openapi,
 )
+from gpu_platform.adapters.inbound.rest.run_as import run_as_router
 from gpu_platform.adapters.inbound.rest.schemas import (
     ArrayOut,
     ArraySubmit,
@@ -42,6 +43,7 @@ from gpu_platform.adapters.inbound.rest.schemas import (
     JobSubmit,
     UsageOut,
 )
+from gpu_platform.adapters.inbound.rest.services import services_router
 from gpu_platform.application.auth import OpenAccess
 from gpu_platform.application.auth_scope import AuditTrail, TenantScope
 from gpu_platform.application.consistency import stale_reads
@@ -50,6 +52,8 @@ from gpu_platform.domain.model.tenancy import Forbidden, Permission, Principal
 from gpu_platform.ports.inbound.access import AccessService
 from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
+from gpu_platform.ports.inbound.run_as import RunAsAdmin
+from gpu_platform.ports.inbound.services import ServicesApi
 from gpu_platform.ports.inbound.usage import UsageQueries
 from gpu_platform.ports.outbound.metrics import ApiMetrics
 
@@ -90,6 +94,8 @@ def create_app(
     api_metrics: ApiMetrics | None = None,
     access: AccessService | None = None,
     trail: AuditTrail | None = None,
+    run_as: RunAsAdmin | None = None,
+    services: ServicesApi | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     metrics_auth: str = "none",
 ) -> FastAPI:
@@ -296,6 +302,10 @@ def create_app(
         return {"status": "ok", "inventory": s.inventory_source, "simulated": s.simulated}
 
     app.include_router(access_router(auth))
+    if run_as is not None:
+        app.include_router(run_as_router(auth, run_as))
+    if services is not None:
+        app.include_router(services_router(services, auth))
     if admin is not None:
         app.include_router(admin_router(service, admin, auth))
 

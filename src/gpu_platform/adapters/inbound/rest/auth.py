@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import APIRouter, Depends, Header, Security
+from fastapi import APIRouter, Depends, Header, Request, Security
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -49,6 +49,7 @@ class Auth:
         self.trail = trail
 
         async def principal(
+            request: Request,
             credentials: HTTPAuthorizationCredentials | None = Security(_bearer),
             actor: str = Header(
                 "anonymous",
@@ -57,7 +58,9 @@ class Auth:
                 description="who acts, for the audit log (only when authentication is off)",
             ),
         ) -> Principal:
-            who = access.authenticate(None if credentials is None else credentials.credentials)
+            source = request.client.host if request.client is not None else ""
+            secret = None if credentials is None else credentials.credentials
+            who = access.authenticate(secret, source)
             access.admit(who)
             if not access.enabled:
                 who = dataclasses.replace(who, name=actor)

@@ -16,6 +16,11 @@ from pydantic import (
 )
 
 from gpu_platform.adapters.inbound.rest.problems import CONFLICT, NOT_FOUND
+from gpu_platform.adapters.inbound.rest.sharing_schemas import (
+    ShareFieldsIn,
+    ShareFieldsOut,
+    ShareOut,
+)
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import MAX_TASKS, Job, JobSpec
 from gpu_platform.domain.model.spec_checks import ENV_KEY_PATTERN
@@ -51,7 +56,7 @@ __all__ = [
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
 
-class JobSubmit(BaseModel):
+class JobSubmit(ShareFieldsIn):
     """POST /v1/jobs body."""
 
     model_config = ConfigDict(extra="forbid")
@@ -152,7 +157,6 @@ class JobSubmit(BaseModel):
     def to_spec(self, default_tenant: str = "default") -> JobSpec:
         return JobSpec(
             command=tuple(self.command),
-            gpus=self.gpus,
             name=self.name,
             tenant=self.tenant or default_tenant,
             priority=self.priority,
@@ -173,6 +177,7 @@ class JobSubmit(BaseModel):
             mig_profile=self.mig_profile,
             image=self.image,
             mounts=tuple(self.mounts),
+            **self.share_spec(self.gpus),
         )
 
 
@@ -299,7 +304,7 @@ class HistoryOut(BaseModel):
     reason: str
 
 
-class JobOut(BaseModel):
+class JobOut(ShareFieldsOut):
     id: str
     name: str
     state: str
@@ -356,6 +361,7 @@ class JobOut(BaseModel):
             mig_profile=job.spec.mig_profile,
             image=job.spec.image,
             mounts=list(job.spec.mounts),
+            **ShareFieldsOut.of_spec(job.spec),
             memory_bytes=job.spec.memory_bytes,
             time_limit_s=job.spec.time_limit_s,
             user=job.spec.user,
@@ -414,6 +420,7 @@ class GpuOut(BaseModel):
     job_id: str | None
     reason: str
     hot: bool
+    shares: list[ShareOut] = Field(default_factory=list, description="jobs sharing this GPU")
 
     @classmethod
     def of(cls, info: GpuInfo) -> GpuOut:
@@ -431,6 +438,7 @@ class GpuOut(BaseModel):
             job_id=info.job_id,
             reason=info.reason,
             hot=info.hot,
+            shares=[ShareOut.of(s) for s in info.shares],
         )
 
 
@@ -442,6 +450,8 @@ class ClusterStatusOut(BaseModel):
     gpus_free: int
     jobs_by_state: dict[str, int]
     notes: list[str]
+    gpus_shared: int = Field(0, description="GPUs shared by jobs (shares of one GPU)")
+    shares: int = Field(0, description="shares on the shared GPUs, in all")
 
     @classmethod
     def of(cls, s: ClusterStatus) -> ClusterStatusOut:
@@ -453,6 +463,8 @@ class ClusterStatusOut(BaseModel):
             gpus_free=s.gpus_free,
             jobs_by_state=s.jobs_by_state,
             notes=list(s.notes),
+            gpus_shared=s.gpus_shared,
+            shares=s.shares,
         )
 
 
@@ -464,12 +476,21 @@ class JobUsageOut(BaseModel):
     gpu_hours: float
 
 
+class ServingUsageOut(BaseModel):
+    """Gateway requests and tokens of one tenant since the server started (not windowed)."""
+
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
 class UsageOut(BaseModel):
     since: float
     until: float
     gpu_hours: float
     gpu_hours_by_tenant: dict[str, float]
     jobs: list[JobUsageOut]
+    serving_by_tenant: dict[str, ServingUsageOut] = {}
 
     @classmethod
     def of(cls, r: UsageReport) -> UsageOut:
@@ -488,6 +509,14 @@ class UsageOut(BaseModel):
                 )
                 for j in r.jobs
             ],
+            serving_by_tenant={
+                name: ServingUsageOut(
+                    requests=u.requests,
+                    prompt_tokens=u.prompt_tokens,
+                    completion_tokens=u.completion_tokens,
+                )
+                for name, u in r.serving_by_tenant.items()
+            },
         )
 
 

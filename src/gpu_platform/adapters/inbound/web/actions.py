@@ -75,7 +75,9 @@ def actions_router(site: Site) -> APIRouter:
         form = form_fields(await request.body())
         target = _local(form.get("next"))
         try:
-            session, _ = await run_in_threadpool(auth.login, form.get("token", "").strip())
+            source = request.client.host if request.client is not None else ""
+            token = form.get("token", "").strip()
+            session, _ = await run_in_threadpool(auth.login, token, source)
         except Unauthenticated:
             return site.render(
                 "login.html",

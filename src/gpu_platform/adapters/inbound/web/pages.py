@@ -4,7 +4,7 @@ GET /                      cluster: GPU grid by state, nodes, topology, servers,
 GET /queue?state=&tenant=  the queue in scheduling order, then running and finished jobs
 GET /jobs/{id}             one job: placement, attempts, transitions, its log (followed)
 GET /tenants?hours=        quotas, use, borrowing, GPU-hours over time (an SVG chart)
-GET /services              services do not exist yet; the page says so
+GET /services              services and their replicas (none on a server without them)
 GET /admin                 drain/offline/online GPUs and nodes, cancel jobs, the audit log
 GET /ui/fragments/{gpus,servers,queue,jobs/{id},audit}   the same parts, for htmx swaps
 """
@@ -206,7 +206,11 @@ def pages_router(site: Site) -> APIRouter:
     @router.get("/services")
     async def services(request: Request) -> Response:
         async def build(v: Visitor) -> Response:
-            return site.render("services.html", **site.base(v, "services"))
+            found = None
+            if site.services is not None:
+                tenant = None if v.may(Permission.JOBS_ANY_TENANT) else v.who.tenant
+                found = await run_in_threadpool(site.services.list_services, tenant)
+            return site.render("services.html", **site.base(v, "services"), services=found)
 
         return await site.guard(request, build)
 

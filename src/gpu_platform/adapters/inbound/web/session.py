@@ -92,9 +92,10 @@ class WebAuth:
     def enabled(self) -> bool:
         return self.access.enabled
 
-    def login(self, token: str | None) -> tuple[Session, Principal]:
-        """A new session for `token` (Unauthenticated if the server does not know it)."""
-        who = self.access.authenticate(token if self.enabled else None)
+    def login(self, token: str | None, source: str = "") -> tuple[Session, Principal]:
+        """A new session for `token` (Unauthenticated if the server does not know it;
+        TooManyRequests once `source` has tried too many bad tokens)."""
+        who = self.access.authenticate(token if self.enabled else None, source)
         return self.sessions.create(token if self.enabled else None), who
 
     def resolve(self, request: Request) -> tuple[Session, Principal]:
@@ -103,7 +104,8 @@ class WebAuth:
         if session is None:
             raise NoSession("no session")
         try:
-            who = self.access.authenticate(session.token)
+            source = request.client.host if request.client is not None else ""
+            who = self.access.authenticate(session.token, source)
         except Unauthenticated:
             self.sessions.drop(session.id)
             raise NoSession("the session's token is no longer valid") from None

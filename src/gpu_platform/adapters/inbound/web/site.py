@@ -32,6 +32,7 @@ from gpu_platform.domain.model.tenancy import Forbidden, Permission, Principal, 
 from gpu_platform.domain.topology.matrix import TopologyMatrix
 from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
+from gpu_platform.ports.inbound.services import ServicesApi
 from gpu_platform.ports.inbound.usage import UsageQueries
 
 __all__ = ["EventSource", "Site", "Visitor"]
@@ -90,6 +91,7 @@ class Site:
     events: EventSource | None = None
     topology: Callable[[str], TopologyMatrix | None] | None = None
     telemetry: Callable[[], TelemetrySnapshot] | None = None
+    services: ServicesApi | None = None
     env: Environment = field(init=False)
 
     def __post_init__(self) -> None:

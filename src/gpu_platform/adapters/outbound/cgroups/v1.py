@@ -7,6 +7,9 @@ prefix group inherits the root's effective sets. Devices are an allow-list: `dev
 then `devices.allow` for the basics every process needs (null, zero, full, random, urandom,
 tty, ptmx, pts) and the job's own device nodes; all other devices — other jobs' GPUs included —
 cannot be opened.
+
+A CPU request (`IsolationSpec.cpu_milli`) is the CFS quota of the attempt's group in the `cpu`
+hierarchy (`cpu.cfs_quota_us` per `cpu.cfs_period_us` of 100 ms), when that hierarchy exists.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ __all__ = ["BASE_DEVICES", "CONTROLLERS", "CgroupV1Isolation"]
 
 log = structlog.get_logger(__name__)
 
-CONTROLLERS = ("cpuset", "memory", "pids", "devices")
+CONTROLLERS = ("cpuset", "cpu", "memory", "pids", "devices")
+CFS_PERIOD_US = 100_000  # the CPU quota's period: cpu_milli milli-cores = cpu_milli*100 us
 
 BASE_DEVICES = (
     DeviceRule("c", 1, 3),  # null
@@ -131,6 +135,11 @@ class CgroupV1Isolation:
         mems = cpu_list(spec.mems) if spec.mems else (parent / "cpuset.mems").read_text().strip()
         write(group / "cpuset.cpus", cpus)
         write(group / "cpuset.mems", mems)
+
+    def _configure_cpu(self, group: Path, spec: IsolationSpec) -> None:
+        if spec.cpu_milli:  # CFS bandwidth: cpu_milli/1000 CPUs' worth of time per period
+            write(group / "cpu.cfs_period_us", str(CFS_PERIOD_US))
+            write(group / "cpu.cfs_quota_us", str(spec.cpu_milli * CFS_PERIOD_US // 1000))
 
     def _configure_memory(self, group: Path, spec: IsolationSpec) -> None:
         if spec.memory_bytes is not None:

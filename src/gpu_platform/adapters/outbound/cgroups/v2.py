@@ -40,6 +40,7 @@ class CgroupV2Isolation:
             raise IsolationError(f"{self.root} is not a cgroup v2 hierarchy")
         available = set(controllers_file.read_text().split())
         self.controllers = tuple(c for c in ("cpuset", "memory", "pids") if c in available)
+        self._cpu: bool | None = None if "cpu" in available else False  # None: not tried
         self.limitations = ("device allow-list not enforced on cgroup v2 without systemd",)
         self._lock = threading.Lock()
         self._ready = False
@@ -63,6 +64,19 @@ class CgroupV2Isolation:
             write(self.base / "cgroup.subtree_control", enable)
         self._ready = True
 
+    def _cpu_enabled(self) -> bool:
+        """Enable the cpu controller for the first job with a CPU request (the kernel refuses
+        it e.g. while real-time tasks sit in other groups: then CPU requests go uncapped)."""
+        if self._cpu is None:
+            try:
+                write(self.root / "cgroup.subtree_control", "+cpu")
+                write(self.base / "cgroup.subtree_control", "+cpu")
+                self._cpu = True
+            except IsolationError as exc:
+                self._cpu = False
+                log.warning("cpu controller not enabled: CPU requests not capped", error=str(exc))
+        return self._cpu
+
     def prepare(self, spec: IsolationSpec) -> tuple[str, ...]:
         with self._lock:
             self._setup()
@@ -76,6 +90,8 @@ class CgroupV2Isolation:
                         write(group / "cpuset.cpus", cpu_list(spec.cpus))
                     if spec.mems:
                         write(group / "cpuset.mems", cpu_list(spec.mems))
+                if spec.cpu_milli and self._cpu_enabled():  # CFS bandwidth per 100 ms period
+                    write(group / "cpu.max", f"{spec.cpu_milli * 100} 100000")
                 if spec.memory_bytes is not None:
                     write(group / "memory.max", str(spec.memory_bytes))
                 if spec.pids_max is not None:

@@ -31,6 +31,7 @@ from typing import Literal
 
 import structlog
 
+from gpu_platform.adapters.outbound.process.accounts import check_outside
 from gpu_platform.adapters.outbound.process.runner import (
     attempt_log_path,
     free_port,
@@ -109,7 +110,11 @@ class ContainerJobRunner:
         pids_max: int | None = None,
         gpu_requests: bool = False,
         device_root: Path = Path("/dev"),
+        default_user: str | None = None,
+        protected: tuple[Path, ...] = (),
     ) -> None:
+        """`default_user`: the account of a job naming none (None: the image's own);
+        `protected`: host directories no bind mount may expose (besides `log_root`)."""
         self.runtime = runtime
         self.log_root = Path(log_root)
         self.log_root.mkdir(parents=True, exist_ok=True)
@@ -119,6 +124,8 @@ class ContainerJobRunner:
         self._pids_max = pids_max
         self._gpu_requests = gpu_requests
         self._dev = device_root
+        self._default_user = default_user
+        self._protected = (*protected, self.log_root)
         self._lock = threading.Lock()
         self._live: dict[tuple[str, int, int], _Task] = {}
         self._ports: dict[tuple[str, int], int] = {}
@@ -247,16 +254,23 @@ class ContainerJobRunner:
                 EPOCH_LABEL: str(spec.epoch),
                 RANK_LABEL: str(spec.rank),
             },
-            mounts=tuple(Mount.parse(m) for m in spec.mounts),
+            mounts=self._mounts(spec),
             devices=devices,
             gpus=gpus,
             memory_bytes=spec.memory_bytes,
             cpus=spec.cpus,
             mems=spec.mems,
             pids_max=self._pids_max,
-            user=_account(spec.user),
+            user=_account(spec.user or self._default_user),
             workdir=spec.cwd,
         )
+
+    def _mounts(self, spec: LaunchSpec) -> tuple[Mount, ...]:
+        """The job's bind mounts; none may expose the node's data (secrets, other jobs' logs)."""
+        mounts = tuple(Mount.parse(m) for m in spec.mounts)
+        for mount in mounts:
+            check_outside(Path(mount.source), self._protected, "mount")
+        return mounts
 
     def _port_of(self, spec: LaunchSpec) -> int:
         if spec.gang is not None and spec.gang.master_port:

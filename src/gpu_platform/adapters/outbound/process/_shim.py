@@ -1,49 +1,135 @@
 """Exec shim for job processes: die with the control plane, then become the job.
 
-Run as `python -I -S _shim.py PARENT_PID [--join FILE]... [--user UID:GID] -- ARGV...`. It
-asks the kernel to SIGKILL this process when its parent thread dies (PR_SET_PDEATHSIG), checks
-the parent is still the one that launched it (closing the fork/prctl race), writes its pid into
-each FILE (the attempt's cgroup.procs: the job starts confined), drops to UID:GID with no
-supplementary groups when asked (after joining: only root may move itself between cgroups),
-and execs the job. Standalone: stdlib only, no
-package imports, because it runs before (and instead of) anything else in the child.
+Run as `python -I -S _shim.py PARENT_PID [--join FILE]... [--pidns] [--user UID:GID]
+[--cwd DIR] -- ARGV...`. It asks the kernel to SIGKILL this process when its parent thread
+dies (PR_SET_PDEATHSIG), checks the parent is still the one that launched it (closing the
+fork/prctl race), writes its pid into each FILE (the attempt's cgroup.procs: the job starts
+confined), and then:
+
+- with `--pidns` (root only) unshares a PID and a mount namespace and forks: this process
+  stays outside and, once the namespace's init has ended, exits as the job did (same code, or
+  killed by the same signal); the child is pid 1 of the namespace, mounts its own /proc (so the
+  job sees no process but its own: no other job's /proc/PID/environ), forks the job and reaps
+  whatever is left in the namespace. When init ends, the kernel kills everything in the
+  namespace. The shim and init ignore SIGTERM, SIGINT and SIGHUP: the runner signals the whole
+  process group, the job included, and the job decides;
+- drops to UID:GID with no supplementary groups when asked (after joining: only root may move
+  itself between cgroups), enters DIR (as that account: a directory it may not use is refused
+  with "permission denied"), and execs the job.
+
+Standalone: stdlib only, no package imports, because it runs before (and instead of) anything
+else in the child.
 """
 
+import contextlib
 import ctypes
 import os
+import resource
 import signal
+import struct
 import sys
 import warnings  # noqa: F401  os.execvp imports it lazily; after setuid the stdlib may be unreadable
 
 PR_SET_PDEATHSIG = 1
+CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def fail(message: str, code: int = 126) -> None:
+    sys.stderr.write(f"gpu-platform: {message}\n")
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def set_death_signal() -> None:
+    with contextlib.suppress(OSError):  # not Linux: reap() on restart removes leftovers
+        libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def die_with_parent(parent: int) -> None:
     """Ask for SIGKILL when the parent thread dies; exit now if it already has."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except OSError:
-        pass  # not Linux: the runner's reap() on restart still removes leftovers
+    set_death_signal()
     if os.getppid() != parent:
         os._exit(137)
+
+
+def call(result: int, what: str) -> None:
+    if result != 0:
+        fail(f"{what}: {os.strerror(ctypes.get_errno())}")
+
+
+def exit_like(status: int) -> None:
+    """Exit as a process with wait status `status` did (killed by its signal, else its code)."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the job's core, not the shim's
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+def enter_pid_namespace() -> None:
+    """Return in the job's process, pid 2 of a new PID namespace with its own /proc; the
+    processes above it (outside: this one; inside: init) never return."""
+    lib = libc()
+    for sig in FORWARDED:
+        signal.signal(sig, signal.SIG_IGN)
+    call(lib.unshare(CLONE_NEWNS | CLONE_NEWPID), "cannot make a PID namespace")
+    read_end, write_end = os.pipe()
+    init = os.fork()
+    if init:  # outside the namespace
+        os.close(write_end)
+        os.waitpid(init, 0)
+        data = os.read(read_end, 4)
+        exit_like(struct.unpack("i", data)[0] if len(data) == 4 else signal.SIGKILL)
+    os.close(read_end)
+    set_death_signal()  # init dies with the shim outside, and takes the namespace with it
+    call(lib.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "cannot make mounts private")
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    call(lib.mount(b"proc", b"/proc", b"proc", flags, None), "cannot mount /proc")
+    job = os.fork()
+    if job == 0:
+        os.close(write_end)
+        set_death_signal()
+        return
+    while True:  # init: reap everything; the job's end ends the namespace
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(0)
+        if pid == job:
+            os.write(write_end, struct.pack("i", status))
+            os._exit(0)
 
 
 def main() -> None:
     parent = int(sys.argv[1])
     sep = sys.argv.index("--")
     options, argv = sys.argv[2:sep], sys.argv[sep + 1 :]
+    pidns = "--pidns" in options
+    options = [o for o in options if o != "--pidns"]
     pairs = [(options[i], options[i + 1]) for i in range(0, len(options), 2)]
     joins = [value for key, value in pairs if key == "--join"]
     user = next((value for key, value in pairs if key == "--user"), None)
+    cwd = next((value for key, value in pairs if key == "--cwd"), None)
     die_with_parent(parent)
     for path in joins:
         try:
             with open(path, "w") as f:
                 f.write(str(os.getpid()))
         except OSError as exc:
-            sys.stderr.write(f"gpu-platform: cannot join {path}: {exc.strerror}\n")
-            os._exit(126)
+            fail(f"cannot join {path}: {exc.strerror}")
+    if pidns:
+        enter_pid_namespace()
+        for sig in FORWARDED:
+            signal.signal(sig, signal.SIG_DFL)
     if user is not None:
         uid, gid = (int(x) for x in user.split(":"))
         try:
@@ -51,14 +137,19 @@ def main() -> None:
             os.setgid(gid)
             os.setuid(uid)
         except OSError as exc:
-            sys.stderr.write(f"gpu-platform: cannot become {uid}:{gid}: {exc.strerror}\n")
-            os._exit(126)
-        die_with_parent(parent)  # a credential change clears the death signal: set it again
+            fail(f"cannot become {uid}:{gid}: {exc.strerror}")
+        set_death_signal()  # a credential change clears the death signal: set it again
+        if not pidns and os.getppid() != parent:
+            os._exit(137)
+    if cwd is not None:
+        try:
+            os.chdir(cwd)
+        except OSError as exc:
+            fail(f"cannot use working directory {cwd!r}: {exc.strerror}")
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:
-        sys.stderr.write(f"gpu-platform: cannot exec {argv[0]!r}: {exc.strerror}\n")
-        os._exit(127)
+        fail(f"cannot exec {argv[0]!r}: {exc.strerror}", 127)
 
 
 main()

@@ -6,13 +6,14 @@
   its own pid into the attempt's cgroups first.
 - stdout and stderr go through a pipe to `<root>/<job_id>/attempt-<n>.log`, capped at
   `log_max_bytes` (the rest is discarded and the cut is marked in the log).
-- The environment is the runner's own plus the job's, plus the vendor's visible-device masks
-  (see `visibility_env`; a MIG job gets its MIG device UUIDs), single-task rank variables,
-  and the GPU_PLATFORM_JOB_ID / GPU_PLATFORM_ATTEMPT markers.
+- The environment is the runner's own (less its secrets) plus the job's, plus the vendor's
+  visible-device masks (see `visibility_env`; a MIG job gets its MIG device UUIDs), single-task
+  rank variables, and the GPU_PLATFORM_JOB_ID / GPU_PLATFORM_ATTEMPT markers.
 - Device confinement: the GPUs' device nodes (a MIG job: its parent GPU's /dev/nvidiaN), the
   control nodes, and the nvidia-uvm / nvidia-caps majors (`cgroups.devices`).
 - When the attempt's main process exits, the rest of its process group is SIGKILLed and its
   cgroups are emptied and removed before the exit is reported: nothing outlives the report.
+- Accounts, `cwd`, PID namespaces: `accounts.py` (and `_shim.py`).
 - `reap` finds leftovers of an attempt started by an earlier incarnation through the
   GPU_PLATFORM_ATTEMPT marker in /proc/*/environ, kills them, and removes its cgroups.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import queue
 import shutil
 import signal
@@ -39,6 +39,12 @@ import structlog
 
 from gpu_platform.adapters.outbound.cgroups.devices import gpu_device_rules
 from gpu_platform.adapters.outbound.cgroups.noop import NoopIsolation
+from gpu_platform.adapters.outbound.process.accounts import (
+    check_cwd,
+    job_account,
+    pid_namespaces_work,
+    without_secrets,
+)
 from gpu_platform.adapters.outbound.process.fence import ProcessLeaseFence
 from gpu_platform.adapters.outbound.process.logs import (
     attempt_log_path,
@@ -83,7 +89,9 @@ def visibility_env(spec: LaunchSpec, mode: Literal["index", "uuid"] = "index") -
     if not spec.gpu_indices:
         env["NVIDIA_VISIBLE_DEVICES"] = "void"
         return env
-    ids = spec.gpu_uuids if mode == "uuid" else tuple(str(i) for i in spec.gpu_indices)
+    # an MPS client names its GPU by UUID: an index would count among its daemon's devices
+    by_uuid = mode == "uuid" or spec.mps is not None
+    ids = spec.gpu_uuids if by_uuid else tuple(str(i) for i in spec.gpu_indices)
     if spec.mig_uuids:  # LaunchSpec guarantees vendor == "nvidia"
         ids = spec.mig_uuids
     mask = ",".join(ids)
@@ -156,17 +164,27 @@ class ProcessJobRunner:
         pids_max: int | None = None,
         device_majors: dict[str, int] | None = None,
         fence: ProcessLeaseFence | None = None,
+        default_user: str | None = None,
+        pid_namespace: bool = False,
+        protected: tuple[Path, ...] = (),
     ) -> None:
-        """`fence`: the node's lease fence (an agent's runner); each task runs under it."""
+        """`fence`: the node's lease fence (an agent's runner); each task runs under it.
+        `default_user`: the account of a job naming none (None: the runner's own);
+        `pid_namespace`: each task in its own PID namespace (root only; see `_shim.py`);
+        `protected`: directories no job may use as its `cwd` (besides `log_root`)."""
         self.log_root = Path(log_root)
         self.fence = fence
         self.log_root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.log_root, 0o700)  # a job reaches `..` from its log dir: not other jobs'
         self.isolation = isolation or NoopIsolation()
-        self._base_env = dict(os.environ if base_env is None else base_env)
+        self._base_env = without_secrets(os.environ if base_env is None else base_env)
         self._visible = visible_devices
         self._log_max = log_max_bytes
         self._pids_max = pids_max
         self._majors = device_majors
+        self._default_user = default_user
+        self._pidns = pid_namespace and pid_namespaces_work(_SHIM)
+        self._protected = tuple(p.resolve() for p in (*protected, self.log_root))
         self._lock = threading.Lock()
         self._live: dict[tuple[str, int, int], _Attempt] = {}  # (job, epoch, rank)
         self._ports: dict[tuple[str, int], int] = {}  # gang rendezvous port per attempt
@@ -177,6 +195,11 @@ class ProcessJobRunner:
             target=self._launch_loop, name="job-launcher", daemon=True
         )
         self._launcher.start()
+
+    @property
+    def pid_namespace(self) -> bool:
+        """Whether each task gets its own PID namespace (asked for, and this host allows it)."""
+        return self._pidns
 
     # -- JobRunner -------------------------------------------------------------------------
 
@@ -273,6 +296,7 @@ class ProcessJobRunner:
             cpus=spec.cpus,
             mems=spec.mems,
             memory_bytes=spec.memory_bytes,
+            cpu_milli=spec.cpu_milli,
             pids_max=self._pids_max,
             devices=gpu_device_rules(spec.vendor, spec.gpu_indices, self._majors),
         )
@@ -295,18 +319,11 @@ class ProcessJobRunner:
             raise LaunchError(f"program {program!r} not found or not executable")
         path = self.log_path(spec.job_id, spec.attempt, spec.rank)
         path.parent.mkdir(parents=True, exist_ok=True)
-        account = None
-        if spec.user is not None:
-            try:
-                account = pwd.getpwnam(spec.user)
-            except KeyError:
-                raise LaunchError(f"cannot run as user {spec.user!r}: no such user") from None
-            if os.geteuid() not in (0, account.pw_uid):
-                raise LaunchError(f"cannot run as user {spec.user!r}: the node agent is not root")
+        account = job_account(spec.user, self._default_user)
+        if account is not None:
             os.chown(path.parent, account.pw_uid, account.pw_gid)  # its default cwd
-        cwd = spec.cwd or str(path.parent)
-        if not Path(cwd).is_dir():
-            raise LaunchError(f"working directory {cwd!r} does not exist")
+        if spec.cwd is not None:
+            check_cwd(spec.cwd, self._protected)
         try:
             joins = self.isolation.prepare(self.isolation_spec(spec))
         except IsolationError as exc:
@@ -314,6 +331,10 @@ class ProcessJobRunner:
         shim = [sys.executable, "-I", "-S", _SHIM, str(os.getpid())]
         for join in joins:
             shim += ["--join", join]
+        if self._own_pid_namespace(spec):
+            shim.append("--pidns")
+        if spec.cwd is not None:
+            shim += ["--cwd", spec.cwd]
         wrapper: tuple[str, ...] = ()
         if isinstance(self.isolation, WrapsCommand):  # e.g. systemd-run --scope: it drops to
             uid, gid = (account.pw_uid, account.pw_gid) if account else (None, None)  # the user
@@ -324,7 +345,7 @@ class ProcessJobRunner:
             proc = subprocess.Popen(
                 [*shim, "--", *wrapper, *spec.argv],
                 env=env,
-                cwd=cwd,
+                cwd=path.parent,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -361,6 +382,10 @@ class ProcessJobRunner:
             isolation=self.isolation.name,
             log=str(path),
         )
+
+    def _own_pid_namespace(self, spec: LaunchSpec) -> bool:
+        """Not under systemd-run (it names its own pid to systemd) nor for an MPS client."""
+        return self._pidns and spec.mps is None and not isinstance(self.isolation, WrapsCommand)
 
     def _go(self, attempt: _Attempt) -> None:
         """Put the started task under the node's lease (an agent's runner), then watch it."""

@@ -12,15 +12,30 @@ through; compaction keeps it bounded) and rebuilt from the file on open. Layout:
 * `meta(key, value)` — `hard_state` (term, vote, commit), `offset` (index and term of the
   entry just before the first one: the compaction point), `snapshot_meta` (index, term,
   conf state as JSON) and `snapshot_data` (the application state, bytes).
+
+Integrity (`adapters/outbound/integrity.py`): every row carries `crc`, a CRC-32 over all its
+fields, checked when the file is opened; after each synced write `raft.mark` beside the file
+records the term, commit and last index reached (and the member and cluster, when given), so a
+file that lost data — emptied, deleted, its `-wal` gone — is refused instead of starting empty.
+A file from before checksums (no `crc` column) gets them computed once, on first open.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from gpu_platform.adapters.outbound.integrity import (
+    RECOVERY_HINT,
+    StorageCorrupt,
+    StorageError,
+    StorageLost,
+    Watermark,
+    entry_crc,
+    record_crc,
+)
 from gpu_platform.domain.consensus import (
     CompactedError,
     ConfState,
@@ -38,9 +53,10 @@ __all__ = ["SqliteRaftStorage"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
-    idx INTEGER PRIMARY KEY, term INTEGER NOT NULL, type INTEGER NOT NULL, data BLOB NOT NULL
+    idx INTEGER PRIMARY KEY, term INTEGER NOT NULL, type INTEGER NOT NULL, data BLOB NOT NULL,
+    crc INTEGER
 );
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL, crc INTEGER);
 """
 
 
@@ -68,26 +84,75 @@ def _conf_from_json(text: str) -> ConfState:
 
 
 class SqliteRaftStorage(LogReads):
-    """A durable `RaftStorage` (see the module docstring). One thread at a time."""
+    """A durable `RaftStorage` (see the module docstring). One thread at a time.
 
-    def __init__(self, path: str | Path) -> None:
+    Opening raises `StorageCorrupt` (a record fails its checksum) or `StorageLost` (the file
+    is behind its watermark); `identity` (e.g. member and cluster) is kept in the watermark."""
+
+    def __init__(self, path: str | Path, *, identity: Mapping[str, object] | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._mark = Watermark(self.path)
+        self._identity = dict(identity or {})
+        self._floor = (0, 0, 0)  # (term, commit, last index) the watermark records
         self._synced = True
-        self._db.executescript(_SCHEMA)
         self.hard_state = HardState()
         self._snapshot = Snapshot()
         self._ents: list[Entry] = [Entry(0, 0)]  # [0] = the compaction point (index, term)
-        self._load()
+        self._metas: dict[str, bytes] = {}
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+            self._migrate()
+            self._load()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise StorageCorrupt(
+                f"{self.path} is unreadable ({exc}); refusing to start: {RECOVERY_HINT}"
+            ) from None
+        except BaseException:
+            self._db.close()
+            raise
+        self._check_watermark()
 
     def _meta(self, key: str) -> bytes | None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else bytes(row[0])
+        return self._metas.get(key)
+
+    def _migrate(self) -> None:
+        """A file from before checksums: add the `crc` columns and fill them, once."""
+        db = self._db
+        for table in ("entries", "meta"):
+            columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+            if "crc" in columns:
+                continue
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(f"ALTER TABLE {table} ADD COLUMN crc INTEGER")
+            if table == "entries":
+                rows = db.execute("SELECT idx, term, type, data FROM entries").fetchall()
+                sums = [(entry_crc(i, t, k, _blob(d)), i) for i, t, k, d in rows]
+                db.executemany("UPDATE entries SET crc = ? WHERE idx = ?", sums)
+            else:
+                rows = db.execute("SELECT key, value FROM meta").fetchall()
+                sums = [(record_crc(k, _blob(v)), k) for k, v in rows]
+                db.executemany("UPDATE meta SET crc = ? WHERE key = ?", sums)
+            db.execute("COMMIT")
+
+    def _corrupt(self, what: str, stored: object, computed: int) -> StorageCorrupt:
+        got = f"0x{stored:08x}" if isinstance(stored, int) else "none"
+        return StorageCorrupt(
+            f"{self.path} is corrupt: {what} fails its checksum (stored {got}, computed "
+            f"0x{computed:08x}); refusing to start: {RECOVERY_HINT}"
+        )
 
     def _load(self) -> None:
+        for key, value, crc in self._db.execute("SELECT key, value, crc FROM meta"):
+            blob = _blob(value)
+            want = record_crc(str(key), blob)
+            if crc != want:
+                raise self._corrupt(f"record {key!r}", crc, want)
+            self._metas[str(key)] = blob
         hs = self._meta("hard_state")
         if hs is not None:
             term, vote, commit = json.loads(hs)
@@ -100,11 +165,58 @@ class SqliteRaftStorage(LogReads):
         off = self._meta("offset")
         off_index, off_term = json.loads(off) if off is not None else (0, 0)
         self._ents = [Entry(off_term, off_index)]
-        rows = self._db.execute("SELECT idx, term, type, data FROM entries ORDER BY idx")
-        for idx, term, typ, data in rows:
-            if idx != self._ents[-1].index + 1:
-                raise LogInvariantError(f"gap in the stored log before index {idx}")
-            self._ents.append(Entry(term, idx, EntryType(typ), bytes(data)))
+        rows = self._db.execute("SELECT idx, term, type, data, crc FROM entries ORDER BY idx")
+        loaded = []
+        for idx, term, typ, data, crc in rows:  # every checksum first: a flipped index
+            blob = _blob(data)  # moves its row
+            want = entry_crc(idx, term, typ, blob)
+            if crc != want:
+                raise self._corrupt(f"log entry {idx}", crc, want)
+            loaded.append(Entry(term, idx, EntryType(typ), blob))
+        for entry in loaded:
+            if entry.index != self._ents[-1].index + 1:
+                raise StorageCorrupt(
+                    f"{self.path} is corrupt: the log has a gap before entry {entry.index}; "
+                    f"refusing to start: {RECOVERY_HINT}"
+                )
+            self._ents.append(entry)
+        self._metas.clear()  # only for this load: the snapshot's bytes live in `_snapshot`
+
+    def _check_watermark(self) -> None:
+        """Refuse a file that holds less than its watermark says it durably held."""
+        try:
+            mark = self._mark.read()
+        except StorageCorrupt:
+            self.close()
+            raise
+        floor = tuple(mark.get("raft", (0, 0, 0)))
+        member, was = self._identity.get("member"), mark.get("member")
+        if member is not None and was is not None and member != was and any(floor):
+            self.close()
+            raise StorageError(
+                f"{self.path} is the log of member {was} ({self._mark.path.name}), but this "
+                f"server is member {member}: start it with --id {was}, or give member "
+                f"{member} its own data dir"
+            )
+        self._identity = {**{k: v for k, v in mark.items() if k != "raft"}, **self._identity}
+        have = (self.hard_state.term, self.hard_state.commit, self.last_index())
+        if any(h < f for h, f in zip(have, floor, strict=True)):
+            self.close()
+            who = ", ".join(f"{k} {mark[k]}" for k in ("member", "cluster") if k in mark)
+            raise StorageLost(
+                f"{self.path} has lost data: it holds term {have[0]}, commit {have[1]}, last "
+                f"index {have[2]}, but {self._mark.path.name} records that this server"
+                f"{f' ({who})' if who else ''} reached term {floor[0]}, commit {floor[1]}, "
+                f"last index {floor[2]}; refusing to start (it would forget acknowledged writes "
+                f"or bootstrap a new cluster): {RECOVERY_HINT}"
+            )
+        self._write_mark()
+
+    def _write_mark(self, last: int | None = None) -> None:
+        hs = self.hard_state
+        floor = (hs.term, hs.commit, self.last_index() if last is None else last)
+        self._mark.write({**self._identity, "raft": list(floor)})
+        self._floor = floor
 
     # Storage reads: LogReads, over the in-memory copy loaded above.
 
@@ -125,6 +237,9 @@ class SqliteRaftStorage(LogReads):
             raise SnapshotOutOfDateError
         base = [Entry(snapshot.metadata.term, snapshot.metadata.index)] if snapshot else self._ents
         new = self._merge(base, entries)
+        last = new[1][-1].index if new is not None else base[-1].index
+        if last < self._floor[2]:  # a truncation: lower the watermark first
+            self._write_mark(last)
         db = self._db
         if sync != self._synced:
             db.execute(f"PRAGMA synchronous={'FULL' if sync else 'NORMAL'}")
@@ -139,8 +254,8 @@ class SqliteRaftStorage(LogReads):
                 first, appended = new
                 db.execute("DELETE FROM entries WHERE idx >= ?", (first,))
                 db.executemany(
-                    "INSERT INTO entries (idx, term, type, data) VALUES (?, ?, ?, ?)",
-                    [(e.index, e.term, e.type.value, e.data) for e in appended],
+                    "INSERT INTO entries (idx, term, type, data, crc) VALUES (?, ?, ?, ?, ?)",
+                    [(e.index, e.term, e.type.value, e.data, _crc(e)) for e in appended],
                 )
             if hard_state is not None:
                 hs = [hard_state.term, hard_state.vote, hard_state.commit]
@@ -159,6 +274,8 @@ class SqliteRaftStorage(LogReads):
             ents.extend(appended)
         if hard_state is not None:
             self.hard_state = hard_state
+        if sync:
+            self._write_mark()
 
     @staticmethod
     def _merge(ents: list[Entry], entries: Sequence[Entry]) -> tuple[int, list[Entry]] | None:
@@ -219,6 +336,7 @@ class SqliteRaftStorage(LogReads):
 
     def close(self) -> None:
         self._db.close()
+        self._mark.close()
 
     # ------------------------------------------------------------------ helpers
     def _full(self) -> None:
@@ -229,9 +347,9 @@ class SqliteRaftStorage(LogReads):
     def _put(self, key: str, value: str | bytes) -> None:
         blob = value.encode() if isinstance(value, str) else value
         self._db.execute(
-            "INSERT INTO meta (key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, blob),
+            "INSERT INTO meta (key, value, crc) VALUES (?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, crc = excluded.crc",
+            (key, blob, record_crc(key, blob)),
         )
 
     def _put_offset(self, head: Entry) -> None:
@@ -241,3 +359,12 @@ class SqliteRaftStorage(LogReads):
         md = snap.metadata
         self._put("snapshot_meta", json.dumps([md.index, md.term, _conf_to_json(md.conf_state)]))
         self._put("snapshot_data", snap.data)
+
+
+def _crc(e: Entry) -> int:
+    return entry_crc(e.index, e.term, e.type.value, e.data)
+
+
+def _blob(value: str | bytes) -> bytes:
+    """A stored BLOB's bytes (TEXT, as SQLite may hold it, as UTF-8)."""
+    return value.encode() if isinstance(value, str) else bytes(value)

@@ -4,6 +4,7 @@ from gpu_platform.adapters.outbound.storage.audit_file import AuditChainBroken, 
 from gpu_platform.adapters.outbound.storage.sqlite_access import SqliteAccessStore
 from gpu_platform.adapters.outbound.storage.sqlite_hardware import SqliteHardwareStore
 from gpu_platform.adapters.outbound.storage.sqlite_quotas import SqliteQuotaStore
+from gpu_platform.adapters.outbound.storage.sqlite_run_as import SqliteRunAsStore
 from gpu_platform.adapters.outbound.storage.sqlite_store import SqliteJobStore
 
 __all__ = [
@@ -13,4 +14,5 @@ __all__ = [
     "SqliteHardwareStore",
     "SqliteJobStore",
     "SqliteQuotaStore",
+    "SqliteRunAsStore",
 ]

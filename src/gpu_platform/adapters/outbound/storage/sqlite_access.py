@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from gpu_platform.adapters.outbound.storage.sqlite_db import SqliteDb
+from gpu_platform.domain.access_state import last_admin
 from gpu_platform.domain.model.tenancy import Role
 from gpu_platform.ports.outbound.access_store import TokenRecord
 
@@ -24,6 +25,7 @@ CREATE TABLE IF NOT EXISTS tokens (
 );
 """
 _COLUMNS = "token_id, digest, name, tenant, role, created_at, revoked_at"
+_LIVE_ADMINS = "SELECT token_id FROM tokens WHERE role = 'admin' AND revoked_at IS NULL"
 
 
 def _record(row: tuple[str, str, str, str, str, float, float | None]) -> TokenRecord:
@@ -81,11 +83,38 @@ class SqliteAccessStore:
 
     def revoke_token(self, token_id: str, at: float) -> bool:
         with self._db.transaction() as db:
+            live = [r for (r,) in db.execute(_LIVE_ADMINS)]
+            if live == [token_id]:
+                raise last_admin(token_id)
             cur = db.execute(
                 "UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE token_id = ?",
                 (at, token_id),
             )
             return cur.rowcount > 0
+
+    def add_first_admin(self, record: TokenRecord) -> bool:
+        try:
+            with self._db.transaction() as db:
+                if db.execute(_LIVE_ADMINS).fetchone() is not None:
+                    return False
+                db.execute(
+                    "INSERT OR IGNORE INTO tenants (name, created_at) VALUES (?, ?)",
+                    (record.tenant, record.created_at),
+                )
+                db.execute(
+                    f"INSERT INTO tokens ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, NULL)",
+                    (
+                        record.token_id,
+                        record.digest,
+                        record.name,
+                        record.tenant,
+                        str(Role.ADMIN),
+                        record.created_at,
+                    ),
+                )
+                return True
+        except sqlite3.IntegrityError as exc:
+            raise ValueError(f"token {record.token_id}: {exc}") from None
 
     def close(self) -> None:
         self._db.close()

@@ -65,6 +65,11 @@ class SubmitJobRequest(_message.Message):
     IMAGE_FIELD_NUMBER: _builtins.int
     MOUNTS_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    GPU_MILLI_FIELD_NUMBER: _builtins.int
+    GPU_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
+    CPU_MILLI_FIELD_NUMBER: _builtins.int
+    VENDOR_FIELD_NUMBER: _builtins.int
+    SHARING_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     """whole GPUs on one node"""
     name: _builtins.str
@@ -94,6 +99,16 @@ class SubmitJobRequest(_message.Message):
     """run the command in this container image"""
     request_id: _builtins.str
     """idempotency: a retry with the same id returns the same job"""
+    gpu_milli: _builtins.int
+    """a share of one GPU in milli-GPU (250 = a quarter); implies gpus 1"""
+    gpu_memory_bytes: _builtins.int
+    """a share's pinned device memory; whole GPUs: the least each has"""
+    cpu_milli: _builtins.int
+    """CPU milli-cores per task"""
+    vendor: _builtins.str
+    """nvidia | amd | intel ("" = any)"""
+    sharing: _builtins.str
+    """mps | timeslice ("" = mps on NVIDIA, else timeslice)"""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """argv; command[0] is the program"""
@@ -136,13 +151,22 @@ class SubmitJobRequest(_message.Message):
         image: _builtins.str | None = ...,
         mounts: _abc.Iterable[_builtins.str] | None = ...,
         request_id: _builtins.str | None = ...,
+        gpu_milli: _builtins.int | None = ...,
+        gpu_memory_bytes: _builtins.int | None = ...,
+        cpu_milli: _builtins.int = ...,
+        vendor: _builtins.str = ...,
+        sharing: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "preemptible", b"preemptible", "request_id", b"request_id", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_gpu_milli", b"_gpu_milli", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "preemptible", b"preemptible", "request_id", b"request_id", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpu_models", b"gpu_models", "gpus", b"gpus", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "mounts", b"mounts", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "preemptible", b"preemptible", "priority", b"priority", "request_id", b"request_id", "same_rack", b"same_rack", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_gpu_milli", b"_gpu_milli", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cpu_milli", b"cpu_milli", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "gpu_models", b"gpu_models", "gpus", b"gpus", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "mounts", b"mounts", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "preemptible", b"preemptible", "priority", b"priority", "request_id", b"request_id", "same_rack", b"same_rack", "sharing", b"sharing", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user", "vendor", b"vendor"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cwd: _TypeAlias = _typing.Literal["cwd"]  # noqa: Y015
     _WhichOneofArgType__cwd: _TypeAlias = _typing.Literal["_cwd", b"_cwd"]  # noqa: Y015
+    _WhichOneofReturnType__gpu_memory_bytes: _TypeAlias = _typing.Literal["gpu_memory_bytes"]  # noqa: Y015
+    _WhichOneofArgType__gpu_memory_bytes: _TypeAlias = _typing.Literal["_gpu_memory_bytes", b"_gpu_memory_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__gpu_milli: _TypeAlias = _typing.Literal["gpu_milli"]  # noqa: Y015
+    _WhichOneofArgType__gpu_milli: _TypeAlias = _typing.Literal["_gpu_milli", b"_gpu_milli"]  # noqa: Y015
     _WhichOneofReturnType__image: _TypeAlias = _typing.Literal["image"]  # noqa: Y015
     _WhichOneofArgType__image: _TypeAlias = _typing.Literal["_image", b"_image"]  # noqa: Y015
     _WhichOneofReturnType__memory_bytes: _TypeAlias = _typing.Literal["memory_bytes"]  # noqa: Y015
@@ -159,6 +183,10 @@ class SubmitJobRequest(_message.Message):
     _WhichOneofArgType__user: _TypeAlias = _typing.Literal["_user", b"_user"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__cwd) -> _WhichOneofReturnType__cwd | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_memory_bytes) -> _WhichOneofReturnType__gpu_memory_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_milli) -> _WhichOneofReturnType__gpu_milli | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__image) -> _WhichOneofReturnType__image | None: ...
     @_typing.overload
@@ -314,6 +342,11 @@ class Job(_message.Message):
     INTERRUPTIONS_FIELD_NUMBER: _builtins.int
     IMAGE_FIELD_NUMBER: _builtins.int
     MOUNTS_FIELD_NUMBER: _builtins.int
+    GPU_MILLI_FIELD_NUMBER: _builtins.int
+    GPU_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
+    CPU_MILLI_FIELD_NUMBER: _builtins.int
+    VENDOR_FIELD_NUMBER: _builtins.int
+    SHARING_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     state: _builtins.str
@@ -348,6 +381,12 @@ class Job(_message.Message):
     interruptions: _builtins.int
     """re-queued, not its fault: preemption, restarts, forced offline"""
     image: _builtins.str
+    gpu_milli: _builtins.int
+    """1000 = whole GPUs; less: a share of one GPU"""
+    gpu_memory_bytes: _builtins.int
+    cpu_milli: _builtins.int
+    vendor: _builtins.str
+    sharing: _builtins.str
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -402,10 +441,15 @@ class Job(_message.Message):
         interruptions: _builtins.int = ...,
         image: _builtins.str | None = ...,
         mounts: _abc.Iterable[_builtins.str] | None = ...,
+        gpu_milli: _builtins.int = ...,
+        gpu_memory_bytes: _builtins.int | None = ...,
+        cpu_milli: _builtins.int = ...,
+        vendor: _builtins.str = ...,
+        sharing: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array_id", b"array_id", "exit_code", b"exit_code", "finished_at", b"finished_at", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "pending", b"pending", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array_id", b"array_id", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpu_memory_bytes", b"gpu_memory_bytes", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "pending", b"pending", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array", b"array", "array_id", b"array_id", "array_index", b"array_index", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "depends_on", b"depends_on", "exit_code", b"exit_code", "faults", b"faults", "finished_at", b"finished_at", "gpu_models", b"gpu_models", "gpus", b"gpus", "history", b"history", "id", b"id", "image", b"image", "interruptions", b"interruptions", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "mounts", b"mounts", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "same_rack", b"same_rack", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array", b"array", "array_id", b"array_id", "array_index", b"array_index", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "cpu_milli", b"cpu_milli", "depends_on", b"depends_on", "exit_code", b"exit_code", "faults", b"faults", "finished_at", b"finished_at", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "gpu_models", b"gpu_models", "gpus", b"gpus", "history", b"history", "id", b"id", "image", b"image", "interruptions", b"interruptions", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "mounts", b"mounts", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "same_rack", b"same_rack", "sharing", b"sharing", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user", "vendor", b"vendor"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__allocation: _TypeAlias = _typing.Literal["allocation"]  # noqa: Y015
     _WhichOneofArgType__allocation: _TypeAlias = _typing.Literal["_allocation", b"_allocation"]  # noqa: Y015
@@ -415,6 +459,8 @@ class Job(_message.Message):
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
     _WhichOneofReturnType__finished_at: _TypeAlias = _typing.Literal["finished_at"]  # noqa: Y015
     _WhichOneofArgType__finished_at: _TypeAlias = _typing.Literal["_finished_at", b"_finished_at"]  # noqa: Y015
+    _WhichOneofReturnType__gpu_memory_bytes: _TypeAlias = _typing.Literal["gpu_memory_bytes"]  # noqa: Y015
+    _WhichOneofArgType__gpu_memory_bytes: _TypeAlias = _typing.Literal["_gpu_memory_bytes", b"_gpu_memory_bytes"]  # noqa: Y015
     _WhichOneofReturnType__image: _TypeAlias = _typing.Literal["image"]  # noqa: Y015
     _WhichOneofArgType__image: _TypeAlias = _typing.Literal["_image", b"_image"]  # noqa: Y015
     _WhichOneofReturnType__memory_bytes: _TypeAlias = _typing.Literal["memory_bytes"]  # noqa: Y015
@@ -437,6 +483,8 @@ class Job(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__exit_code) -> _WhichOneofReturnType__exit_code | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__finished_at) -> _WhichOneofReturnType__finished_at | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_memory_bytes) -> _WhichOneofReturnType__gpu_memory_bytes | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__image) -> _WhichOneofReturnType__image | None: ...
     @_typing.overload
@@ -836,6 +884,7 @@ class Gpu(_message.Message):
     PCI_BUS_ID_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
     JOB_ID_FIELD_NUMBER: _builtins.int
+    SHARES_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     index: _builtins.int
     uuid: _builtins.str
@@ -846,7 +895,11 @@ class Gpu(_message.Message):
     pci_bus_id: _builtins.str
     state: _builtins.str
     job_id: _builtins.str
-    """empty when free"""
+    """empty when free (a shared GPU: its first sharer)"""
+    @_builtins.property
+    def shares(self) -> _containers.RepeatedCompositeFieldContainer[Global___ShareHolder]:
+        """jobs sharing this GPU"""
+
     def __init__(
         self,
         *,
@@ -860,14 +913,46 @@ class Gpu(_message.Message):
         pci_bus_id: _builtins.str = ...,
         state: _builtins.str = ...,
         job_id: _builtins.str = ...,
+        shares: _abc.Iterable[Global___ShareHolder] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "job_id", b"job_id", "memory_bytes", b"memory_bytes", "model", b"model", "node", b"node", "numa_node", b"numa_node", "pci_bus_id", b"pci_bus_id", "state", b"state", "uuid", b"uuid", "vendor", b"vendor"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "job_id", b"job_id", "memory_bytes", b"memory_bytes", "model", b"model", "node", b"node", "numa_node", b"numa_node", "pci_bus_id", b"pci_bus_id", "shares", b"shares", "state", b"state", "uuid", b"uuid", "vendor", b"vendor"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Gpu: _TypeAlias = Gpu  # noqa: Y015
+
+@_typing.final
+class ShareHolder(_message.Message):
+    """one job's share of a GPU"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    GPU_MILLI_FIELD_NUMBER: _builtins.int
+    PINNED_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
+    SHARING_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    gpu_milli: _builtins.int
+    pinned_memory_bytes: _builtins.int
+    sharing: _builtins.str
+    """mps | timeslice"""
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        gpu_milli: _builtins.int = ...,
+        pinned_memory_bytes: _builtins.int = ...,
+        sharing: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_milli", b"gpu_milli", "job_id", b"job_id", "pinned_memory_bytes", b"pinned_memory_bytes", "sharing", b"sharing"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ShareHolder: _TypeAlias = ShareHolder  # noqa: Y015
 
 @_typing.final
 class ListGpusRequest(_message.Message):
@@ -950,11 +1035,17 @@ class ClusterStatus(_message.Message):
     GPUS_FREE_FIELD_NUMBER: _builtins.int
     JOBS_BY_STATE_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
+    GPUS_SHARED_FIELD_NUMBER: _builtins.int
+    SHARES_FIELD_NUMBER: _builtins.int
     inventory_source: _builtins.str
     simulated: _builtins.bool
     nodes: _builtins.int
     gpus_total: _builtins.int
     gpus_free: _builtins.int
+    gpus_shared: _builtins.int
+    """GPUs shared by jobs (shares of one GPU)"""
+    shares: _builtins.int
+    """shares on them, in all"""
     @_builtins.property
     def jobs_by_state(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
     @_builtins.property
@@ -969,10 +1060,12 @@ class ClusterStatus(_message.Message):
         gpus_free: _builtins.int = ...,
         jobs_by_state: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         notes: _abc.Iterable[_builtins.str] | None = ...,
+        gpus_shared: _builtins.int = ...,
+        shares: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus_free", b"gpus_free", "gpus_total", b"gpus_total", "inventory_source", b"inventory_source", "jobs_by_state", b"jobs_by_state", "nodes", b"nodes", "notes", b"notes", "simulated", b"simulated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus_free", b"gpus_free", "gpus_shared", b"gpus_shared", "gpus_total", b"gpus_total", "inventory_source", b"inventory_source", "jobs_by_state", b"jobs_by_state", "nodes", b"nodes", "notes", b"notes", "shares", b"shares", "simulated", b"simulated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1415,3 +1508,426 @@ class RevokeTokenRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RevokeTokenRequest: _TypeAlias = RevokeTokenRequest  # noqa: Y015
+
+@_typing.final
+class RunAsGrant(_message.Message):
+    """Run-as grants: which node accounts a tenant's jobs may name as `user` (admins only; root
+    only with allow_root). A job naming an account not granted is refused INVALID_ARGUMENT
+    (field `user`) at submit; naming none runs it as the node's default job account.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    ACCOUNTS_FIELD_NUMBER: _builtins.int
+    ALLOW_ROOT_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    allow_root: _builtins.bool
+    @_builtins.property
+    def accounts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        accounts: _abc.Iterable[_builtins.str] | None = ...,
+        allow_root: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "allow_root", b"allow_root", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunAsGrant: _TypeAlias = RunAsGrant  # noqa: Y015
+
+@_typing.final
+class RunAsListRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunAsListRequest: _TypeAlias = RunAsListRequest  # noqa: Y015
+
+@_typing.final
+class RunAsListResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRANTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def grants(self) -> _containers.RepeatedCompositeFieldContainer[Global___RunAsGrant]: ...
+    def __init__(
+        self,
+        *,
+        grants: _abc.Iterable[Global___RunAsGrant] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grants", b"grants"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunAsListResponse: _TypeAlias = RunAsListResponse  # noqa: Y015
+
+@_typing.final
+class RunAsSetRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    ACCOUNTS_FIELD_NUMBER: _builtins.int
+    ALLOW_ROOT_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    allow_root: _builtins.bool
+    @_builtins.property
+    def accounts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        accounts: _abc.Iterable[_builtins.str] | None = ...,
+        allow_root: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "allow_root", b"allow_root", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunAsSetRequest: _TypeAlias = RunAsSetRequest  # noqa: Y015
+
+@_typing.final
+class RunAsDeleteRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunAsDeleteRequest: _TypeAlias = RunAsDeleteRequest  # noqa: Y015
+
+@_typing.final
+class RunAsDeleteResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunAsDeleteResponse: _TypeAlias = RunAsDeleteResponse  # noqa: Y015
+
+@_typing.final
+class ServiceSpec(_message.Message):
+    """-- Services with replicas (docs/services.md) ---------------------------------------------"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class EnvEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    COMMAND_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    GPUS_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    PREEMPTIBLE_FIELD_NUMBER: _builtins.int
+    PORT_ENV_FIELD_NUMBER: _builtins.int
+    HEALTH_PATH_FIELD_NUMBER: _builtins.int
+    ENGINE_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    ENV_FIELD_NUMBER: _builtins.int
+    STARTUP_TIMEOUT_S_FIELD_NUMBER: _builtins.int
+    UNHEALTHY_TIMEOUT_S_FIELD_NUMBER: _builtins.int
+    BACKOFF_S_FIELD_NUMBER: _builtins.int
+    MAX_BACKOFF_S_FIELD_NUMBER: _builtins.int
+    DRAIN_S_FIELD_NUMBER: _builtins.int
+    GPU_MILLI_FIELD_NUMBER: _builtins.int
+    GPU_MEMORY_BYTES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """DNS label: a-z, 0-9, '-'"""
+    replicas: _builtins.int
+    gpus: _builtins.int
+    """whole GPUs per replica, on one node"""
+    tenant: _builtins.str
+    """empty: the caller's"""
+    priority: _builtins.int
+    preemptible: _builtins.bool
+    """unset: true"""
+    port_env: _builtins.str
+    """empty: PORT"""
+    health_path: _builtins.str
+    """empty: /health"""
+    engine: _builtins.str
+    """custom (default), vllm, sglang, llama.cpp"""
+    model: _builtins.str
+    startup_timeout_s: _builtins.float
+    """0: 600"""
+    unhealthy_timeout_s: _builtins.float
+    """0: 30"""
+    backoff_s: _builtins.float
+    """0: 1"""
+    max_backoff_s: _builtins.float
+    """0: 60"""
+    drain_s: _builtins.float
+    """unset: 2"""
+    gpu_milli: _builtins.int
+    """unset: 1000; < 1000 with gpus = 1: a share of one GPU"""
+    gpu_memory_bytes: _builtins.int
+    """a share's pinned device memory (MPS limit)"""
+    @_builtins.property
+    def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """custom: the replica's argv; engines: extra arguments"""
+
+    @_builtins.property
+    def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        command: _abc.Iterable[_builtins.str] | None = ...,
+        replicas: _builtins.int = ...,
+        gpus: _builtins.int = ...,
+        tenant: _builtins.str = ...,
+        priority: _builtins.int = ...,
+        preemptible: _builtins.bool | None = ...,
+        port_env: _builtins.str = ...,
+        health_path: _builtins.str = ...,
+        engine: _builtins.str = ...,
+        model: _builtins.str = ...,
+        env: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        startup_timeout_s: _builtins.float = ...,
+        unhealthy_timeout_s: _builtins.float = ...,
+        backoff_s: _builtins.float = ...,
+        max_backoff_s: _builtins.float = ...,
+        drain_s: _builtins.float | None = ...,
+        gpu_milli: _builtins.int | None = ...,
+        gpu_memory_bytes: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_drain_s", b"_drain_s", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_gpu_milli", b"_gpu_milli", "_preemptible", b"_preemptible", "drain_s", b"drain_s", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "preemptible", b"preemptible"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_drain_s", b"_drain_s", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_gpu_milli", b"_gpu_milli", "_preemptible", b"_preemptible", "backoff_s", b"backoff_s", "command", b"command", "drain_s", b"drain_s", "engine", b"engine", "env", b"env", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "gpus", b"gpus", "health_path", b"health_path", "max_backoff_s", b"max_backoff_s", "model", b"model", "name", b"name", "port_env", b"port_env", "preemptible", b"preemptible", "priority", b"priority", "replicas", b"replicas", "startup_timeout_s", b"startup_timeout_s", "tenant", b"tenant", "unhealthy_timeout_s", b"unhealthy_timeout_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__drain_s: _TypeAlias = _typing.Literal["drain_s"]  # noqa: Y015
+    _WhichOneofArgType__drain_s: _TypeAlias = _typing.Literal["_drain_s", b"_drain_s"]  # noqa: Y015
+    _WhichOneofReturnType__gpu_memory_bytes: _TypeAlias = _typing.Literal["gpu_memory_bytes"]  # noqa: Y015
+    _WhichOneofArgType__gpu_memory_bytes: _TypeAlias = _typing.Literal["_gpu_memory_bytes", b"_gpu_memory_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__gpu_milli: _TypeAlias = _typing.Literal["gpu_milli"]  # noqa: Y015
+    _WhichOneofArgType__gpu_milli: _TypeAlias = _typing.Literal["_gpu_milli", b"_gpu_milli"]  # noqa: Y015
+    _WhichOneofReturnType__preemptible: _TypeAlias = _typing.Literal["preemptible"]  # noqa: Y015
+    _WhichOneofArgType__preemptible: _TypeAlias = _typing.Literal["_preemptible", b"_preemptible"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__drain_s) -> _WhichOneofReturnType__drain_s | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_memory_bytes) -> _WhichOneofReturnType__gpu_memory_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_milli) -> _WhichOneofReturnType__gpu_milli | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__preemptible) -> _WhichOneofReturnType__preemptible | None: ...
+
+Global___ServiceSpec: _TypeAlias = ServiceSpec  # noqa: Y015
+
+@_typing.final
+class ServiceReplica(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPLICA_ID_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    GPUS_FIELD_NUMBER: _builtins.int
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    READY_FIELD_NUMBER: _builtins.int
+    DRAINING_FIELD_NUMBER: _builtins.int
+    RESTARTS_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    RESTART_AT_FIELD_NUMBER: _builtins.int
+    replica_id: _builtins.str
+    generation: _builtins.int
+    state: _builtins.str
+    """PENDING STARTING READY UNHEALTHY BACKOFF DRAINING"""
+    job_id: _builtins.str
+    node: _builtins.str
+    address: _builtins.str
+    """http://host:port once its agent reported it"""
+    ready: _builtins.bool
+    draining: _builtins.bool
+    restarts: _builtins.int
+    detail: _builtins.str
+    """why it is not ready (or why its last job ended)"""
+    restart_at: _builtins.float
+    """BACKOFF: when it restarts"""
+    @_builtins.property
+    def gpus(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        replica_id: _builtins.str = ...,
+        generation: _builtins.int = ...,
+        state: _builtins.str = ...,
+        job_id: _builtins.str = ...,
+        node: _builtins.str = ...,
+        gpus: _abc.Iterable[_builtins.int] | None = ...,
+        address: _builtins.str = ...,
+        ready: _builtins.bool = ...,
+        draining: _builtins.bool = ...,
+        restarts: _builtins.int = ...,
+        detail: _builtins.str = ...,
+        restart_at: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "detail", b"detail", "draining", b"draining", "generation", b"generation", "gpus", b"gpus", "job_id", b"job_id", "node", b"node", "ready", b"ready", "replica_id", b"replica_id", "restart_at", b"restart_at", "restarts", b"restarts", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServiceReplica: _TypeAlias = ServiceReplica  # noqa: Y015
+
+@_typing.final
+class Service(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SPEC_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    DELETING_FIELD_NUMBER: _builtins.int
+    READY_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    generation: _builtins.int
+    created_at: _builtins.float
+    deleting: _builtins.bool
+    ready: _builtins.int
+    @_builtins.property
+    def spec(self) -> Global___ServiceSpec: ...
+    @_builtins.property
+    def replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___ServiceReplica]: ...
+    def __init__(
+        self,
+        *,
+        spec: Global___ServiceSpec | None = ...,
+        generation: _builtins.int = ...,
+        created_at: _builtins.float = ...,
+        deleting: _builtins.bool = ...,
+        ready: _builtins.int = ...,
+        replicas: _abc.Iterable[Global___ServiceReplica] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "deleting", b"deleting", "generation", b"generation", "ready", b"ready", "replicas", b"replicas", "spec", b"spec"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Service: _TypeAlias = Service  # noqa: Y015
+
+@_typing.final
+class ServiceName(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServiceName: _TypeAlias = ServiceName  # noqa: Y015
+
+@_typing.final
+class ServiceScaleRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    replicas: _builtins.int
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        replicas: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "replicas", b"replicas"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServiceScaleRequest: _TypeAlias = ServiceScaleRequest  # noqa: Y015
+
+@_typing.final
+class ServiceListRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServiceListRequest: _TypeAlias = ServiceListRequest  # noqa: Y015
+
+@_typing.final
+class ServiceListResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SERVICES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def services(self) -> _containers.RepeatedCompositeFieldContainer[Global___Service]: ...
+    def __init__(
+        self,
+        *,
+        services: _abc.Iterable[Global___Service] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["services", b"services"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServiceListResponse: _TypeAlias = ServiceListResponse  # noqa: Y015

@@ -1061,3 +1061,450 @@ class AdminService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class RunAsServiceStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ListGrants = channel.unary_unary(
+                '/gpu_platform.v1.RunAsService/ListGrants',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsListRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsListResponse.FromString,
+                _registered_method=True)
+        self.SetGrant = channel.unary_unary(
+                '/gpu_platform.v1.RunAsService/SetGrant',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsSetRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsGrant.FromString,
+                _registered_method=True)
+        self.DeleteGrant = channel.unary_unary(
+                '/gpu_platform.v1.RunAsService/DeleteGrant',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsDeleteRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsDeleteResponse.FromString,
+                _registered_method=True)
+
+
+class RunAsServiceServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def ListGrants(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetGrant(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGrant(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_RunAsServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ListGrants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGrants,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsListRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsListResponse.SerializeToString,
+            ),
+            'SetGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetGrant,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsSetRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsGrant.SerializeToString,
+            ),
+            'DeleteGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGrant,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsDeleteRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsDeleteResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'gpu_platform.v1.RunAsService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('gpu_platform.v1.RunAsService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class RunAsService:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def ListGrants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.RunAsService/ListGrants',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsListRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.RunAsService/SetGrant',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsSetRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsGrant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.RunAsService/DeleteGrant',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsDeleteRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.RunAsDeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class ServingServiceStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.CreateService = channel.unary_unary(
+                '/gpu_platform.v1.ServingService/CreateService',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceSpec.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.FromString,
+                _registered_method=True)
+        self.UpdateService = channel.unary_unary(
+                '/gpu_platform.v1.ServingService/UpdateService',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceSpec.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.FromString,
+                _registered_method=True)
+        self.ScaleService = channel.unary_unary(
+                '/gpu_platform.v1.ServingService/ScaleService',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceScaleRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.FromString,
+                _registered_method=True)
+        self.DeleteService = channel.unary_unary(
+                '/gpu_platform.v1.ServingService/DeleteService',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceName.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.FromString,
+                _registered_method=True)
+        self.GetService = channel.unary_unary(
+                '/gpu_platform.v1.ServingService/GetService',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceName.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.FromString,
+                _registered_method=True)
+        self.ListServices = channel.unary_unary(
+                '/gpu_platform.v1.ServingService/ListServices',
+                request_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceListRequest.SerializeToString,
+                response_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceListResponse.FromString,
+                _registered_method=True)
+
+
+class ServingServiceServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def CreateService(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateService(self, request, context):
+        """a rolling update to the new spec
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ScaleService(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteService(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetService(self, request, context):
+        """describe: every replica
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListServices(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ServingServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'CreateService': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateService,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceSpec.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.SerializeToString,
+            ),
+            'UpdateService': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateService,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceSpec.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.SerializeToString,
+            ),
+            'ScaleService': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScaleService,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceScaleRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.SerializeToString,
+            ),
+            'DeleteService': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteService,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceName.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.SerializeToString,
+            ),
+            'GetService': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetService,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceName.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.SerializeToString,
+            ),
+            'ListServices': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListServices,
+                    request_deserializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceListRequest.FromString,
+                    response_serializer=gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceListResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'gpu_platform.v1.ServingService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('gpu_platform.v1.ServingService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ServingService:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def CreateService(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.ServingService/CreateService',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceSpec.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateService(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.ServingService/UpdateService',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceSpec.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScaleService(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.ServingService/ScaleService',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceScaleRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteService(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.ServingService/DeleteService',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceName.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetService(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.ServingService/GetService',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceName.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.Service.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListServices(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gpu_platform.v1.ServingService/ListServices',
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceListRequest.SerializeToString,
+            gpu__platform_dot_adapters_dot_inbound_dot_grpc_dot_v1_dot_gpu__platform__pb2.ServiceListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

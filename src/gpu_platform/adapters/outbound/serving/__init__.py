@@ -1,0 +1,1 @@
+"""Serving on the node: ports and health checks for service replicas."""

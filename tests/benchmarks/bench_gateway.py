@@ -1,0 +1,292 @@
+"""What the OpenAI-compatible gateway adds to a call: the same client and load sent straight to a
+model-server replica (the baseline) and through the gateway of a real `gpu-platform serve`
+(auth off, one replica behind it), in the same run, phases interleaved.
+
+    gateway.chat   non-streamed POST /v1/chat/completions (16 tokens), at 1, 16 and 64
+                   concurrent clients: p50/p99 latency and requests/s, each beside the direct
+                   call; extra: added_p50_us, added_p99_us, throughput_ratio
+    gateway.ttft   streamed chat (stream: true, 16 events): time to the first event, same setup
+    gateway.upstream_client   where the gateway's CPU goes: one request after another to the
+                   replica from httpx.AsyncClient (what the gateway uses), from httpcore (its
+                   transport) and from bare asyncio streams; extra: cpu_us_per_request
+
+The client is one httpx.AsyncClient in this process; client, gateway and replica share the
+machine's cores, so at 64 clients the figures include that contention on both sides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import baseline, percentile, result
+
+from gpu_platform.ports.inbound.model_routes import ReplicaAddress
+from gpu_platform.testing.model_routes import StaticModelRoutes
+from gpu_platform.testing.model_server import spawn_model_server
+
+_BIN = Path(sys.executable).with_name("gpu-platform")
+ENTRY = [str(_BIN)] if _BIN.exists() else [sys.executable, "-m", "gpu_platform.main"]
+BODY = {
+    "model": "bench",
+    "messages": [{"role": "user", "content": "hello gateway"}],
+    "max_tokens": 16,
+}
+STREAM_BODY = {**BODY, "stream": True}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_server(tmp: Path, routes_file: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    env = dict(
+        os.environ,
+        GPU_PLATFORM_AUTH="off",
+        GPU_PLATFORM_GRPC_PORT="-1",
+        GPU_PLATFORM_RAFT_PORT="0",
+        GPU_PLATFORM_AGENT_PORT="0",
+        GPU_PLATFORM_LOG_LEVEL="warning",
+        GPU_PLATFORM_GATEWAY_ROUTES_FILE=str(routes_file),
+    )
+    argv = [*ENTRY, "serve", "--port", str(port), "--data-dir", str(tmp / "data")]
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.DEVNULL, stderr=(tmp / "server.log").open("wb")
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    proc.wait()
+    raise RuntimeError(f"server did not start: {(tmp / 'server.log').read_text()[-2000:]}")
+
+
+async def _load(
+    url: str, clients: int, total: int, stream: bool
+) -> tuple[list[float], float, list[str]]:
+    """`total` requests from `clients` concurrent workers: (latencies in µs, requests/s, the
+    failures). For streams the latency is the time to the first event."""
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    body = STREAM_BODY if stream else BODY
+    samples: list[float] = []
+    failures: list[str] = []
+    left = total
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+
+        async def one() -> None:
+            t0 = time.perf_counter_ns()
+            if stream:
+                async with client.stream("POST", "/v1/chat/completions", json=body) as r:
+                    first = True
+                    async for _ in r.aiter_raw():
+                        if first:
+                            samples.append((time.perf_counter_ns() - t0) / 1000)
+                            first = False
+            else:
+                r = await client.post("/v1/chat/completions", json=body)
+                samples.append((time.perf_counter_ns() - t0) / 1000)
+            if r.status_code != 200:
+                failures.append(f"HTTP {r.status_code}")
+
+        async def worker() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                try:
+                    await one()
+                except httpx.HTTPError as exc:
+                    failures.append(repr(exc))
+
+        left = min(total, 4 * clients)
+        await asyncio.gather(*(worker() for _ in range(clients)))  # connections open, warm
+        samples.clear()
+        failures.clear()
+        left = total
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        elapsed = time.perf_counter() - started
+    return samples, total / elapsed, failures
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pair(
+    name: str,
+    direct_url: str,
+    gateway_url: str,
+    pids: tuple[int, int],
+    clients: int,
+    total: int,
+    stream: bool,
+) -> dict[str, Any]:
+    replica_pid, server_pid = pids
+    direct: list[float] = []
+    through: list[float] = []
+    direct_rate = gateway_rate = 0.0
+    replica_cpu = server_cpu = 0.0
+    direct_failures: list[str] = []
+    gateway_failures: list[str] = []
+    for _ in range(2):  # interleaved halves, so drift in the machine's load hits both
+        before = _cpu_s(replica_pid)
+        d, dr, df = asyncio.run(_load(direct_url, clients, total // 2, stream))
+        replica_cpu += _cpu_s(replica_pid) - before
+        before = _cpu_s(server_pid)
+        g, gr, gf = asyncio.run(_load(gateway_url, clients, total // 2, stream))
+        server_cpu += _cpu_s(server_pid) - before
+        direct += d
+        through += g
+        direct_failures += df
+        gateway_failures += gf
+        direct_rate += dr / 2
+        gateway_rate += gr / 2
+    base = result(name, {"clients": clients, "path": "direct"}, direct)
+    base["ops_per_s"] = direct_rate
+    row = result(
+        name,
+        {"clients": clients, "path": "gateway"},
+        through,
+        baseline=baseline("direct to the replica", {**base, "ops_per_s": direct_rate}),
+        extra={
+            "added_p50_us": round(percentile(through, 50) - percentile(direct, 50), 1),
+            "added_p99_us": round(percentile(through, 99) - percentile(direct, 99), 1),
+            "throughput_ratio": round(gateway_rate / direct_rate, 3),
+            # CPU the gateway's server process spent per request (with its control plane's
+            # background work), and the replica's per direct request (includes warm-up)
+            "gateway_cpu_us_per_request": round(server_cpu / len(through) * 1e6),
+            "replica_cpu_us_per_request": round(replica_cpu / len(direct) * 1e6),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "failed": {"direct": len(direct_failures), "gateway": len(gateway_failures)},
+            "first_failures": sorted(set(direct_failures + gateway_failures))[:3],
+        },
+    )
+    row["ops_per_s"] = gateway_rate
+    return row
+
+
+async def _sequential(kind: str, url: str, n: int) -> list[float]:
+    """`n` non-streamed requests one after another from one client of `kind` (µs each)."""
+    import httpcore
+
+    body = json.dumps(BODY).encode()
+    headers = [(b"content-type", b"application/json")]
+    target = url + "/v1/chat/completions"
+    samples: list[float] = []
+    clock = time.perf_counter_ns
+    if kind == "httpx":
+        async with httpx.AsyncClient() as client:
+            parsed = httpx.URL(target)
+            for _ in range(n):
+                t0 = clock()
+                request = client.build_request("POST", parsed, content=body, headers=headers)
+                response = await client.send(request, stream=True)
+                async for _chunk in response.aiter_raw():
+                    pass
+                await response.aclose()
+                samples.append((clock() - t0) / 1000)
+    elif kind == "httpcore":
+        async with httpcore.AsyncConnectionPool() as pool:
+            for _ in range(n):
+                t0 = clock()
+                async with pool.stream("POST", target, headers=headers, content=body) as r:
+                    async for _chunk in r.aiter_stream():
+                        pass
+                samples.append((clock() - t0) / 1000)
+    else:  # bare asyncio streams: the floor for any Python client
+        host, port = url.split("//", 1)[1].rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        head = (
+            f"POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+        ).encode()
+        for _ in range(n):
+            t0 = clock()
+            writer.write(head + body)
+            await writer.drain()
+            answer = await reader.readuntil(b"\r\n\r\n")
+            length = int(answer.lower().split(b"content-length:", 1)[1].split(b"\r\n", 1)[0])
+            await reader.readexactly(length)
+            samples.append((clock() - t0) / 1000)
+        writer.close()
+    return samples
+
+
+def _clients(url: str, n: int) -> list[dict[str, Any]]:
+    rows = []
+    for kind in ("httpx", "httpcore", "asyncio-streams"):
+        asyncio.run(_sequential(kind, url, min(n, 50)))  # warm
+        before = time.process_time()
+        samples = asyncio.run(_sequential(kind, url, n))
+        cpu = time.process_time() - before
+        rows.append(
+            result(
+                "gateway.upstream_client",
+                {"client": kind},
+                samples,
+                extra={
+                    "cpu_us_per_request": round(cpu / n * 1e6),
+                    "load_average": [round(x, 2) for x in os.getloadavg()],
+                },
+            )
+        )
+    return rows
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    smoke = bool(os.environ.get("GPU_PLATFORM_BENCH_SMOKE"))
+    per_client = 4 if smoke else (30 if quick else 150)
+    rows: list[dict[str, Any]] = []
+    replica = spawn_model_server("bench", replica_id="bench-1")
+    with tempfile.TemporaryDirectory() as tmp:
+        routes = StaticModelRoutes()
+        routes.set_model("bench", "default", [ReplicaAddress("bench-1", replica.url)])
+        routes_file = Path(tmp) / "routes.json"
+        routes.write(routes_file)
+        proc, url = _start_server(Path(tmp), routes_file)
+        pids = (replica.process.pid, proc.pid)
+        try:
+            for clients in (1,) if smoke else (1, 16, 64):  # smoke: the test suite's run
+                total = max(200 if not smoke else 20, per_client * clients)
+                rows.append(_pair("gateway.chat", replica.url, url, pids, clients, total, False))
+            for clients in (1,) if smoke else (1, 16):
+                total = max(200 if not smoke else 20, per_client * clients)
+                rows.append(_pair("gateway.ttft", replica.url, url, pids, clients, total, True))
+            rows += _clients(replica.url, 20 if smoke else (300 if quick else 1500))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            replica.stop()
+    return rows
+
+
+if __name__ == "__main__":
+    for row in run(quick="--quick" in sys.argv):
+        print(row)
