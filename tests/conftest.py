@@ -39,6 +39,13 @@ SETTLE_S = 15.0  # processes told to stop during teardown get this long to go
 TEST_JOB_ENV = {"GPU_PLATFORM_JOB_USER": "root", "GPU_PLATFORM_JOB_PID_NAMESPACE": "false"}
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with a `slow` test run first: under pytest-xdist (`--dist loadfile`) a long
+    file that starts last keeps one worker busy after the other has finished."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable: order kept otherwise
+
+
 @pytest.fixture
 def inventory() -> Inventory:
     """The embedded default: one 8-GPU node, GPUs 0-3 on NUMA 0 and 4-7 on NUMA 1."""

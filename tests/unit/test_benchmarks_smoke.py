@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(420)  # every benchmark, small: a few minutes on a loaded 2-core machine
 def test_every_benchmark_runs_and_writes_results_json(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
