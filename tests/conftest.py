@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from gpu_platform.adapters.outbound.sim import default_node
 from gpu_platform.domain.model.node import Inventory
@@ -28,6 +29,11 @@ from gpu_platform.domain.model.node import Inventory
 # must not change what the CLI tests read. Tests that need a width set it themselves.
 for _var in ("COLUMNS", "LINES"):
     os.environ.pop(_var, None)
+
+# No per-example deadline: on a loaded 2-core machine (CI, two xdist workers) a first example
+# can take 100x its usual time, and a timing failure says nothing about the property.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 SESSION_MARKER = "GPU_PLATFORM_TEST_SESSION"
 CGROUP_ROOT = Path("/sys/fs/cgroup")

@@ -13,12 +13,12 @@ from pathlib import Path
 import httpx
 
 from gpu_platform.adapters.outbound.cgroups import CgroupV1Isolation
+from gpu_platform.adapters.outbound.cgroups.v1 import CONTROLLERS
 from gpu_platform.ports.outbound.isolation import IsolationSpec
 from gpu_platform.testing.system import require
 from tests.integration.conftest import Server, wait_for
 
 ROOT = Path("/sys/fs/cgroup")
-CONTROLLERS = ("cpuset", "memory", "pids", "devices")
 
 
 def _require_v1() -> None:

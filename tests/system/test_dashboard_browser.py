@@ -187,7 +187,7 @@ def test_the_cluster_page_counts_gpus_by_state_and_a_submitted_job_runs_on_the_o
 
     services = context.new_page()
     services.goto(cluster.server.url + "/services")
-    assert "does not run services yet" in services.inner_text("main")
+    assert "No services yet" in services.inner_text("main")
     shoot(services, shots, "services")
     context.close()
 
