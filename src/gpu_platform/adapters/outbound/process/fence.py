@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 __all__ = ["ProcessLeaseFence"]
@@ -43,6 +44,7 @@ class ProcessLeaseFence:
         (self.root / "lease").unlink(missing_ok=True)
         self._lock = threading.Lock()
         self._names: dict[int, str] = {}  # pid -> task file name
+        self._until: float | None = None  # the lease's end (None: never granted)
         self._proc = subprocess.Popen(
             [sys.executable, "-I", "-S", _FENCER, str(self.root), str(grace_s), str(os.getpid())],
             stdin=subprocess.DEVNULL,
@@ -54,6 +56,13 @@ class ProcessLeaseFence:
         tmp = self.root / "lease.tmp"
         tmp.write_text(f"{until_monotonic:.6f}\n")
         tmp.replace(self.root / "lease")
+        self._until = until_monotonic
+
+    def ended(self) -> bool:
+        """The lease was granted and has run out: nothing may start under it (the leader may
+        already run the work elsewhere; a launch read late, after a freeze, is stale)."""
+        until = self._until
+        return until is not None and time.monotonic() >= until
 
     def register(self, pid: int) -> None:
         """Task process `pid` (a process-group leader) runs under the lease from now on."""

@@ -60,6 +60,7 @@ from gpu_platform.ports.outbound.isolation import (
     WrapsCommand,
 )
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
+from gpu_platform.ports.outbound.node_lease import LEASE_ENDED
 
 __all__ = [
     "ProcessJobRunner",
@@ -341,6 +342,9 @@ class ProcessJobRunner:
             wrapper = self.isolation.command_prefix(self.isolation_spec(spec).name, uid, gid)
         elif account is not None:
             shim += ["--user", f"{account.pw_uid}:{account.pw_gid}"]
+        if self.fence is not None and self.fence.ended():  # a launch read late (the agent
+            self._release(spec.job_id, spec.epoch, spec.rank)  # was frozen): may run elsewhere
+            raise LaunchError(f"{LEASE_ENDED}: not starting job {spec.job_id} here")
         try:
             proc = subprocess.Popen(
                 [*shim, "--", *wrapper, *spec.argv],
