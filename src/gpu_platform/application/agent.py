@@ -144,6 +144,7 @@ class Agent:
         except LaunchError as exc:
             with self._lock:
                 self._running.pop(key, None)
+            log.warning("launch refused", job_id=spec.job_id, epoch=spec.epoch, error=str(exc))
             return str(exc) or "launch failed"
         trace_id = spec.traceparent.split("-")[1] if spec.traceparent.count("-") == 3 else ""
         log.info(

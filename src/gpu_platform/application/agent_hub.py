@@ -44,6 +44,7 @@ from gpu_platform.domain.faults.health import HealthEvent
 from gpu_platform.domain.model.node import Node
 from gpu_platform.ports.outbound.gpu_reset import GpuResetError
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
+from gpu_platform.ports.outbound.node_lease import LEASE_ENDED
 
 __all__ = [
     "AgentHub",
@@ -320,6 +321,8 @@ class AgentHub:
         finally:
             with self._lock:
                 self._requests.pop(request_id, None)
+        if isinstance(error, str) and error.startswith(LEASE_ENDED):
+            unavailable = True  # a stale launch the agent refused: no fault of the job
         if error:
             with self._lock:
                 self._where.pop(key, None)

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-__all__ = ["NodeLease"]
+__all__ = ["LEASE_ENDED", "NodeLease"]
+
+#: How a launch refused because the node's lease has ended begins: the leader re-queues the
+#: job (no fault of the job) rather than failing it.
+LEASE_ENDED = "the node's lease from the leader has ended"
 
 
 @runtime_checkable

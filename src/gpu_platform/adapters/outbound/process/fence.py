@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 __all__ = ["ProcessLeaseFence"]
@@ -43,6 +44,8 @@ class ProcessLeaseFence:
         (self.root / "lease").unlink(missing_ok=True)
         self._lock = threading.Lock()
         self._names: dict[int, str] = {}  # pid -> task file name
+        self._until: float | None = None  # the lease's end (None: never granted)
+        self._lapsed: float | None = None  # the latest end that passed before a renewal
         self._proc = subprocess.Popen(
             [sys.executable, "-I", "-S", _FENCER, str(self.root), str(grace_s), str(os.getpid())],
             stdin=subprocess.DEVNULL,
@@ -54,6 +57,20 @@ class ProcessLeaseFence:
         tmp = self.root / "lease.tmp"
         tmp.write_text(f"{until_monotonic:.6f}\n")
         tmp.replace(self.root / "lease")
+        with self._lock:
+            if self._until is not None and self._until <= time.monotonic():
+                self._lapsed = self._until  # it had run out: the fencer may have acted
+            self._until = until_monotonic
+
+    def ended(self, since: float | None = None) -> bool:
+        """The lease was granted and has run out — now, or (with `since`, a monotonic time)
+        at any moment after `since` even if renewed since. Nothing may start then: the leader
+        may already run the work elsewhere (a launch read late, after a freeze, is stale)."""
+        with self._lock:
+            until, lapsed = self._until, self._lapsed
+        if until is not None and time.monotonic() >= until:
+            return True
+        return since is not None and lapsed is not None and lapsed >= since
 
     def register(self, pid: int) -> None:
         """Task process `pid` (a process-group leader) runs under the lease from now on."""

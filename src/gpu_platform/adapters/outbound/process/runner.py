@@ -29,6 +29,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ from gpu_platform.ports.outbound.isolation import (
     WrapsCommand,
 )
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
+from gpu_platform.ports.outbound.node_lease import LEASE_ENDED
 
 __all__ = [
     "ProcessJobRunner",
@@ -189,7 +191,7 @@ class ProcessJobRunner:
         self._live: dict[tuple[str, int, int], _Attempt] = {}  # (job, epoch, rank)
         self._ports: dict[tuple[str, int], int] = {}  # gang rendezvous port per attempt
         self._requests: queue.Queue[
-            tuple[LaunchSpec, Callable[[ExitReport], None], Future[None]] | None
+            tuple[LaunchSpec, Callable[[ExitReport], None], Future[None], float] | None
         ] = queue.Queue()
         self._launcher = threading.Thread(
             target=self._launch_loop, name="job-launcher", daemon=True
@@ -205,7 +207,7 @@ class ProcessJobRunner:
 
     def start(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None]) -> None:
         done: Future[None] = Future()
-        self._requests.put((spec, on_exit, done))
+        self._requests.put((spec, on_exit, done, time.monotonic()))
         done.result()
 
     def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
@@ -303,15 +305,15 @@ class ProcessJobRunner:
 
     def _launch_loop(self) -> None:
         while (item := self._requests.get()) is not None:
-            spec, on_exit, done = item
+            spec, on_exit, done, asked = item  # asked: when start() was called
             try:
-                self._launch(spec, on_exit)
+                self._launch(spec, on_exit, asked)
             except BaseException as exc:
                 done.set_exception(exc)
             else:
                 done.set_result(None)
 
-    def _launch(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None]) -> None:
+    def _launch(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None], at: float) -> None:
         _require_mig_instance(spec)
         env = self.environment(spec)
         program = spec.argv[0]
@@ -341,6 +343,9 @@ class ProcessJobRunner:
             wrapper = self.isolation.command_prefix(self.isolation_spec(spec).name, uid, gid)
         elif account is not None:
             shim += ["--user", f"{account.pw_uid}:{account.pw_gid}"]
+        if self.fence is not None and self.fence.ended(since=at):  # ended since it was asked
+            self._release(spec.job_id, spec.epoch, spec.rank)  # for: stale, may run elsewhere
+            raise LaunchError(f"{LEASE_ENDED}: not starting job {spec.job_id} here")
         try:
             proc = subprocess.Popen(
                 [*shim, "--", *wrapper, *spec.argv],
