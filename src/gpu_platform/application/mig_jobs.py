@@ -25,14 +25,20 @@ from gpu_platform.domain.allocation.mig import MigInstance, MigNoFit, layout_fro
 from gpu_platform.domain.allocation.mig_jobs import choose_slice, mig_model
 from gpu_platform.domain.errors import DomainError
 from gpu_platform.ports.outbound.gpu_controller import GpuControlError, MigController
-from gpu_platform.ports.outbound.job_runner import ExitReport, JobRunner, LaunchError, LaunchSpec
+from gpu_platform.ports.outbound.job_runner import (
+    ExitReport,
+    JobRunner,
+    JobRunnerWrapper,
+    LaunchError,
+    LaunchSpec,
+)
 
 __all__ = ["MigJobRunner"]
 
 log = structlog.get_logger(__name__)
 
 
-class MigJobRunner:
+class MigJobRunner(JobRunnerWrapper):
     """A JobRunner that resolves `mig_profile` to `mig_uuids` before delegating to `inner`.
 
     `gpu_models` maps this node's GPU indices to their model names (as discovery reports
@@ -41,7 +47,7 @@ class MigJobRunner:
     def __init__(
         self, inner: JobRunner, controller: MigController, gpu_models: Mapping[int, str]
     ) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._ctl = controller
         self._models = dict(gpu_models)
         self._lock = threading.Lock()
@@ -90,20 +96,3 @@ class MigJobRunner:
             raise LaunchError(f"GPU {index}: the new {profile} instance has no MIG device")
         log.info("mig instance", job_id=spec.job_id, gpu=index, profile=profile, how=how, uuid=uuid)
         return uuid
-
-    def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
-        return self._inner.stop(job_id, epoch, grace_s)
-
-    def stop_all(self, grace_s: float) -> None:
-        self._inner.stop_all(grace_s)
-
-    def reap(self, job_id: str, epoch: int) -> int:
-        return self._inner.reap(job_id, epoch)
-
-    def read_log(self, job_id: str, attempt: int, tail_bytes: int, rank: int = 0) -> str:
-        return self._inner.read_log(job_id, attempt, tail_bytes, rank)
-
-    def read_log_from(
-        self, job_id: str, attempt: int, offset: int, max_bytes: int, rank: int = 0
-    ) -> bytes:
-        return self._inner.read_log_from(job_id, attempt, offset, max_bytes, rank)

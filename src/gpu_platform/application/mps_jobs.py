@@ -26,7 +26,13 @@ import structlog
 
 from gpu_platform.domain.allocation.mps import mps_environment
 from gpu_platform.ports.outbound.gpu_controller import GpuControlError, MpsController
-from gpu_platform.ports.outbound.job_runner import ExitReport, JobRunner, LaunchError, LaunchSpec
+from gpu_platform.ports.outbound.job_runner import (
+    ExitReport,
+    JobRunner,
+    JobRunnerWrapper,
+    LaunchError,
+    LaunchSpec,
+)
 
 __all__ = ["MpsClientController", "MpsJobRunner"]
 
@@ -39,20 +45,15 @@ class MpsClientController(MpsController, Protocol):
     def client_environment(self, gpu_index: int) -> dict[str, str]: ...
 
 
-class MpsJobRunner:
+class MpsJobRunner(JobRunnerWrapper):
     """A JobRunner that makes MPS shares clients of their GPU's daemon, then delegates to
     `inner` (every other method is `inner`'s)."""
 
     def __init__(self, inner: JobRunner, controller: MpsClientController) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._ctl = controller
         self._lock = threading.Lock()
         self._clients: dict[int, set[tuple[str, int, int]]] = {}  # gpu -> (job, epoch, rank)
-
-    @property
-    def inner(self) -> JobRunner:
-        """The runner every attempt is started by."""
-        return self._inner
 
     def clients(self) -> Mapping[int, int]:
         """Live MPS clients per GPU index (for reports and tests)."""
@@ -108,20 +109,3 @@ class MpsJobRunner:
                 log.info("mps daemon stopped", gpu=gpu)
             except GpuControlError as exc:
                 log.warning("mps daemon did not stop", gpu=gpu, error=str(exc))
-
-    def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
-        return self._inner.stop(job_id, epoch, grace_s)
-
-    def stop_all(self, grace_s: float) -> None:
-        self._inner.stop_all(grace_s)
-
-    def reap(self, job_id: str, epoch: int) -> int:
-        return self._inner.reap(job_id, epoch)
-
-    def read_log(self, job_id: str, attempt: int, tail_bytes: int, rank: int = 0) -> str:
-        return self._inner.read_log(job_id, attempt, tail_bytes, rank)
-
-    def read_log_from(
-        self, job_id: str, attempt: int, offset: int, max_bytes: int, rank: int = 0
-    ) -> bytes:
-        return self._inner.read_log_from(job_id, attempt, offset, max_bytes, rank)

@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 
 from gpu_platform.domain.allocation.mps import MpsShare
 
-__all__ = ["ExitReport", "GangEnv", "JobRunner", "LaunchError", "LaunchSpec"]
+__all__ = ["ExitReport", "GangEnv", "JobRunner", "JobRunnerWrapper", "LaunchError", "LaunchSpec"]
 
 
 class LaunchError(Exception):
@@ -151,3 +151,36 @@ class JobRunner(Protocol):
     ) -> bytes:
         """Up to `max_bytes` of task `rank`'s log starting at byte `offset` (b'' if none)."""
         ...
+
+
+class JobRunnerWrapper:
+    """A JobRunner around `inner` that adds to some calls and hands the rest on unchanged
+    (MIG instances, MPS daemons and replica probes wrap a node's runner this way)."""
+
+    def __init__(self, inner: JobRunner) -> None:
+        self._inner = inner
+
+    @property
+    def inner(self) -> JobRunner:
+        """The runner every attempt is started by."""
+        return self._inner
+
+    def start(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None]) -> None:
+        self._inner.start(spec, on_exit)
+
+    def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
+        return self._inner.stop(job_id, epoch, grace_s)
+
+    def stop_all(self, grace_s: float) -> None:
+        self._inner.stop_all(grace_s)
+
+    def reap(self, job_id: str, epoch: int) -> int:
+        return self._inner.reap(job_id, epoch)
+
+    def read_log(self, job_id: str, attempt: int, tail_bytes: int, rank: int = 0) -> str:
+        return self._inner.read_log(job_id, attempt, tail_bytes, rank)
+
+    def read_log_from(
+        self, job_id: str, attempt: int, offset: int, max_bytes: int, rank: int = 0
+    ) -> bytes:
+        return self._inner.read_log_from(job_id, attempt, offset, max_bytes, rank)

@@ -26,7 +26,12 @@ import structlog
 from gpu_platform.domain.faults.health import ReplicaProbe
 from gpu_platform.domain.services.reconcile import ENV_HEALTH, ENV_PORT, ENV_SERVICE
 from gpu_platform.ports.outbound.health_monitor import HealthMonitor, HealthSink
-from gpu_platform.ports.outbound.job_runner import ExitReport, JobRunner, LaunchSpec
+from gpu_platform.ports.outbound.job_runner import (
+    ExitReport,
+    JobRunner,
+    JobRunnerWrapper,
+    LaunchSpec,
+)
 
 __all__ = ["ReplicaProbes", "free_port"]
 
@@ -50,7 +55,7 @@ class _Target:
     detail: str = ""
 
 
-class ReplicaProbes:
+class ReplicaProbes(JobRunnerWrapper):
     """See the module docstring."""
 
     def __init__(
@@ -62,7 +67,7 @@ class ReplicaProbes:
         interval_s: float = 0.5,
         timeout_s: float = 2.0,
     ) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._node = node
         self._host = host
         self._interval = interval_s
@@ -75,11 +80,6 @@ class ReplicaProbes:
 
     def __getattr__(self, name: str) -> object:  # fence, containers, ... of the runner
         return getattr(self._inner, name)
-
-    @property
-    def inner(self) -> JobRunner:
-        """The runner every task goes to."""
-        return self._inner
 
     @property
     def monitor(self) -> HealthMonitor:
@@ -125,23 +125,6 @@ class ReplicaProbes:
                 self._targets.pop(key, None)
             raise
         log.info("replica started", job_id=spec.job_id, port=port, service=env[ENV_SERVICE])
-
-    def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
-        return self._inner.stop(job_id, epoch, grace_s)
-
-    def stop_all(self, grace_s: float) -> None:
-        self._inner.stop_all(grace_s)
-
-    def reap(self, job_id: str, epoch: int) -> int:
-        return self._inner.reap(job_id, epoch)
-
-    def read_log(self, job_id: str, attempt: int, tail_bytes: int, rank: int = 0) -> str:
-        return self._inner.read_log(job_id, attempt, tail_bytes, rank)
-
-    def read_log_from(
-        self, job_id: str, attempt: int, offset: int, max_bytes: int, rank: int = 0
-    ) -> bytes:
-        return self._inner.read_log_from(job_id, attempt, offset, max_bytes, rank)
 
     # -- probing -----------------------------------------------------------------------------
 
