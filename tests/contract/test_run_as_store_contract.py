@@ -1,4 +1,4 @@
-"""RunAsStore contract: the SQLite adapter and the in-memory fake."""
+"""RunAsStore contract: the SQLite adapter, the replicated store and the in-memory fake."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from gpu_platform.adapters.outbound.storage.sqlite_run_as import SqliteRunAsStore
+from gpu_platform.application.run_as_replica import ReplicatedRunAsStore
 from gpu_platform.domain.model.run_as import RunAsGrant
 from gpu_platform.ports.outbound.run_as_store import RunAsStore
 from gpu_platform.testing.contracts.run_as_store import RunAsStoreContract
 from gpu_platform.testing.fakes import InMemoryRunAsStore
+from gpu_platform.testing.solo_replication import SoloReplication
 
 
 class TestSqliteRunAsStore(RunAsStoreContract):
@@ -25,3 +27,12 @@ class TestInMemoryRunAsStore(RunAsStoreContract):
     def make_store(self) -> Callable[[], RunAsStore]:
         shared: dict[str, RunAsGrant] = {}
         return lambda: InMemoryRunAsStore(shared)
+
+
+class TestReplicatedRunAsStore(RunAsStoreContract):
+    """Over a real ClusterReplica (one voter, committing in-line)."""
+
+    @pytest.fixture
+    def make_store(self) -> Callable[[], RunAsStore]:
+        store = ReplicatedRunAsStore(SoloReplication())
+        return lambda: store

@@ -49,7 +49,7 @@ def via_json(record: dict[str, typing.Any]) -> dict[str, typing.Any]:
 
 
 def test_every_command_of_the_union_has_a_wire_name_and_a_test_strategy() -> None:
-    assert len(ALL_COMMANDS) == 34  # 26 + 8 service commands
+    assert len(ALL_COMMANDS) == 36  # 28 + 8 service commands
     assert set(COMMAND_TYPES.values()) == ALL_COMMANDS
     assert set(command_strategies()) == ALL_COMMANDS
 

@@ -76,7 +76,7 @@ class ReplicatedAccessStore:
             where = self._state().servers.get(leader) if leader else None
         return LeaderElsewhere(leader, *(where[:2] if where else ("", "")))
 
-    def _commit(self, command: Command) -> None:
+    def commit(self, command: Command) -> None:
         """Propose and wait for the apply; raises the domain's refusal or LeaderElsewhere."""
         try:
             applied = self._replication.submit(command).result(timeout=self._timeout)
@@ -92,7 +92,7 @@ class ReplicatedAccessStore:
     # -- AccessStore -------------------------------------------------------------------------
 
     def add_tenant(self, name: str, created_at: float) -> None:
-        self._commit(CreateTenant(name, created_at))
+        self.commit(CreateTenant(name, created_at))
 
     def tenants(self) -> list[tuple[str, float]]:
         with self._replication.lock:
@@ -109,7 +109,7 @@ class ReplicatedAccessStore:
             record.revoked_at,
         )
         try:
-            self._commit(command)
+            self.commit(command)
         except Conflict as exc:
             raise ValueError(str(exc)) from None
 
@@ -124,7 +124,7 @@ class ReplicatedAccessStore:
 
     def revoke_token(self, token_id: str, at: float) -> bool:
         try:
-            self._commit(RevokeToken(token_id, at))
+            self.commit(RevokeToken(token_id, at))
         except NotFound:
             return False
         return True
@@ -134,7 +134,7 @@ class ReplicatedAccessStore:
             record.token_id, record.digest, record.name, record.tenant, record.created_at
         )
         try:
-            self._commit(command)
+            self.commit(command)
         except Conflict:
             return False
         return True

@@ -1,10 +1,10 @@
 """Run-as grants: the admin-set mapping of tenants to the accounts their jobs may run as.
 
-`RunAsAccounts` keeps the grants (a RunAsStore: today the server's state.db beside tenants and
-tokens; it can move onto the replicated auth state unchanged, as it only needs
-`load_grants`/`save_grant`), lets admins list, set and delete them (each change recorded in
-the audit chain), and checks a job's `user` at submit (`check`, which AdmissionControl calls
-for every submit and array). Rules: `domain.model.run_as`.
+`RunAsAccounts` keeps the grants (a RunAsStore: the replicated access state on a cluster,
+`application.run_as_replica`; the server's state.db in embedded mode), lets admins list, set
+and delete them (each change recorded in the audit chain), and checks a job's `user` at
+submit (`check`, which AdmissionControl calls for every submit and array).
+Rules: `domain.model.run_as`.
 """
 
 from __future__ import annotations
@@ -23,17 +23,32 @@ __all__ = ["RunAsAccounts"]
 
 
 class RunAsAccounts:
-    """Thread-safe; the grants are cached (this server is their only writer)."""
+    """Thread-safe. The grants are cached when this server is their only writer (SQLite); a
+    `shared` store (replicated: other servers write it too) is read on every use."""
 
     def __init__(
-        self, store: RunAsStore, trail: AuditTrail | None = None, protected: Sequence[str] = ()
+        self,
+        store: RunAsStore,
+        trail: AuditTrail | None = None,
+        protected: Sequence[str] = (),
+        *,
+        shared: bool = False,
     ) -> None:
         """`protected`: absolute directories no job may use as its `cwd` (the data dir)."""
         self._store = store
         self._protected = tuple(protected)
         self._trail = trail or AuditTrail()
         self._lock = threading.Lock()
-        self._grants = dict(store.load_grants())
+        self._shared = shared
+        self._cached = dict(store.load_grants())
+
+    @property
+    def _grants(self) -> dict[str, RunAsGrant]:
+        return self._store.load_grants() if self._shared else self._cached
+
+    @_grants.setter
+    def _grants(self, grants: dict[str, RunAsGrant]) -> None:
+        self._cached = grants
 
     def check(self, spec: JobSpec) -> None:
         """InvalidRequest naming `user` unless `spec.tenant` may run jobs as `spec.user`, or

@@ -18,6 +18,10 @@ BootstrapAdmin: when no live admin token exists, creates tenant `tenant` if miss
 an admin token; otherwise a Conflict. Servers racing to bootstrap a fresh cluster therefore
 end with exactly one bootstrap token, and only the server whose command applied shows it.
 
+SetRunAsGrant: replaces `tenant`'s run-as grant (`domain.model.run_as`; InvalidRequest naming
+`accounts` or `tenant` when invalid). DeleteRunAsGrant: removes it; removing none is a no-op.
+Grants are admin-set and replicated like tokens, so every server checks a job's `user` alike.
+
 A tenant is a record (`TenantEntry`) so that more per-tenant settings can join it later.
 Invariants (`check_access_invariants`): the digest index equals the tokens' digests; every
 token names an existing tenant.
@@ -28,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
+from gpu_platform.domain.model.run_as import RunAsGrant, make_grant
 from gpu_platform.domain.model.tenancy import Role, check_tenant_name
 
 __all__ = [
@@ -37,8 +42,12 @@ __all__ = [
     "AccessParts",
     "BootstrapAdmin",
     "CreateTenant",
+    "DeleteRunAsGrant",
     "IssueToken",
     "RevokeToken",
+    "RunAsGrantDeleted",
+    "RunAsGrantSet",
+    "SetRunAsGrant",
     "TenantCreated",
     "TenantEntry",
     "TokenEntry",
@@ -76,10 +85,11 @@ class TokenEntry:
 
 @dataclass(frozen=True, slots=True)
 class AccessParts:
-    """The access half of a snapshot: tenants by name, tokens oldest first."""
+    """The access half of a snapshot: tenants by name, tokens oldest first, run-as grants."""
 
     tenants: tuple[TenantEntry, ...] = ()
     tokens: tuple[TokenEntry, ...] = ()
+    grants: tuple[RunAsGrant, ...] = ()
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -125,7 +135,25 @@ class BootstrapAdmin:
     now: float
 
 
-AccessCommand = CreateTenant | IssueToken | RevokeToken | BootstrapAdmin
+@dataclass(frozen=True, slots=True)
+class SetRunAsGrant:
+    """Replace `tenant`'s run-as grant by `accounts` (validated when applied)."""
+
+    tenant: str
+    accounts: tuple[str, ...]
+    allow_root: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRunAsGrant:
+    """Remove `tenant`'s run-as grant (if any)."""
+
+    tenant: str
+
+
+AccessCommand = (
+    CreateTenant | IssueToken | RevokeToken | BootstrapAdmin | SetRunAsGrant | DeleteRunAsGrant
+)
 
 
 # -- events -----------------------------------------------------------------------------------
@@ -150,7 +178,17 @@ class TokenRevoked:
     token_id: str
 
 
-AccessEvent = TenantCreated | TokenIssued | TokenRevoked
+@dataclass(frozen=True, slots=True)
+class RunAsGrantSet:
+    tenant: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunAsGrantDeleted:
+    tenant: str
+
+
+AccessEvent = TenantCreated | TokenIssued | TokenRevoked | RunAsGrantSet | RunAsGrantDeleted
 
 
 def last_admin(token_id: str) -> InvalidRequest:
@@ -167,6 +205,7 @@ class AccessHandlers:
     _tenants: dict[str, TenantEntry]
     _tokens: dict[str, TokenEntry]  # token id -> token, oldest first
     _by_digest: dict[str, str]  # digest -> token id
+    _grants: dict[str, RunAsGrant]  # tenant -> its run-as grant
 
     def _init_access(self, parts: AccessParts = AccessParts()) -> None:
         self._tenants = {t.name: t for t in parts.tenants}
@@ -176,10 +215,14 @@ class AccessHandlers:
             raise ValueError("access state holds a token id or digest twice")
         if any(t.tenant not in self._tenants for t in parts.tokens):
             raise ValueError("access state holds a token of an unknown tenant")
+        self._grants = {g.tenant: g for g in parts.grants}
+        if len(self._grants) != len(parts.grants):
+            raise ValueError("access state holds a tenant's run-as grant twice")
 
     def access_parts(self) -> AccessParts:
         """A copy of the access state as plain values."""
-        return AccessParts(tuple(self._tenants.values()), tuple(self._tokens.values()))
+        grants = tuple(self._grants[t] for t in sorted(self._grants))
+        return AccessParts(tuple(self._tenants.values()), tuple(self._tokens.values()), grants)
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -194,6 +237,10 @@ class AccessHandlers:
     def token_by_digest(self, digest: str) -> TokenEntry | None:
         token_id = self._by_digest.get(digest)
         return None if token_id is None else self._tokens[token_id]
+
+    def run_as_grants(self) -> dict[str, RunAsGrant]:
+        """Every run-as grant, by tenant (a copy)."""
+        return dict(self._grants)
 
     def _live_admins(self) -> list[str]:
         return [t.token_id for t in self._tokens.values() if t.live and t.role is Role.ADMIN]
@@ -226,6 +273,14 @@ class AccessHandlers:
                     cmd.token_id, cmd.digest, cmd.name, cmd.tenant, Role.ADMIN, cmd.now
                 )
                 return events + self._issue(admin)
+            case SetRunAsGrant():
+                grant = make_grant(check_tenant_name(cmd.tenant), cmd.accounts, cmd.allow_root)
+                self._grants[cmd.tenant] = grant
+                return [RunAsGrantSet(cmd.tenant)]
+            case DeleteRunAsGrant():
+                if self._grants.pop(cmd.tenant, None) is None:
+                    return []
+                return [RunAsGrantDeleted(cmd.tenant)]
         raise TypeError(f"unknown access command {cmd!r}")  # pragma: no cover
 
     def _create_tenant(self, name: str, now: float) -> list[AccessEvent]:

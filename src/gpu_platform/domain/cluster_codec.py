@@ -9,8 +9,8 @@ types, versions and fields raise ValueError naming them.
 The state record holds everything that affects future `apply` results (`ClusterParts`):
 nodes with their GPU states, jobs, the held-GPU index, reasons, thermal and ECC records,
 heartbeat times, quotas, announced servers, the epoch and sequence counters, and the access
-state (tenants; tokens as digests, never secrets; a record without it, from before issue 20,
-decodes with none). Nodes and jobs
+state (tenants; tokens as digests, never secrets; run-as grants; a record without it, from
+before issue 20, decodes with none). Nodes and jobs
 are lists in the state's order; the rest are maps (JSON object keys are strings, so maps keyed
 by non-strings are lists of pairs). Encoding is linear in nodes + jobs.
 """
@@ -36,6 +36,7 @@ from gpu_platform.domain.cluster_state import (
     Command,
     CompleteGpuReset,
     CreateTenant,
+    DeleteRunAsGrant,
     FinishJob,
     IssueToken,
     NodeHeartbeat,
@@ -50,6 +51,7 @@ from gpu_platform.domain.cluster_state import (
     SetGpuAdmin,
     SetNodeAdmin,
     SetQuota,
+    SetRunAsGrant,
     StartJob,
     SubmitArray,
     SubmitJob,
@@ -58,6 +60,7 @@ from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.job import Job, JobSpec
 from gpu_platform.domain.model.job_array import ArraySpec, parse_stored_array
 from gpu_platform.domain.model.node import Node
+from gpu_platform.domain.model.run_as import RunAsGrant
 from gpu_platform.domain.model.tenancy import Role
 from gpu_platform.domain.model_codec import (
     SCHEMA_VERSION,
@@ -122,6 +125,8 @@ COMMAND_TYPES: dict[str, type[Any]] = {
         IssueToken,
         RevokeToken,
         BootstrapAdmin,
+        SetRunAsGrant,
+        DeleteRunAsGrant,
     )
 }
 _FIELDS: dict[str, frozenset[str]] = {
@@ -265,6 +270,7 @@ def _encode_access(access: AccessParts) -> dict[str, Any]:
     return {
         "tenants": [[t.name, t.created_at] for t in access.tenants],
         "tokens": [dataclasses.asdict(t) for t in access.tokens],
+        "grants": [[g.tenant, list(g.accounts), g.allow_root] for g in access.grants],
     }
 
 
@@ -280,4 +286,8 @@ def _decode_access(data: dict[str, Any]) -> AccessParts:
     return AccessParts(
         tenants=tuple(TenantEntry(str(n), float(at)) for n, at in data.get("tenants", [])),
         tokens=tuple(tokens),
+        grants=tuple(
+            RunAsGrant(str(t), tuple(str(a) for a in accounts), bool(root))
+            for t, accounts, root in data.get("grants", [])
+        ),
     )

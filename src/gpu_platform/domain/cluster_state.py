@@ -22,8 +22,9 @@ Membership (`domain.membership`): nodes arrive by RegisterNode (a replicated clu
 `empty`), tenant quotas by SetQuota, API server addresses by AnnounceServer. Job arrays
 (`domain.job_arrays`): SubmitArray creates every task of an array in one command, CancelArray
 cancels them all. Tenants, tokens and revocations (`domain.access_state`): CreateTenant,
-IssueToken, RevokeToken, BootstrapAdmin. `parts()` and `from_parts()` expose the whole state
-as plain values for snapshots (`domain.cluster_codec`).
+IssueToken, RevokeToken, BootstrapAdmin; run-as grants: SetRunAsGrant, DeleteRunAsGrant.
+`parts()` and `from_parts()` expose the whole state as plain values for snapshots
+(`domain.cluster_codec`).
 
 Invariants (`check_invariants`): every GPU is held by at most one whole-GPU job, or shared by
 jobs asking a share of one GPU whose milli-GPU and pinned memory fit it (`domain.gpu_shares`),
@@ -51,8 +52,10 @@ from gpu_platform.domain.access_state import (
     AccessParts,
     BootstrapAdmin,
     CreateTenant,
+    DeleteRunAsGrant,
     IssueToken,
     RevokeToken,
+    SetRunAsGrant,
 )
 from gpu_platform.domain.allocation.mig_jobs import check_mig_request
 from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
@@ -118,6 +121,7 @@ __all__ = [
     "Command",
     "CompleteGpuReset",
     "CreateTenant",
+    "DeleteRunAsGrant",
     "FinishJob",
     "IssueToken",
     "NodeHeartbeat",
@@ -132,6 +136,7 @@ __all__ = [
     "SetGpuAdmin",
     "SetNodeAdmin",
     "SetQuota",
+    "SetRunAsGrant",
     "StartJob",
     "SubmitArray",
     "SubmitJob",
@@ -597,6 +602,8 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandl
             case CancelArray():
                 return self._cancel_array(command)
             case CreateTenant() | IssueToken() | RevokeToken() | BootstrapAdmin():
+                return list(self._apply_access(command))
+            case SetRunAsGrant() | DeleteRunAsGrant():  # run-as grants, also access state
                 return list(self._apply_access(command))
         raise TypeError(f"unknown command {command!r}")  # pragma: no cover
 

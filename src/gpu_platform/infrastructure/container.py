@@ -64,6 +64,7 @@ from gpu_platform.application.mig_jobs import MigJobRunner
 from gpu_platform.application.mps_jobs import MpsJobRunner
 from gpu_platform.application.replication import RaftReplication
 from gpu_platform.application.run_as import RunAsAccounts
+from gpu_platform.application.run_as_replica import ReplicatedRunAsStore
 from gpu_platform.application.services import ServiceManager
 from gpu_platform.application.usage import UsageService
 from gpu_platform.domain.events import DomainEvent
@@ -194,8 +195,13 @@ def _sqlite_run_as(settings: Settings) -> Iterator[RunAsStore]:
     store.close()
 
 
-def _run_as(settings: Settings, store: RunAsStore, trail: AuditTrail) -> RunAsAccounts:
-    return RunAsAccounts(store, trail, protected=(str(settings.data_dir.resolve()),))
+def _run_as(
+    settings: Settings, store: RunAsStore, trail: AuditTrail, replication: RaftReplication | None
+) -> RunAsAccounts:
+    protected = (str(settings.data_dir.resolve()),)
+    if replication is None:  # embedded: this server's state.db
+        return RunAsAccounts(store, trail, protected)
+    return RunAsAccounts(ReplicatedRunAsStore(replication), trail, protected, shared=True)
 
 
 def _sqlite_quotas(settings: Settings) -> Iterator[QuotaStore]:
@@ -730,7 +736,7 @@ class Container(containers.DeclarativeContainer):
     serving_ledger = providers.Singleton(ServingLedger)
     usage = providers.Singleton(UsageService, control_plane, adapters.clock, serving_ledger)
     audit_trail = providers.Singleton(AuditTrail, adapters.audit_log, adapters.clock)
-    run_as = providers.Singleton(_run_as, settings, adapters.run_as_store, audit_trail)
+    run_as = providers.Singleton(_run_as, settings, adapters.run_as_store, audit_trail, replication)
     jobs_api = providers.Singleton(_admission, settings, control_plane, run_as)
     # services with replicas; the gateway routes to their replicas (and a routes file's)
     services = providers.Resource(_running_services, control_plane, adapters.clock, adapters.runner)

@@ -22,6 +22,7 @@ from gpu_platform.domain.cluster_state import (
     Command,
     CompleteGpuReset,
     CreateTenant,
+    DeleteRunAsGrant,
     FinishJob,
     IssueToken,
     NodeHeartbeat,
@@ -36,6 +37,7 @@ from gpu_platform.domain.cluster_state import (
     SetGpuAdmin,
     SetNodeAdmin,
     SetQuota,
+    SetRunAsGrant,
     StartJob,
     SubmitArray,
     SubmitJob,
@@ -165,6 +167,8 @@ def _access_strategies() -> dict[type[Any], st.SearchStrategy[Any]]:
     digest = st.sampled_from(["d" * 64, "e" * 64, "f" * 64])
     name = st.sampled_from(["ci", "alice"])
     role = st.sampled_from(list(Role))
+    account = st.sampled_from(["alice", "root", "bad user"])
+    accounts = st.lists(account, max_size=3).map(tuple)  # unsorted, empty: refusals occur
     return {
         CreateTenant: st.builds(CreateTenant, tenant, _TIMES),
         IssueToken: st.builds(
@@ -172,6 +176,8 @@ def _access_strategies() -> dict[type[Any], st.SearchStrategy[Any]]:
         ),
         RevokeToken: st.builds(RevokeToken, token, _TIMES),
         BootstrapAdmin: st.builds(BootstrapAdmin, token, digest, name, tenant, _TIMES),
+        SetRunAsGrant: st.builds(SetRunAsGrant, tenant, accounts, st.booleans()),
+        DeleteRunAsGrant: st.builds(DeleteRunAsGrant, tenant),
     }
 
 

@@ -10,12 +10,14 @@ import pytest
 from gpu_platform.application.admission import AdmissionControl
 from gpu_platform.application.auth_scope import AuditTrail
 from gpu_platform.application.run_as import RunAsAccounts
+from gpu_platform.application.run_as_replica import ReplicatedRunAsStore
 from gpu_platform.domain.errors import InvalidRequest, NotFound
 from gpu_platform.domain.model.job import JobSpec
 from gpu_platform.domain.model.run_as import RunAsGrant
 from gpu_platform.domain.model.tenancy import Forbidden, Principal, Role
 from gpu_platform.testing.access_fakes import InMemoryAuditLog
 from gpu_platform.testing.fakes import InMemoryRunAsStore, ManualClock
+from gpu_platform.testing.solo_replication import SoloReplication
 
 ADMIN = Principal("ada", "default", Role.ADMIN)
 OPERATOR = Principal("otto", "default", Role.OPERATOR)
@@ -86,3 +88,18 @@ def test_admission_refuses_a_job_or_array_naming_an_account_not_granted() -> Non
         assert refused.value.field == "user"
         with pytest.raises(InvalidRequest):
             gate.submit_array(spec, "0-3")
+
+
+def test_a_shared_store_is_read_on_every_check_so_a_grant_applied_from_the_log_counts() -> None:
+    replication = SoloReplication()
+    here = RunAsAccounts(ReplicatedRunAsStore(replication), shared=True)
+    spec = JobSpec(command=("true",), tenant="team-a", user="alice")
+    with pytest.raises(InvalidRequest):
+        here.check(spec)
+    # another server's write arrives only through the log, not through `here`
+    ReplicatedRunAsStore(replication).save_grant("team-a", RunAsGrant("team-a", ("alice",)))
+    here.check(spec)
+    assert here.grants(ADMIN) == [RunAsGrant("team-a", ("alice",))]
+    here.revoke(ADMIN, "team-a")
+    with pytest.raises(InvalidRequest):
+        here.check(spec)

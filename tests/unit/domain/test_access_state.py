@@ -15,8 +15,10 @@ from gpu_platform.application.cluster_replica import ClusterReplica
 from gpu_platform.domain.access_state import (
     BootstrapAdmin,
     CreateTenant,
+    DeleteRunAsGrant,
     IssueToken,
     RevokeToken,
+    SetRunAsGrant,
     TokenIssued,
     TokenRevoked,
 )
@@ -92,7 +94,7 @@ def test_bootstrap_issues_one_admin_only_while_none_is_live() -> None:
     assert [t.token_id for t in s.token_entries()] == ["boot1"]
 
 
-ACCESS = [CreateTenant, IssueToken, RevokeToken, BootstrapAdmin]
+ACCESS = [CreateTenant, IssueToken, RevokeToken, BootstrapAdmin, SetRunAsGrant, DeleteRunAsGrant]
 
 
 @settings(max_examples=60, deadline=None)

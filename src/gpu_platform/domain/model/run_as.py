@@ -8,8 +8,8 @@ explicit `allow_root`: a grant that lists root without it is refused. Refusals a
 InvalidRequest naming the field (`user` at submit, `accounts` when granting), which the APIs
 answer with 422 / INVALID_ARGUMENT.
 
-Pure functions over a `{tenant: accounts}` mapping: the mapping's storage (today the server's
-state.db beside tenants; later the replicated auth state) lives outside the domain.
+Pure functions over a `{tenant: accounts}` mapping: the grants themselves are replicated
+access state on a cluster (`domain.access_state`), the server's state.db in embedded mode.
 """
 
 from __future__ import annotations
