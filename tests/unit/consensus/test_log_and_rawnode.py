@@ -73,7 +73,11 @@ class LogMachine(RuleBasedStateMachine):
 
     @rule()
     def compact(self) -> None:
-        target = min(self.log.applied, self.storage.last_index())
+        # A host compacts what it applied, and applies only after persisting the Ready that
+        # carried those entries: never past an entry still unstable (its stored copy may be
+        # an overwritten one).
+        stable = self.log.unstable.offset - 1 if self.log.unstable.entries else self.log.applied
+        target = min(self.log.applied, self.storage.last_index(), stable)
         if target > self.storage.first_index():
             self.storage.compact(target)
 
