@@ -48,12 +48,11 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/lint-imports
 
 # Two workers, one test file at a time each (--dist loadfile keeps a file's module fixtures
-# in one process); --no-loadscope-reorder keeps the collection order, in which files with a
-# slow test come first (tests/conftest.py). PYTEST_WORKERS=0 runs the suite in this process.
+# in one process). PYTEST_WORKERS=0 runs the suite in this process.
 PYTEST_WORKERS ?= 2
 
 test: lint
-	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore=tests/containers
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/containers
 
 # Not part of `make test` (minutes the first time: debootstrap, image build); .ci/run runs it.
 containers: $(VENV)/.installed-dev
