@@ -46,8 +46,8 @@ TEST_JOB_ENV = {"GPU_PLATFORM_JOB_USER": "root", "GPU_PLATFORM_JOB_PID_NAMESPACE
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with a `slow` test run first: under pytest-xdist (`--dist loadfile`) a long
-    file that starts last keeps one worker busy after the other has finished."""
+    """Files with a `slow` test run first when the suite runs in one process
+    (PYTEST_WORKERS=0); under pytest-xdist its own order (most tests per file first) wins."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)  # stable: order kept otherwise
 
