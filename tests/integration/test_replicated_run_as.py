@@ -35,9 +35,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReplicatedClus
         secret = next(f for f in files if f.exists()).read_text().strip()
         c.client.headers["Authorization"] = "Bearer " + secret
         c.wait_leader(timeout=WAIT)
+        assert wait_until(lambda: all(_serving(c, i) for i in c.ids), WAIT)  # followers too
         yield c
     finally:
         c.close()
+
+
+def _serving(c: ReplicatedCluster, i: int) -> bool:
+    try:
+        return c.client.get(c.url(i) + "/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def _job(user: str) -> dict[str, object]:
