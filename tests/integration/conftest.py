@@ -55,7 +55,7 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = data_dir.parent / f"server-{data_dir.name}-{next(_logs)}.log"
 
-    def start(self) -> Server:
+    def start(self, timeout: float = 60.0) -> Server:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
@@ -65,7 +65,7 @@ class Server:
                 stderr=subprocess.STDOUT,
             )
         try:  # a loaded 2-core CI machine is slow
-            ports = wait_for_ports(self.data_dir, self.proc, timeout=60)
+            ports = wait_for_ports(self.data_dir, self.proc, timeout)
         except RuntimeError as exc:
             self.stop(signal.SIGKILL)
             raise AssertionError(
@@ -74,7 +74,7 @@ class Server:
         self.port, self.grpc_port = ports["rest"], ports.get("grpc", 0)
         self.raft_port, self.agent_port = ports.get("raft", 0), ports.get("agent", 0)
         self.url = f"http://127.0.0.1:{self.port}"
-        if not wait_for(self.healthy, timeout=60):
+        if not wait_for(self.healthy, timeout):
             self.stop(signal.SIGKILL)
             raise AssertionError(f"server did not come up:\n{self.log.read_text()}")
         return self

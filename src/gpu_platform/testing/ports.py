@@ -6,6 +6,8 @@ the server's bind another worker's process can take the port ("Address already i
 - A server started alone binds port 0 itself and reports what it got: `gpu-platform serve`
   and `gpu-platform agent` in `<data_dir>/ports.json` (`wait_for_ports`), in-process servers
   in attributes (`GrpcServer.port`, `AgentGrpcServer.port`, `GrpcRaftTransport.bound_port`).
+  Another program given port 0 (Prometheus) is asked the kernel: `wait_for_listening` finds
+  the port its process listens on in /proc.
 - Members of a cluster must know each other's addresses before any of them starts (Raft
   peers, agents dialling their servers, etcd, Slurm). For those, `reserve_port` hands out
   ports from a block of its own to each xdist worker (`PYTEST_XDIST_WORKER` gwN: block N),
@@ -20,6 +22,7 @@ the server's bind another worker's process can take the port ("Address already i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -29,7 +32,7 @@ from pathlib import Path
 
 from gpu_platform.infrastructure.bound_ports import read_ports
 
-__all__ = ["port_block", "reserve_port", "wait_for_ports"]
+__all__ = ["listening_ports", "port_block", "reserve_port", "wait_for_listening", "wait_for_ports"]
 
 #: Reserved blocks start here (below: well-known and common service ports).
 FIRST_PORT = 10_000
@@ -95,4 +98,43 @@ def wait_for_ports(
             raise RuntimeError(f"pid {proc.pid} exited ({proc.returncode}) before it listened")
         if time.monotonic() > deadline:
             raise RuntimeError(f"pid {proc.pid} wrote no {data_dir}/ports.json in {timeout} s")
+        time.sleep(0.05)
+
+
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports process `pid` listens on: its sockets' inodes among the listening
+    entries (state 0A) of /proc/<pid>/net/tcp and tcp6."""
+    inodes = set()
+    with contextlib.suppress(FileNotFoundError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(FileNotFoundError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def wait_for_listening(
+    proc: subprocess.Popen[bytes] | subprocess.Popen[str], timeout: float = 60.0
+) -> int:
+    """The one TCP port `proc` (started with a listen port of 0) listens on, once it does.
+    Raises RuntimeError if it exits, listens on several ports, or none within `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ports = listening_ports(proc.pid)
+        if len(ports) > 1:
+            raise RuntimeError(f"pid {proc.pid} listens on several ports: {sorted(ports)}")
+        if ports:
+            return ports.pop()
+        if proc.poll() is not None:
+            raise RuntimeError(f"pid {proc.pid} exited ({proc.returncode}) before it listened")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"pid {proc.pid} listened on no port in {timeout} s")
         time.sleep(0.05)
