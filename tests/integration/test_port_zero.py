@@ -49,6 +49,9 @@ def test_serve_on_port_zero_reports_each_port_it_got_and_every_one_answers(
         reply = health.Check(health_pb2.HealthCheckRequest(), timeout=10)
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
     assert accepts(ports["agent"]) and accepts(ports["raft"])
+    cluster = httpx.get(f"http://127.0.0.1:{ports['rest']}/v1/cluster", timeout=10).json()
+    assert [s["http_url"] for s in cluster["servers"]] == [f"http://127.0.0.1:{ports['rest']}"]
+    assert [s["agent_address"] for s in cluster["servers"]] == [f"127.0.0.1:{ports['agent']}"]
 
     agent_dir = tmp_path / "agent"
     token = (server.data_dir / "cluster-token").read_text().strip()
