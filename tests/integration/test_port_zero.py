@@ -15,7 +15,7 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gpu_platform.testing.ports import port_block, wait_for_ports
+from gpu_platform.testing.ports import wait_for_ports
 from tests.integration.conftest import ENTRY, Server
 
 
@@ -72,10 +72,3 @@ def test_serve_on_port_zero_reports_each_port_it_got_and_every_one_answers(
 
     assert server.stop() == 0
     assert not (server.data_dir / "ports.json").exists()
-
-
-def test_each_xdist_worker_reserves_ports_from_its_own_block_below_the_ephemeral_range() -> None:
-    blocks = [port_block(f"gw{i}") for i in range(8)]
-    assert all(set(a).isdisjoint(b) for i, a in enumerate(blocks) for b in blocks[i + 1 :])
-    first = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    assert all(b.stop <= first for b in blocks)
