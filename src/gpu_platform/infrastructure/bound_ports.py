@@ -113,12 +113,12 @@ def forget_ports(data_dir: Path) -> None:
 
 def read_ports(data_dir: Path) -> dict[str, int] | None:
     """The ports in `data_dir/ports.json` (with the writer's `pid`); None when there is no
-    such file yet."""
+    such file (or it is not one of ours: not a JSON object of numbers)."""
     try:
         data: Any = json.loads((data_dir / PORTS_FILE).read_text())
-    except FileNotFoundError:
+        return {str(k): int(v) for k, v in data.items()}
+    except (FileNotFoundError, ValueError, TypeError, AttributeError):
         return None
-    return {str(k): int(v) for k, v in data.items()}
 
 
 class ReportingServer(uvicorn.Server):

@@ -32,6 +32,9 @@ def test_the_ports_file_names_the_writer_and_only_the_writer_removes_it(tmp_path
     report_ports(tmp_path, {"rest": 1})
     forget_ports(tmp_path)
     assert read_ports(tmp_path) is None
+    (tmp_path / "ports.json").write_text("[1, 2")  # not ours: ignored, left alone
+    forget_ports(tmp_path)
+    assert read_ports(tmp_path) is None and (tmp_path / "ports.json").exists()
 
 
 def test_a_server_on_port_zero_reports_the_port_it_got_once_it_answers(tmp_path: Path) -> None:
