@@ -35,6 +35,7 @@ from _harness import baseline, percentile, result
 from gpu_platform.ports.inbound.model_routes import ReplicaAddress
 from gpu_platform.testing.model_routes import StaticModelRoutes
 from gpu_platform.testing.model_server import spawn_model_server
+from gpu_platform.testing.ports import wait_for_ports
 
 _BIN = Path(sys.executable).with_name("gpu-platform")
 ENTRY = [str(_BIN)] if _BIN.exists() else [sys.executable, "-m", "gpu_platform.main"]
@@ -46,16 +47,7 @@ BODY = {
 STREAM_BODY = {**BODY, "stream": True}
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _start_server(tmp: Path, routes_file: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
     env = dict(
         os.environ,
         GPU_PLATFORM_AUTH="off",
@@ -65,11 +57,11 @@ def _start_server(tmp: Path, routes_file: Path) -> tuple[subprocess.Popen[bytes]
         GPU_PLATFORM_LOG_LEVEL="warning",
         GPU_PLATFORM_GATEWAY_ROUTES_FILE=str(routes_file),
     )
-    argv = [*ENTRY, "serve", "--port", str(port), "--data-dir", str(tmp / "data")]
+    argv = [*ENTRY, "serve", "--port", "0", "--data-dir", str(tmp / "data")]
     proc = subprocess.Popen(
         argv, env=env, stdout=subprocess.DEVNULL, stderr=(tmp / "server.log").open("wb")
     )
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{wait_for_ports(tmp / 'data', proc, timeout=90)['rest']}"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         try:

@@ -32,12 +32,13 @@ from typing import Any
 
 import httpx
 from _harness import percentile, result
-from _raft_peers import etcd, free_port, pysyncobj
+from _raft_peers import etcd, pysyncobj
 
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
 from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
 from gpu_platform.application.raft_node import RaftNode, RaftNodeConfig
 from gpu_platform.domain.consensus import Role
+from gpu_platform.testing.ports import reserve_port
 from gpu_platform.testing.raft_kv import KvStateMachine
 
 PAYLOAD = "key k<i % 1000>, 64-byte value"
@@ -90,8 +91,8 @@ def _closed_loop(node: RaftNode, clients: int, total: int) -> tuple[list[float],
 
 
 def ours(counts: dict[int, int], root: Path) -> dict[int, dict[str, Any]]:
-    raft = {i: free_port() for i in (1, 2, 3)}
-    http = {i: free_port() for i in (2, 3)}
+    raft = {i: reserve_port() for i in (1, 2, 3)}
+    http = {i: reserve_port() for i in (2, 3)}
     peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in raft.items())
     procs = [
         subprocess.Popen(

@@ -21,7 +21,7 @@ from gpu_platform.testing.model_server import (
     completion_tokens,
     spawn_model_server,
 )
-from tests.integration.conftest import Server, free_port, wait_for
+from tests.integration.conftest import Server, wait_for
 
 TOKENS_PER_MINUTE = 1000
 
@@ -88,7 +88,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
             "GPU_PLATFORM_GATEWAY_TOKENS_PER_MINUTE": str(TOKENS_PER_MINUTE),
             "GPU_PLATFORM_GATEWAY_MAX_BODY_BYTES": "65536",
         }
-        server = Server(base / "data", free_port(), env).start()
+        server = Server(base / "data", env).start()
         admin = (server.data_dir / "admin-token").read_text().strip()
         ann = _token(server, admin, "ann", "team-a")
         bob = _token(server, admin, "bob", "team-b")

@@ -24,6 +24,13 @@ from gpu_platform.adapters.outbound.topology_command import topology_command
 from gpu_platform.application.access_replica import ReplicatedAccessStore
 from gpu_platform.application.consistency import stale_reads
 from gpu_platform.infrastructure.access_startup import ReplicatedAccessStartup, write_admin_token
+from gpu_platform.infrastructure.bound_ports import (
+    ReportingServer,
+    bind_rest_port,
+    forget_ports,
+    report_ports,
+    serve_ports,
+)
 from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
 from gpu_platform.infrastructure.container import Container, tls_files
 from gpu_platform.infrastructure.data_dir import harden_data_dir
@@ -183,6 +190,7 @@ def serve_settings(settings: Settings) -> None:
     except (PortUnavailable, StorageError):
         lock.close()
         raise
+    settings, rest_socket = bind_rest_port(settings)  # port 0: any free one, bound now
     container = Container(settings=settings)
     tls = tls_files(settings)
     container.init_resources()
@@ -229,7 +237,9 @@ def serve_settings(settings: Settings) -> None:
         received: list[int] = []
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda signum, _frame: received.append(signum))
-        uvicorn.Server(config).run()
+        ReportingServer(  # it writes <data_dir>/ports.json once REST accepts connections
+            config, lambda: report_ports(settings.data_dir, serve_ports(settings, container))
+        ).run(sockets=None if rest_socket is None else [rest_socket])
         if received:
             log.info("signal received", signal=signal.Signals(received[0]).name)
     finally:
@@ -239,5 +249,6 @@ def serve_settings(settings: Settings) -> None:
         if plane is not None:  # before the in-process agent goes: it settles that agent's jobs
             plane.shutdown()
         container.shutdown_resources()
+        forget_ports(settings.data_dir)
         lock.close()
         log.info("stopped")
