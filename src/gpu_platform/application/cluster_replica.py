@@ -158,6 +158,11 @@ class ClusterReplica:
 
     def snapshot(self) -> bytes:
         """The whole replicated state as canonical bytes (module docstring)."""
+        return b"".join(self.snapshot_chunks())
+
+    def snapshot_chunks(self) -> Iterator[bytes]:
+        """`snapshot()` in pieces, encoded as they are taken (a storage writes them out one
+        by one). Holds `lock` until exhausted or closed: consume it on one thread."""
         with self.lock:
             head, jobs = encode_state_but_jobs(self.state)
             record = _Fields(
@@ -166,7 +171,7 @@ class ClusterReplica:
                 state=_Fields(head, jobs=_Lazy(jobs, job_to_dict)),
                 seen=list(self._seen),
             )
-            return b"".join(_pieces(record))
+            yield from _pieces(record)
 
     def restore(self, data: bytes) -> None:
         """Replace the state with snapshot `data` (b"": the empty cluster); raises ValueError
