@@ -42,6 +42,7 @@ from gpu_platform.adapters.outbound.integrity import (
     entry_crc,
     record_crc,
 )
+from gpu_platform.adapters.outbound.process_memory import release_free_memory
 from gpu_platform.adapters.outbound.raft_storage import snapshot_chunks
 from gpu_platform.domain.consensus import (
     CompactedError,
@@ -343,6 +344,7 @@ class SqliteRaftStorage(LogReads):
             raise
         self._snapshot = snap
         self._chunked = True
+        release_free_memory()  # what encoding the snapshot took (tens of MiB at scale)
         return snap
 
     def compact(self, compact_index: int) -> None:
