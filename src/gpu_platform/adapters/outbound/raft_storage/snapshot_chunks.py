@@ -95,10 +95,10 @@ def check(db: sqlite3.Connection, written: Written) -> None:
     count = size = 0
     for seq, data, crc in db.execute("SELECT seq, data, crc FROM snapshot_chunks ORDER BY seq"):
         blob = bytes(data)
+        if crc != record_crc(_key(seq), blob):  # first: the key covers `seq`
+            raise ChunkError(f"snapshot chunk {seq} fails its checksum")
         if seq != count:
             raise ChunkError(f"snapshot chunk {count} is missing")
-        if crc != record_crc(_key(seq), blob):
-            raise ChunkError(f"snapshot chunk {seq} fails its checksum")
         count += 1
         size += len(blob)
     if (count, size) != (written.chunks, written.size):
