@@ -231,9 +231,11 @@ _first_copy = lru_cache(maxsize=4096)(lambda value: value)
 def _shared(value: _V) -> _V:
     """An equal value decoded before, if there is one (else `value`). Nodes of one hardware
     type repeat the same topology parts (PCI tree, links, NICs, CPU lists): ~50 KiB per node
-    while each had its own copy, ~50 MiB at 1,024 nodes (issue 21). The values are immutable
-    and of one type per call site, so which equal copy is returned cannot be observed."""
-    return cast(_V, _first_copy(value))
+    while each had its own copy, ~50 MiB at 1,024 nodes (issue 21). The values are immutable;
+    an equal one whose repr differs (1 == 1.0 == True) is not substituted, so which copy is
+    returned cannot be observed, not even in the canonical snapshot bytes."""
+    first = cast(_V, _first_copy(value))
+    return first if first is value or repr(first) == repr(value) else value
 
 
 def _ints(values: Any) -> tuple[int, ...]:
