@@ -36,9 +36,10 @@ USER gpu-platform
 WORKDIR /var/lib/gpu-platform
 # REST, gRPC, agents' streams, Raft (the defaults; each is a setting)
 EXPOSE 8080 50051 50053 7001
-# /healthz on the REST port this container serves (GPU_PLATFORM_PORT, default 8080).
+# /healthz on the REST port this container serves (GPU_PLATFORM_PORT, default 8080; with 0,
+# the port the server bound, from its data directory's ports.json).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
-  CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('GPU_PLATFORM_PORT', '8080'), timeout=2)"]
+  CMD ["python3", "-c", "import json, os, urllib.request; e = os.environ; p = e.get('GPU_PLATFORM_PORT', '8080'); p = json.load(open(os.path.join(e['GPU_PLATFORM_DATA_DIR'], 'ports.json')))['rest'] if p == '0' else p; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % p, timeout=2)"]
 ENTRYPOINT ["gpu-platform"]
 CMD ["serve"]
 # Last: the only layer of this stage that a code change rebuilds.
