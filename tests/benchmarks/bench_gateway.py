@@ -6,9 +6,12 @@ model-server replica (the baseline) and through the gateway of a real `gpu-platf
                    concurrent clients: p50/p99 latency and requests/s, each beside the direct
                    call; extra: added_p50_us, added_p99_us, throughput_ratio
     gateway.ttft   streamed chat (stream: true, 16 events): time to the first event, same setup
-    gateway.upstream_client   where the gateway's CPU goes: one request after another to the
-                   replica from httpx.AsyncClient (what the gateway uses), from httpcore (its
-                   transport) and from bare asyncio streams; extra: cpu_us_per_request
+    gateway.upstream_client   the client side alone: one request after another to the
+                   replica from httpx.AsyncClient (what the gateway used before), httpcore,
+                   bare asyncio streams (the floor) and the gateway's UpstreamPool (what it
+                   uses now); extra: cpu_us_per_request
+
+The server serves its gateway on a port of its own (`gateway_port`).
 
 The client is one httpx.AsyncClient in this process; client, gateway and replica share the
 machine's cores, so at 64 clients the figures include that contention on both sides.
@@ -55,9 +58,10 @@ def _free_port() -> int:
 
 
 def _start_server(tmp: Path, routes_file: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
+    port, gateway_port = _free_port(), _free_port()
     env = dict(
         os.environ,
+        GPU_PLATFORM_GATEWAY_PORT=str(gateway_port),
         GPU_PLATFORM_AUTH="off",
         GPU_PLATFORM_GRPC_PORT="-1",
         GPU_PLATFORM_RAFT_PORT="0",
@@ -74,7 +78,7 @@ def _start_server(tmp: Path, routes_file: Path) -> tuple[subprocess.Popen[bytes]
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return proc, url
+                return proc, f"http://127.0.0.1:{gateway_port}"  # up before the REST port
         except httpx.HTTPError:
             time.sleep(0.1)
     proc.kill()
@@ -216,6 +220,18 @@ async def _sequential(kind: str, url: str, n: int) -> list[float]:
                     async for _chunk in r.aiter_stream():
                         pass
                 samples.append((clock() - t0) / 1000)
+    elif kind == "gateway-pool":
+        from gpu_platform.adapters.inbound.gateway.upstream import UpstreamPool
+
+        pool = UpstreamPool()
+        for _ in range(n):
+            t0 = clock()
+            response = await pool.post(url, "/v1/chat/completions", body)
+            while await response.read():
+                pass
+            response.release(True)
+            samples.append((clock() - t0) / 1000)
+        await pool.aclose()
     else:  # bare asyncio streams: the floor for any Python client
         host, port = url.split("//", 1)[1].rsplit(":", 1)
         reader, writer = await asyncio.open_connection(host, int(port))
@@ -237,7 +253,7 @@ async def _sequential(kind: str, url: str, n: int) -> list[float]:
 
 def _clients(url: str, n: int) -> list[dict[str, Any]]:
     rows = []
-    for kind in ("httpx", "httpcore", "asyncio-streams"):
+    for kind in ("httpx", "httpcore", "asyncio-streams", "gateway-pool"):
         asyncio.run(_sequential(kind, url, min(n, 50)))  # warm
         before = time.process_time()
         samples = asyncio.run(_sequential(kind, url, n))

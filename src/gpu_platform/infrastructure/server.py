@@ -27,6 +27,7 @@ from gpu_platform.infrastructure.access_startup import ReplicatedAccessStartup, 
 from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
 from gpu_platform.infrastructure.container import Container, tls_files
 from gpu_platform.infrastructure.data_dir import harden_data_dir
+from gpu_platform.infrastructure.gateway import GatewayServer
 from gpu_platform.infrastructure.listen_check import check_ports_free
 from gpu_platform.infrastructure.logging import configure_logging
 from gpu_platform.infrastructure.storage_check import check_storage
@@ -175,6 +176,15 @@ def _warn_embedded_jobs(container: Container) -> None:
         )
 
 
+def _start_gateway(settings: Settings, container: Container) -> GatewayServer | None:
+    """With `gateway_port` set, the gateway on its own port (docs/gateway.md)."""
+    if settings.gateway != "on" or settings.gateway_port is None:
+        return None
+    gateway: GatewayServer = container.gateway_server()
+    gateway.start()
+    return gateway
+
+
 def serve_settings(settings: Settings) -> None:
     lock = lock_data_dir(settings.data_dir)
     try:
@@ -188,6 +198,7 @@ def serve_settings(settings: Settings) -> None:
     container.init_resources()
     plane = None
     access_startup = None
+    gateway = None
     try:
         announce_access(settings, container)
         plane = container.control_plane()
@@ -220,12 +231,14 @@ def serve_settings(settings: Settings) -> None:
             container.rest_app(),
             host=settings.host,
             port=settings.port,
+            http="h11",  # as before httptools was installed (for the gateway's own port)
             log_config=None,
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=5,  # open streams (log follow, dashboard events) end
             **(tls.uvicorn_options() if tls is not None else {}),  # type: ignore[arg-type]
         )
+        gateway = _start_gateway(settings, container)
         received: list[int] = []
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda signum, _frame: received.append(signum))
@@ -234,6 +247,8 @@ def serve_settings(settings: Settings) -> None:
             log.info("signal received", signal=signal.Signals(received[0]).name)
     finally:
         log.info("shutting down", policy=settings.shutdown_policy)
+        if gateway is not None:
+            gateway.stop()
         if access_startup is not None:
             access_startup.stop()
         if plane is not None:  # before the in-process agent goes: it settles that agent's jobs

@@ -41,6 +41,7 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 _HOP = frozenset(
     {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer", b"upgrade"}
 )
+_WHOLE = 4 << 20  # non-streamed answers up to this size are read whole before relaying
 _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
 _COMPLETION = re.compile(rb'"completion_tokens"\s*:\s*(\d+)')
 
@@ -141,8 +142,12 @@ async def _relay(
 ) -> bool:
     """Send the answer on; True when the replica's answer was read to its end."""
     headers = [(k, v) for k, v in response.headers if k not in _HOP]
+    length = response.length
     try:
         first = await response.read()  # often the whole body: one send, no empty last message
+        if not stream and length is not None and length <= _WHOLE:
+            while len(first) < length:  # a whole answer or a 502, never a torn one
+                first += await response.read()
     except UpstreamTimeout as exc:
         raise GatewayError(504, "upstream_timeout", str(exc)) from None
     except UpstreamError as exc:

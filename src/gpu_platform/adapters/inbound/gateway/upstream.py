@@ -141,6 +141,11 @@ class UpstreamResponse:
             if size:
                 return data[:-2]
 
+    @property
+    def length(self) -> int | None:
+        """Body bytes still to come when the replica sent Content-Length; else None."""
+        return self._length if self._length is not None and self._length >= 0 else None
+
     def release(self, complete: bool) -> None:
         """Give the connection back to the pool when its answer was read to the end
         (`complete`) and the replica keeps it open; close it otherwise."""
