@@ -58,7 +58,7 @@ class GatewaySettings:
     max_body_bytes: int = 16 << 20
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 600.0  # between two chunks of an answer
-    max_connections: int = 1000
+    max_connections: int = 1000  # idle keep-alive connections kept per replica
     session_header: str = "x-session-id"
     auth_cache_s: float = 5.0
     eject_s: float = 2.0
@@ -263,7 +263,7 @@ class OpenAiGateway:
 
 def _watch_disconnect(receive: Receive, outcome: Outcome) -> asyncio.Task[None]:
     """A task that cancels the current one if the client disconnects before the answer is
-    complete, so a streaming replica stops generating for nobody."""
+    complete: the replica's connection is closed, so it stops generating for nobody."""
     task = asyncio.current_task()
     assert task is not None
 
