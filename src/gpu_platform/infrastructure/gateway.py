@@ -109,6 +109,7 @@ class GatewayServer:
             log_config=None,
             access_log=False,
             lifespan="off",
+            timeout_keep_alive=75,  # as nginx: a client rarely reuses a connection being closed
             timeout_graceful_shutdown=5,
             **(tls_options or {}),
         )
