@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,16 +28,12 @@ from pathlib import Path
 
 import httpx
 
+from gpu_platform.testing.ports import reserve_port, wait_for_ports
+
 ENTRY = [sys.executable, "-m", "gpu_platform.main"]
 SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue")
 # What each job runs: the time it started, to the nanosecond, into a file named by its id.
 STARTED = 'date +%s.%N > "{dir}/${{SLURM_JOB_ID:-$GPU_PLATFORM_JOB_ID}}"'
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def slurm_missing() -> str | None:
@@ -167,7 +162,7 @@ def local_slurm() -> Iterator[Slurm]:
         stack.callback(_kill_left_behind, d)  # runs after the daemons stopped
         _wait((d / "munge.sock").exists, 20, "munged")
         conf = d / "slurm.conf"
-        conf.write_text(_SLURM_CONF.format(dir=d, ctld_port=free_port(), d_port=free_port()))
+        conf.write_text(_SLURM_CONF.format(dir=d, ctld_port=reserve_port(), d_port=reserve_port()))
         env = dict(os.environ, SLURM_CONF=str(conf))
         ctld = subprocess.Popen(["slurmctld", "-D", "-f", str(conf)], env=env, **quiet)  # type: ignore[call-overload]
         stack.callback(_stop, ctld)
@@ -206,7 +201,6 @@ class Server:
 @contextmanager
 def local_server(store: str = "raft") -> Iterator[Server]:
     """The default server (`store="raft"`) or the embedded core (`"sqlite"`), stopped on exit."""
-    http_port, grpc_port = free_port(), free_port()
     with tempfile.TemporaryDirectory(prefix="bench-ours-") as tmp:
         started = Path(tmp) / "started"
         started.mkdir()
@@ -214,20 +208,21 @@ def local_server(store: str = "raft") -> Iterator[Server]:
             os.environ,
             GPU_PLATFORM_LOG_LEVEL="warning",
             GPU_PLATFORM_LOG_FORMAT="json",
-            GPU_PLATFORM_GRPC_PORT=str(grpc_port),
+            GPU_PLATFORM_GRPC_PORT="0",  # any free port, as is --port 0: see ports.json
             GPU_PLATFORM_SERVER_ID="1" if store == "raft" else "0",
             GPU_PLATFORM_RAFT_PORT="0",
             GPU_PLATFORM_AGENT_PORT="0",
             GPU_PLATFORM_ISOLATION="none",
         )
         proc = subprocess.Popen(
-            [*ENTRY, "serve", "--port", str(http_port), "--data-dir", str(Path(tmp) / "data")],
+            [*ENTRY, "serve", "--port", "0", "--data-dir", str(Path(tmp) / "data")],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        url = f"http://127.0.0.1:{http_port}"
         try:
+            ports = wait_for_ports(Path(tmp) / "data", proc, timeout=60)
+            url, grpc_port = f"http://127.0.0.1:{ports['rest']}", ports["grpc"]
 
             def healthy() -> bool:
                 try:

@@ -19,7 +19,6 @@ import json
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,13 +27,9 @@ from typing import Any
 
 import httpx
 
-__all__ = ["etcd", "free_port", "pysyncobj"]
+from gpu_platform.testing.ports import reserve_port  # peers: known before they start
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["etcd", "pysyncobj"]
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -106,8 +101,8 @@ def etcd(counts: dict[int, int], root: Path) -> dict[int, dict[str, Any]]:
     binary = shutil.which("etcd")
     if binary is None:
         return {n: {"skipped": "etcd not installed (apt-get install etcd-server)"} for n in counts}
-    peer = [free_port() for _ in range(3)]
-    client = [free_port() for _ in range(3)]
+    peer = [reserve_port() for _ in range(3)]
+    client = [reserve_port() for _ in range(3)]
     cluster = ",".join(f"e{i}=http://127.0.0.1:{peer[i]}" for i in range(3))
     procs = []
     for i in range(3):
@@ -213,7 +208,7 @@ def pysyncobj(counts: dict[int, int], batch: bool) -> dict[int, dict[str, Any]]:
         import pysyncobj as _
     except ImportError:
         return {n: {"skipped": "pysyncobj not installed"} for n in counts}
-    addrs = [f"127.0.0.1:{free_port()}" for _ in range(3)]
+    addrs = [f"127.0.0.1:{reserve_port()}" for _ in range(3)]
     plan = ",".join(f"{c}:{t}" for c, t in counts.items())
     procs = [
         subprocess.Popen(

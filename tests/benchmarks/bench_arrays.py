@@ -38,6 +38,7 @@ from gpu_platform.testing.fakes import (
     RecordingPublisher,
     SequentialJobIds,
 )
+from gpu_platform.testing.ports import wait_for_ports
 
 ENTRY = [sys.executable, "-m", "gpu_platform.main"]
 
@@ -144,14 +145,11 @@ class _Server:
     """`gpu-platform serve` with defaults (a one-voter Raft cluster) and an httpx client."""
 
     def __init__(self, tmp: Path) -> None:
-        from bench_e2e import _free_port
-
-        self.port = _free_port()
         self.env = dict(
             os.environ,
             GPU_PLATFORM_LOG_LEVEL="warning",
             GPU_PLATFORM_LOG_FORMAT="json",
-            GPU_PLATFORM_GRPC_PORT=str(_free_port()),
+            GPU_PLATFORM_GRPC_PORT="0",  # any free port, as is --port 0: see ports.json
             GPU_PLATFORM_RAFT_PORT="0",
             GPU_PLATFORM_AGENT_PORT="0",
             GPU_PLATFORM_ISOLATION="none",
@@ -165,11 +163,12 @@ class _Server:
 
     def __enter__(self) -> _Server:
         self.proc = subprocess.Popen(
-            [*ENTRY, "serve", "--port", str(self.port), "--data-dir", str(self.data)],
+            [*ENTRY, "serve", "--port", "0", "--data-dir", str(self.data)],
             env=self.env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+        self.port = wait_for_ports(self.data, self.proc, timeout=60)["rest"]
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=600)
         for _ in range(600):
             try:

@@ -20,16 +20,9 @@ from _harness import baseline, result
 
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
+from gpu_platform.testing.ports import wait_for_ports
 
 ENTRY = [sys.executable, "-m", "gpu_platform.main"]
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _time(fn: Any, n: int) -> list[float]:
@@ -62,25 +55,26 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 
 
 def _measure(n: int, server_id: str) -> tuple[list[float], list[float]]:
-    http_port, grpc_port = _free_port(), _free_port()
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(
             os.environ,
             GPU_PLATFORM_LOG_LEVEL="warning",
             GPU_PLATFORM_LOG_FORMAT="json",
-            GPU_PLATFORM_GRPC_PORT=str(grpc_port),
+            GPU_PLATFORM_GRPC_PORT="0",  # any free port, as is --port 0: see ports.json
             GPU_PLATFORM_SERVER_ID=server_id,
             GPU_PLATFORM_RAFT_PORT="0",
             GPU_PLATFORM_AGENT_PORT="0",
             GPU_PLATFORM_ISOLATION="none",
         )
         server = subprocess.Popen(
-            [*ENTRY, "serve", "--port", str(http_port), "--data-dir", str(Path(tmp) / "data")],
+            [*ENTRY, "serve", "--port", "0", "--data-dir", str(Path(tmp) / "data")],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         try:
+            ports = wait_for_ports(Path(tmp) / "data", server, timeout=60)
+            http_port, grpc_port = ports["rest"], ports["grpc"]
             base = f"http://127.0.0.1:{http_port}"
             with httpx.Client(base_url=base, timeout=30) as client:
                 for _ in range(300):

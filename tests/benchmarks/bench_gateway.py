@@ -38,6 +38,7 @@ from _harness import baseline, percentile, result
 from gpu_platform.ports.inbound.model_routes import ReplicaAddress
 from gpu_platform.testing.model_routes import StaticModelRoutes
 from gpu_platform.testing.model_server import spawn_model_server
+from gpu_platform.testing.ports import wait_for_ports
 
 _BIN = Path(sys.executable).with_name("gpu-platform")
 ENTRY = [str(_BIN)] if _BIN.exists() else [sys.executable, "-m", "gpu_platform.main"]
@@ -49,19 +50,10 @@ BODY = {
 STREAM_BODY = {**BODY, "stream": True}
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _start_server(tmp: Path, routes_file: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port, gateway_port = _free_port(), _free_port()
     env = dict(
         os.environ,
-        GPU_PLATFORM_GATEWAY_PORT=str(gateway_port),
+        GPU_PLATFORM_GATEWAY_PORT="0",
         GPU_PLATFORM_AUTH="off",
         GPU_PLATFORM_GRPC_PORT="-1",
         GPU_PLATFORM_RAFT_PORT="0",
@@ -69,16 +61,17 @@ def _start_server(tmp: Path, routes_file: Path) -> tuple[subprocess.Popen[bytes]
         GPU_PLATFORM_LOG_LEVEL="warning",
         GPU_PLATFORM_GATEWAY_ROUTES_FILE=str(routes_file),
     )
-    argv = [*ENTRY, "serve", "--port", str(port), "--data-dir", str(tmp / "data")]
+    argv = [*ENTRY, "serve", "--port", "0", "--data-dir", str(tmp / "data")]
     proc = subprocess.Popen(
         argv, env=env, stdout=subprocess.DEVNULL, stderr=(tmp / "server.log").open("wb")
     )
-    url = f"http://127.0.0.1:{port}"
+    ports = wait_for_ports(tmp / "data", proc, timeout=90)
+    url, gateway_url = (f"http://127.0.0.1:{ports[k]}" for k in ("rest", "gateway"))
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return proc, f"http://127.0.0.1:{gateway_port}"  # up before the REST port
+                return proc, gateway_url  # the gateway's port is up before the REST port
         except httpx.HTTPError:
             time.sleep(0.1)
     proc.kill()

@@ -27,17 +27,19 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import httpx
 from _harness import percentile, result
-from _raft_peers import etcd, free_port, pysyncobj
+from _raft_peers import etcd, pysyncobj
 
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
 from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
 from gpu_platform.application.raft_node import RaftNode, RaftNodeConfig
 from gpu_platform.domain.consensus import Role
+from gpu_platform.testing.ports import reserve_port
 from gpu_platform.testing.raft_kv import KvStateMachine
 
 PAYLOAD = "key k<i % 1000>, 64-byte value"
@@ -56,19 +58,22 @@ def _wait(cond: Callable[[], bool], timeout: float = 60.0) -> bool:
     return False
 
 
-def _closed_loop(node: RaftNode, clients: int, total: int) -> tuple[list[float], float]:
-    """`clients` proposals kept in flight until `total` are applied: (µs each, seconds)."""
+def _closed_loop(node: RaftNode, clients: int, total: int) -> tuple[list[float], float, int]:
+    """`clients` proposals kept in flight until `total` are settled: (µs per applied one,
+    seconds, how many failed — e.g. NotLeader after a leader change; not counted as commits)."""
     lat: list[float] = []
     lock = threading.Lock()
     done = threading.Event()
-    state = {"left": total - clients, "open": clients}
+    state = {"left": total - clients, "open": clients, "failed": 0}
 
     def start(c: int) -> None:
         t0 = time.perf_counter_ns()
 
-        def finished(_: object) -> None:
-            lat.append((time.perf_counter_ns() - t0) / 1000)
+        def finished(fut: Future[object]) -> None:
+            if fut.exception() is None:
+                lat.append((time.perf_counter_ns() - t0) / 1000)
             with lock:
+                state["failed"] += int(fut.exception() is not None)
                 go = state["left"] > 0
                 if go:
                     state["left"] -= 1
@@ -86,12 +91,12 @@ def _closed_loop(node: RaftNode, clients: int, total: int) -> tuple[list[float],
         start(c)
     if not done.wait(600):
         raise RuntimeError("proposals did not complete")
-    return lat, time.perf_counter() - t0
+    return lat, time.perf_counter() - t0, state["failed"]
 
 
 def ours(counts: dict[int, int], root: Path) -> dict[int, dict[str, Any]]:
-    raft = {i: free_port() for i in (1, 2, 3)}
-    http = {i: free_port() for i in (2, 3)}
+    raft = {i: reserve_port() for i in (1, 2, 3)}
+    http = {i: reserve_port() for i in (2, 3)}
     peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in raft.items())
     procs = [
         subprocess.Popen(
@@ -143,6 +148,7 @@ def ours(counts: dict[int, int], root: Path) -> dict[int, dict[str, Any]]:
             node.propose(_put(i)).result(timeout=30)
         for clients, total in counts.items():
             before = max_term()
+            failed = 0
             if clients == 1:
                 lat = []
                 t0 = time.perf_counter()
@@ -152,11 +158,12 @@ def ours(counts: dict[int, int], root: Path) -> dict[int, dict[str, Any]]:
                     lat.append((time.perf_counter_ns() - s) / 1000)
                 seconds = time.perf_counter() - t0
             else:
-                lat, seconds = _closed_loop(node, clients, total)
+                lat, seconds, failed = _closed_loop(node, clients, total)
             out[clients] = {
                 "lat": lat,
                 "commits_per_s": len(lat) / seconds,
                 "leader_changes": max_term() - before,
+                "failed": failed,
                 "still_leader": node.status().role is Role.LEADER,
             }
     finally:
@@ -234,6 +241,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
                 extra={
                     "ratio": ratio,
                     "leader_changes": m["leader_changes"],
+                    "failed_proposals": m["failed"],
                     "still_leader": m["still_leader"],
                     "load_average": load,
                 },

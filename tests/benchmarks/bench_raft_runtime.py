@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,14 +31,9 @@ import httpx
 from _harness import percentile, result
 
 from gpu_platform.application.raft_node import RaftNodeConfig
+from gpu_platform.testing.ports import reserve_port  # peers: known before they start
 
 DEFAULTS = RaftNodeConfig(id=0, voters=())  # the server's timing defaults
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait(cond: Callable[[], bool], timeout: float = 60.0, step: float = 0.005) -> bool:
@@ -74,8 +68,8 @@ def _put(i: int) -> bytes:
 class _Cluster:
     def __init__(self, data: Path) -> None:
         self.data = data
-        raft = {i: _free_port() for i in (1, 2, 3)}
-        self.http = {i: _free_port() for i in (1, 2, 3)}
+        raft = {i: reserve_port() for i in (1, 2, 3)}
+        self.http = {i: reserve_port() for i in (1, 2, 3)}
         self.peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in raft.items())
         self.procs = {i: _kv_proc(i, self.peers, data, self.http[i]) for i in (1, 2, 3)}
         self.client = httpx.Client(timeout=10.0)

@@ -4,7 +4,6 @@ runs jobs in containers on a real Docker daemon, with a bare process's promises.
 from __future__ import annotations
 
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,24 +13,14 @@ import pytest
 
 from gpu_platform.adapters.outbound.containers import DockerContainerRuntime
 from gpu_platform.adapters.outbound.containers.job_runner import JOB_LABEL
-from tests.integration.conftest import ENTRY, Server, free_port, wait_for
+from tests.integration.conftest import Server, wait_for
 
 
 class Node(Server):
-    """`serve` with its agent; a loaded machine may take longer than 20 s to bring it up."""
+    """`serve` with its agent; a loaded machine may take longer than 60 s to bring it up."""
 
-    def start(self) -> Node:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [*ENTRY, "serve", "--port", str(self.port), "--data-dir", str(self.data_dir)],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        if not wait_for(self.healthy, timeout=120):
-            self.stop(signal.SIGKILL)
-            raise AssertionError(f"server did not come up:\n{self.log.read_text()}")
+    def start(self, timeout: float = 120.0) -> Node:
+        super().start(timeout)
         return self
 
 
@@ -49,7 +38,7 @@ def server(tmp_path: Path, docker_address: str, base: str) -> Iterator[Server]:
         "GPU_PLATFORM_CONTAINER_HOST": docker_address,
         "GPU_PLATFORM_INVENTORY": "sim",
     }
-    server = Node(tmp_path / "data", free_port(), env).start()
+    server = Node(tmp_path / "data", env).start()
     yield server
     if server.proc is not None and server.proc.poll() is None:
         server.stop()  # stops its containers

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -15,7 +17,7 @@ import pytest
 
 from gpu_platform.testing.system import require
 from tests.containers.conftest import REPO
-from tests.integration.conftest import free_port, wait_for
+from tests.integration.conftest import wait_for
 
 COMPOSE_FILES = ("-f", "docker-compose.yml", "-f", "docker-compose.host.yml")
 TOKEN = "gpc_compose_test_0123456789"  # the cluster's shared secret (docs/replication.md)
@@ -57,10 +59,10 @@ def test_the_platform_image_serves_and_runs_a_submitted_job(
     from testcontainers.core.container import DockerContainer
 
     monkeypatch.setattr(testcontainers_config, "ryuk_disabled", True)  # no registry: no reaper
-    port = free_port()
     env = {
         "GPU_PLATFORM_HOST": "127.0.0.1",
-        "GPU_PLATFORM_PORT": str(port),
+        "GPU_PLATFORM_LOG_FORMAT": "json",
+        "GPU_PLATFORM_PORT": "0",  # any free port: its `listening` log line names it
         "GPU_PLATFORM_GRPC_PORT": "0",
         "GPU_PLATFORM_RAFT_PORT": "0",
         "GPU_PLATFORM_AGENT_PORT": "0",
@@ -68,7 +70,14 @@ def test_the_platform_image_serves_and_runs_a_submitted_job(
     }
     container = DockerContainer(platform, env=env, network_mode="host")
     with container:
-        url = f"http://127.0.0.1:{port}"
+        ports: dict[str, int] = {}
+
+        def listening() -> bool:
+            ports.update(_listening(container))
+            return bool(ports)
+
+        assert wait_for(listening, timeout=120), container.get_logs()
+        url = f"http://127.0.0.1:{ports['rest']}"
         assert wait_for(lambda: _healthz(url), timeout=120), container.get_logs()
         body = {"command": ["sh", "-c", "echo in the image; id -un"], "gpus": 1}
         job = httpx.post(f"{url}/v1/jobs", json=body, timeout=10).json()
@@ -79,6 +88,17 @@ def test_the_platform_image_serves_and_runs_a_submitted_job(
         assert "gpu-platform" in log  # the image's non-root user
         cid = container.get_wrapped_container().id
         assert wait_for(lambda: _health(docker_api, cid) == "healthy", timeout=120)
+
+
+def _listening(container: Any) -> dict[str, int]:
+    """The ports of the server's `listening` log line (infrastructure/bound_ports.py)."""
+    out, err = container.get_logs()
+    for line in (out + err).decode(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            data = json.loads(line)
+            if isinstance(data, dict) and data.get("event") == "listening":
+                return {k: v for k, v in data.items() if isinstance(v, int)}
+    return {}
 
 
 def _healthz(url: str) -> bool:

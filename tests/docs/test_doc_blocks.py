@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from gpu_platform.testing.system import shared_dir
-from tests.integration.conftest import Server, free_port
+from tests.integration.conftest import Server
 
 ROOT = Path(__file__).resolve().parents[2]
 LANGS = {"bash", "sh", "shell", "console", "python"}
@@ -89,7 +89,7 @@ ALL = [b for f in doc_files() if f.exists() for b in blocks(f)]
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One `gpu-platform serve` for every shell block (started on first use)."""
     root = tmp_path_factory.mktemp("doc-server")
-    served = Server(root / "data", free_port())
+    served = Server(root / "data")
     served.start()
     try:
         yield served

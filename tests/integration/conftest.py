@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,14 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
+from gpu_platform.testing.ports import wait_for_ports
+
 BIN = Path(sys.executable).with_name("gpu-platform")
 ENTRY = [str(BIN)] if BIN.exists() else [sys.executable, "-m", "gpu_platform.main"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(cond: Callable[[], bool], timeout: float = 20.0) -> bool:
@@ -35,33 +31,50 @@ def wait_for(cond: Callable[[], bool], timeout: float = 20.0) -> bool:
     return cond()
 
 
+_logs = itertools.count(1)
+
+
 class Server:
-    def __init__(self, data_dir: Path, port: int, extra_env: dict[str, str] | None = None) -> None:
-        self.data_dir, self.port = data_dir, port
-        self.url = f"http://127.0.0.1:{port}"
-        self.grpc_port = free_port()
+    """`gpu-platform serve` on `data_dir`. Every port is 0 (any free one, so no other process
+    can take it first): `start()` reads the ports it got from <data_dir>/ports.json into
+    `port`/`url`, `grpc_port`, `raft_port` and `agent_port` (a restart may get new ones)."""
+
+    def __init__(self, data_dir: Path, extra_env: dict[str, str] | None = None) -> None:
+        self.data_dir, self.port, self.grpc_port = data_dir, 0, 0
+        self.raft_port = self.agent_port = 0
+        self.url = "http://127.0.0.1:0"  # until started
         self.env = dict(
             os.environ,
             GPU_PLATFORM_LOG_FORMAT="json",
             GPU_PLATFORM_STOP_GRACE_SECONDS="3",
-            GPU_PLATFORM_GRPC_PORT=str(self.grpc_port),
+            GPU_PLATFORM_GRPC_PORT="0",
             GPU_PLATFORM_RAFT_PORT="0",  # a one-voter cluster: any free Raft port
             GPU_PLATFORM_AGENT_PORT="0",  # and its in-process agent's stream port
         )
         self.env.update(extra_env or {})
         self.proc: subprocess.Popen[bytes] | None = None
-        self.log = data_dir.parent / f"server-{port}.log"
+        self.log = data_dir.parent / f"server-{data_dir.name}-{next(_logs)}.log"
 
-    def start(self) -> Server:
+    def start(self, timeout: float = 60.0) -> Server:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [*ENTRY, "serve", "--port", str(self.port), "--data-dir", str(self.data_dir)],
+                [*ENTRY, "serve", "--port", "0", "--data-dir", str(self.data_dir)],
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        if not wait_for(self.healthy, timeout=60):  # a loaded 2-core CI machine is slow
+        try:  # a loaded 2-core CI machine is slow
+            ports = wait_for_ports(self.data_dir, self.proc, timeout)
+        except RuntimeError as exc:
+            self.stop(signal.SIGKILL)
+            raise AssertionError(
+                f"server did not come up ({exc}):\n{self.log.read_text()}"
+            ) from None
+        self.port, self.grpc_port = ports["rest"], ports.get("grpc", 0)
+        self.raft_port, self.agent_port = ports.get("raft", 0), ports.get("agent", 0)
+        self.url = f"http://127.0.0.1:{self.port}"
+        if not wait_for(self.healthy, timeout):
             self.stop(signal.SIGKILL)
             raise AssertionError(f"server did not come up:\n{self.log.read_text()}")
         return self
@@ -107,7 +120,7 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., Server]]:
     started: list[Server] = []
 
     def make(data_dir: Path | None = None, **env: str) -> Server:
-        server = Server(data_dir or tmp_path / "data", free_port(), env)
+        server = Server(data_dir or tmp_path / "data", env)
         started.append(server)
         return server.start()
 

@@ -23,8 +23,9 @@ from gpu_platform.testing.model_server import (
     completion_tokens,
     spawn_model_server,
 )
+from gpu_platform.testing.ports import read_ports
 from gpu_platform.testing.scripted_replica import ScriptedReplica
-from tests.integration.conftest import Server, free_port, wait_for
+from tests.integration.conftest import Server, wait_for
 
 TOKENS_PER_MINUTE = 1000
 
@@ -96,13 +97,13 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
             "GPU_PLATFORM_GATEWAY_TOKENS_PER_MINUTE": str(TOKENS_PER_MINUTE),
             "GPU_PLATFORM_GATEWAY_MAX_BODY_BYTES": "65536",
             "GPU_PLATFORM_GATEWAY_READ_TIMEOUT_SECONDS": "2",
-            "GPU_PLATFORM_GATEWAY_PORT": str(gateway_port := free_port()),
+            "GPU_PLATFORM_GATEWAY_PORT": "0",  # any free port, reported in ports.json
         }
-        server = Server(base / "data", free_port(), env).start()
+        server = Server(base / "data", env).start()
         admin = (server.data_dir / "admin-token").read_text().strip()
         ann = _token(server, admin, "ann", "team-a")
         bob = _token(server, admin, "bob", "team-b")
-        url = f"http://127.0.0.1:{gateway_port}"
+        url = f"http://127.0.0.1:{(read_ports(server.data_dir) or {})['gateway']}"
         yield Gateway(server, admin, ann, bob, routes, routes_file, replicas, url, scripted)
     finally:
         if server is not None and server.proc is not None:

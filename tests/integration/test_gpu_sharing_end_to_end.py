@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from gpu_platform.testing.fake_mps_control import write_fake_mps_control
-from tests.integration.conftest import Server, free_port, wait_for
+from tests.integration.conftest import Server, wait_for
 
 # prints its MPS environment, then waits for the file named by argv[1]
 SHOW_ENV = (
@@ -49,7 +49,7 @@ print("QUOTA", quota, flush=True)
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("sharing")
     exe = write_fake_mps_control(root)
-    srv = Server(root / "data", free_port(), {"GPU_PLATFORM_MPS_CONTROL": str(exe)}).start()
+    srv = Server(root / "data", {"GPU_PLATFORM_MPS_CONTROL": str(exe)}).start()
     yield srv
     try:
         srv.stop(signal.SIGTERM)

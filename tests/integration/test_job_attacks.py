@@ -18,7 +18,7 @@ import pytest
 
 from gpu_platform.adapters.outbound.process.accounts import pid_namespaces_work
 from gpu_platform.testing.system import require
-from tests.integration.conftest import Server, free_port, wait_for
+from tests.integration.conftest import Server, wait_for
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -118,7 +118,6 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
     server = Server(
         root / "data",
-        free_port(),
         {
             "GPU_PLATFORM_AUTH": "on",
             "GPU_PLATFORM_CLUSTER_TOKEN": "gpc_attack_test_secret",  # jobs never inherit it

@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.conftest import free_port, wait_for
+from gpu_platform.testing.ports import reserve_port
+from tests.integration.conftest import wait_for
 
 WAIT = 60.0
 
@@ -30,8 +31,8 @@ class KvCluster:
     def __init__(self, root: Path, n: int = 3, snapshot_entries: int = 10_000) -> None:
         self.root = root
         self.ids = list(range(1, n + 1))
-        self.raft_ports = {i: free_port() for i in self.ids}
-        self.http_ports = {i: free_port() for i in self.ids}
+        self.raft_ports = {i: reserve_port() for i in self.ids}
+        self.http_ports = {i: reserve_port() for i in self.ids}
         self.peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in self.raft_ports.items())
         self.snapshot_entries = snapshot_entries
         self.procs: dict[int, subprocess.Popen[bytes]] = {}

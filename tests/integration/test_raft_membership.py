@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.conftest import free_port, wait_for
+from gpu_platform.testing.ports import reserve_port
+from tests.integration.conftest import wait_for
 from tests.integration.test_raft_cluster import WAIT, KvCluster
 
 
@@ -44,7 +45,7 @@ class MemberCluster(KvCluster):
         """Start server `i` with `--join`; its Raft address."""
         self.ids.append(i)
         self.joined.add(i)
-        self.raft_ports[i], self.http_ports[i] = free_port(), free_port()
+        self.raft_ports[i], self.http_ports[i] = reserve_port(), reserve_port()
         self.peers = ",".join(f"{j}=127.0.0.1:{p}" for j, p in self.raft_ports.items())
         self.start(i)
         return f"127.0.0.1:{self.raft_ports[i]}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ENTRY, Server, free_port, wait_for
+from tests.integration.conftest import ENTRY, Server, wait_for
 
 PRINT_MASK = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"
 SLEEPER = "import os, time; print(os.getpid(), flush=True); time.sleep(600)"
@@ -126,8 +127,11 @@ def test_the_cli_says_what_is_wrong_in_one_line_and_exits_non_zero(
         assert needle in r.stderr, (args, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
 
-    unreachable = Server(tmp_path / "none", free_port())
-    r = unreachable.cli("status")
+    with socket.socket() as held:  # bound, never listening: nothing answers on it
+        held.bind(("127.0.0.1", 0))
+        unreachable = Server(tmp_path / "none")
+        unreachable.url = f"http://127.0.0.1:{held.getsockname()[1]}"
+        r = unreachable.cli("status")
     assert r.returncode == 3 and "cannot reach the server" in r.stderr
 
 
@@ -143,7 +147,7 @@ def test_a_second_server_on_the_same_data_dir_is_refused(
     server_factory: Callable[..., Server],
 ) -> None:
     server = server_factory()
-    second = Server(server.data_dir, free_port())
+    second = Server(server.data_dir)
     r = second.cli("serve", "--port", str(second.port), "--data-dir", str(server.data_dir))
     assert r.returncode == 1
     assert f"in use by another server (pid {server.proc.pid})" in r.stderr  # type: ignore[union-attr]
@@ -152,7 +156,7 @@ def test_a_second_server_on_the_same_data_dir_is_refused(
 def test_a_bad_config_file_is_refused_in_one_line(tmp_path: Path) -> None:
     cfg = tmp_path / "bad.toml"
     cfg.write_text("port = 99999\n")
-    r = Server(tmp_path, free_port()).cli("serve", "--config", str(cfg))
+    r = Server(tmp_path).cli("serve", "--config", str(cfg))
     assert r.returncode == 1
     assert str(cfg) in r.stderr and "port" in r.stderr
     assert os.listdir(tmp_path) == ["bad.toml"]
@@ -162,7 +166,7 @@ def test_the_topology_command_shows_the_dgx2_matrix_and_this_host(tmp_path: Path
     from gpu_platform.testing.system import require_shared
 
     xml = require_shared("topologies", "hwloc", "nvidiaDGX2.xml")
-    cli = Server(tmp_path, free_port())
+    cli = Server(tmp_path)
     r = cli.cli("topology", "--xml", str(xml))
     assert r.returncode == 0, r.stderr
     rows = [line.split() for line in r.stdout.splitlines() if line.startswith("GPU")]
@@ -298,16 +302,15 @@ def test_a_second_serve_on_a_taken_port_exits_with_one_line_naming_it(
     server_factory: Callable[..., Server], tmp_path: Path, taken: str
 ) -> None:
     """Issue 19 item 7: two servers never share a port (gRPC's SO_REUSEPORT is off)."""
-    first = server_factory(GPU_PLATFORM_RAFT_PORT=str(free_port()))
-    raft_port = int(first.env["GPU_PLATFORM_RAFT_PORT"])
-    ports = {"rest": first.port, "grpc": first.grpc_port, "raft": raft_port}
+    first = server_factory()
+    ports = {"rest": first.port, "grpc": first.grpc_port, "raft": first.raft_port}
     env = dict(
         first.env,
         GPU_PLATFORM_RAFT_PORT=str(ports["raft"] if taken == "raft" else 0),
         GPU_PLATFORM_GRPC_PORT=str(ports["grpc"] if taken == "grpc" else 0),
         GPU_PLATFORM_LOG_LEVEL="error",
     )
-    rest = ports["rest"] if taken == "rest" else free_port()
+    rest = ports["rest"] if taken == "rest" else 0
     second = subprocess.run(
         [*ENTRY, "serve", "--data-dir", str(tmp_path / "other"), "--port", str(rest),
          "--agent-port", "0"],

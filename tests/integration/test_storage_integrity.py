@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.conftest import ENTRY, Server, free_port, wait_for
+from tests.integration.conftest import ENTRY, Server, wait_for
 
 JOBS = 3
 
@@ -27,7 +27,7 @@ JOBS = 3
 def crashed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A data dir whose server acknowledged JOBS submits (`flipme` asks for 1 GPU), then died."""
     base = tmp_path_factory.mktemp("crashed")
-    server = Server(base / "data", free_port(), {"GPU_PLATFORM_AUTH": "on"}).start()
+    server = Server(base / "data", {"GPU_PLATFORM_AUTH": "on"}).start()
     try:
         token = (server.data_dir / "admin-token").read_text().strip()
         server.env["GPU_PLATFORM_TOKEN"] = token
@@ -97,7 +97,7 @@ def refusals(crashed: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     for name, damage in DAMAGE.items():
         data = copy_of(crashed, tmp_path_factory.mktemp(name))
         damage(data)
-        server = Server(data, free_port(), {"GPU_PLATFORM_AUTH": "on"})
+        server = Server(data, {"GPU_PLATFORM_AUTH": "on"})
         procs[name] = subprocess.Popen(
             [*ENTRY, "serve", "--port", str(server.port), "--data-dir", str(data)],
             env=server.env,
@@ -129,7 +129,7 @@ def test_the_crashed_data_dir_itself_starts_with_every_acknowledged_job(
     crashed: Path, tmp_path: Path
 ) -> None:
     data = copy_of(crashed, tmp_path)
-    server = Server(data, free_port(), {"GPU_PLATFORM_AUTH": "on"}).start()
+    server = Server(data, {"GPU_PLATFORM_AUTH": "on"}).start()
     try:
         token = (data / "admin-token").read_text().strip()
         headers = {"Authorization": f"Bearer {token}"}
@@ -169,7 +169,7 @@ def test_an_emptied_state_db_loses_no_tenant_token_or_job(crashed: Path, tmp_pat
     emptied is refused: tests/unit/adapters/test_storage_integrity.py)."""
     data = copy_of(crashed, tmp_path)
     empty_state_db(data)
-    server = Server(data, free_port(), {"GPU_PLATFORM_AUTH": "on"}).start()
+    server = Server(data, {"GPU_PLATFORM_AUTH": "on"}).start()
     try:
         token = (data / "admin-token").read_text().strip()
         headers = {"Authorization": f"Bearer {token}"}

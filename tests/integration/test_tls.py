@@ -33,7 +33,8 @@ from gpu_platform.testing.fakes import (
     InMemoryJobStore,
     SequentialJobIds,
 )
-from tests.integration.conftest import ENTRY, free_port, wait_for
+from gpu_platform.testing.ports import reserve_port, wait_for_ports
+from tests.integration.conftest import ENTRY, wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
 
@@ -94,7 +95,6 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 def test_rest_is_served_over_https_and_the_cli_trusts_the_configured_ca(
     pki: Pki, tmp_path: Path
 ) -> None:
-    port = free_port()
     env = dict(
         os.environ,
         GPU_PLATFORM_LOG_FORMAT="json",
@@ -106,11 +106,12 @@ def test_rest_is_served_over_https_and_the_cli_trusts_the_configured_ca(
     )
     log = (tmp_path / "server.log").open("wb")
     proc = subprocess.Popen(
-        [*ENTRY, "serve", "--port", str(port), "--data-dir", str(tmp_path / "data")],
+        [*ENTRY, "serve", "--port", "0", "--data-dir", str(tmp_path / "data")],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
+    port = wait_for_ports(tmp_path / "data", proc)["rest"]
     url = f"https://127.0.0.1:{port}"
     ctx = ssl.create_default_context(cafile=str(pki.ca))
 
@@ -209,7 +210,7 @@ def _server_cert(pki: Pki, server_id: int) -> TlsFiles:
 
 
 def test_the_raft_transport_speaks_mtls_and_refuses_a_peer_from_another_ca(pki: Pki) -> None:
-    peers = {1: f"127.0.0.1:{free_port()}", 2: f"127.0.0.1:{free_port()}"}
+    peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
     a = GrpcRaftTransport(1, peers, tls=_server_cert(pki, 1))
     b = GrpcRaftTransport(2, peers, tls=_server_cert(pki, 2))
     got: queue.Queue[Message] = queue.Queue()

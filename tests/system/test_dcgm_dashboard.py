@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from gpu_platform.testing.ports import wait_for_listening
 from gpu_platform.testing.system import require_tool
-from tests.integration.conftest import Server, free_port, wait_for
+from tests.integration.conftest import Server, wait_for
 from tests.system.test_prometheus_scrape import query
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "dcgm-exporter-dashboard.json"
@@ -53,7 +54,6 @@ def test_every_metric_of_nvidia_s_stock_dashboard_has_series_in_prometheus(
 ) -> None:
     prometheus = require_tool("prometheus", "prometheus")
     server = server_factory()
-    port = free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global:\n  scrape_interval: 1s\n"
@@ -64,10 +64,11 @@ def test_every_metric_of_nvidia_s_stock_dashboard_has_series_in_prometheus(
     log = tmp_path / "prometheus.log"
     proc = subprocess.Popen(
         [prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
+         "--web.listen-address=127.0.0.1:0"],
         stdout=subprocess.DEVNULL, stderr=log.open("wb"),
     )  # fmt: skip
     try:
+        port = wait_for_listening(proc)
         assert wait_for(lambda: len(query(port, "DCGM_FI_DEV_GPU_TEMP")) == 8, 60), log.read_text()[
             -2000:
         ]

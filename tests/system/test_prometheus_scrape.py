@@ -12,8 +12,9 @@ from typing import Any
 import httpx
 
 from gpu_platform.testing.cluster_procs import ReplicatedCluster
+from gpu_platform.testing.ports import wait_for_listening
 from gpu_platform.testing.system import require_tool
-from tests.integration.conftest import Server, free_port, wait_for
+from tests.integration.conftest import Server, wait_for
 
 
 def query(port: int, expr: str) -> list[dict[str, Any]]:
@@ -38,7 +39,6 @@ def test_prometheus_scrapes_gpu_job_usage_and_scheduler_series(
     job_id = job.stdout.strip()
     server.wait_job(job_id, lambda j: j["state"] == "RUNNING")
 
-    port = free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global:\n  scrape_interval: 1s\n"
@@ -48,11 +48,12 @@ def test_prometheus_scrapes_gpu_job_usage_and_scheduler_series(
     )
     proc = subprocess.Popen(
         [prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
+         "--web.listen-address=127.0.0.1:0"],
         stdout=subprocess.DEVNULL,
         stderr=(tmp_path / "prometheus.log").open("wb"),
     )  # fmt: skip
     try:
+        port = wait_for_listening(proc)
         assert wait_for(lambda: len(query(port, "DCGM_FI_DEV_GPU_TEMP")) == 8, 60), (
             tmp_path / "prometheus.log"
         ).read_text()[-2000:]
@@ -88,7 +89,6 @@ def test_prometheus_scrapes_replicated_servers_and_an_agent(tmp_path: Path) -> N
         c.wait_ready(timeout=90)
         job = c.submit(["sleep", "600"], gpus=1)
         assert wait_for(lambda: c.job(job["id"])["state"] == "RUNNING", 60)
-        port = free_port()
         servers = ", ".join(f"'127.0.0.1:{p}'" for p in c.http.values())
         agent = f"'127.0.0.1:{c.agent_metrics['node-1']}'"
         config = tmp_path / "prometheus.yml"
@@ -100,10 +100,11 @@ def test_prometheus_scrapes_replicated_servers_and_an_agent(tmp_path: Path) -> N
         )
         proc = subprocess.Popen(
             [prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}"],
+             "--web.listen-address=127.0.0.1:0"],
             stdout=subprocess.DEVNULL,
             stderr=(tmp_path / "prometheus.log").open("wb"),
         )  # fmt: skip
+        port = wait_for_listening(proc)
         assert wait_for(lambda: len(query(port, "gpu_platform_raft_term")) == 3, 60), (
             tmp_path / "prometheus.log"
         ).read_text()[-2000:]

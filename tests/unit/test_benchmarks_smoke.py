@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -15,20 +17,35 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(420)  # every benchmark, small: a few minutes on a loaded 2-core machine
+@pytest.mark.timeout(540)  # every benchmark, small (one retried): minutes on a loaded 2 cores
 def test_every_benchmark_runs_and_writes_results_json(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "tests/benchmarks/run_all.py"), "--quick", "--out", str(out)],
-        check=False,
-        capture_output=True,
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "tests/benchmarks/run_all.py"),
+            "--quick",
+            "--retry",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=400,
         env={**os.environ, "GPU_PLATFORM_BENCH_SMOKE": "1"},
+        start_new_session=True,  # on a timeout, the benchmarks' own children go too
     )
+    try:
+        stdout, stderr = proc.communicate(timeout=500)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"benchmarks still running after 500 s: {stdout[-3000:]}")
     # the benchmark that failed and its traceback, not only the exit status
-    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-6000:])
+    assert proc.returncode == 0, (stdout[-3000:], stderr[-6000:])
     data = json.loads(out.read_text())
+    for name, error in data.pop("retried", {}).items():  # shown in the summary, not hidden
+        warnings.warn(f"benchmark {name} failed once, then ran: {error[-1500:]}", stacklevel=1)
     assert set(data) == {"machine", "results"} and data["results"]
     assert {"cpu", "cpus", "python", "git_commit"} <= set(data["machine"])
     for row in data["results"]:

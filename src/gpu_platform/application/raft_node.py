@@ -615,7 +615,7 @@ class RaftNode:
                     error = exc
             self._applied = e.index
             if e.index in self._proposals:
-                at = self._proposals.resolve(e.index, e.term, result, error, self._not_leader())
+                at = self._proposals.resolve(e.index, e.term, result, error, self._not_leader)
                 if at is not None:
                     self.metrics.committed(time.monotonic() - at)
         for rs in rd.read_states:

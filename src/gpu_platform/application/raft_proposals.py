@@ -17,6 +17,7 @@ there (a new leader overwrote it) or a lost leadership fails it — the outcome 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,16 +106,16 @@ class PendingProposals:
         term: int,
         result: object,
         error: BaseException | None,
-        lost: BaseException,
+        lost: BaseException | Callable[[], BaseException],
     ) -> float | None:
         """The entry at `index` of `term` was applied with `result` (or `error`): settle the
         proposal there. Returns when it was proposed if it was ours, else None; a proposal
-        of another term fails with `lost`."""
+        of another term fails with `lost` (or what `lost()` makes: built only then)."""
         p = self._by_index.pop(index, None)
         if p is None:
             return None
         if p.term != term:
-            fail_future(p.future, lost)
+            fail_future(p.future, lost() if callable(lost) else lost)
             return None
         if error is not None:
             fail_future(p.future, error)

@@ -29,6 +29,7 @@ from gpu_platform.application.agent import Agent
 from gpu_platform.domain.model.node import Inventory
 from gpu_platform.domain.model.telemetry import TelemetrySnapshot
 from gpu_platform.infrastructure.agent_metrics import agent_registry, serve_agent_metrics
+from gpu_platform.infrastructure.bound_ports import forget_ports, report_ports
 from gpu_platform.infrastructure.cluster_token import cluster_token
 from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
 from gpu_platform.infrastructure.container import (
@@ -96,6 +97,7 @@ def run_agent(options: AgentOptions) -> None:
             token=_metrics_token(settings.agent_metrics_token_file),
         )
         log.info("agent metrics", url=f"http://{settings.host}:{port}/metrics")
+        report_ports(settings.data_dir, {"metrics": port})  # --metrics-port 0: the one it got
     log.info("agent running", node=node.name, gpus=len(node.gpus), servers=list(options.servers))
     try:
         done.wait()
@@ -105,6 +107,7 @@ def run_agent(options: AgentOptions) -> None:
         agent.stop(settings.stop_grace_seconds)
         for _ in runner_gen:  # closes the runner
             pass
+        forget_ports(settings.data_dir)
         lock.close()
 
 

@@ -631,9 +631,18 @@ def _gateway_server(
     metrics: Metrics,
     ledger: ServingLedger,
     tls: TlsFiles | None,
-) -> GatewayServer:
+) -> Iterator[GatewayServer | None]:
+    """With `gateway_port` set, the gateway on its own port, serving from here on."""
+    if settings.gateway != "on" or settings.gateway_port is None:
+        yield None
+        return
     options = tls.uvicorn_options() if tls is not None else None
-    return GatewayServer(settings, routes, access, metrics.gateway, ledger, options)
+    server = GatewayServer(settings, routes, access, metrics.gateway, ledger, options)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def _grpc_server(
@@ -792,6 +801,6 @@ class Container(containers.DeclarativeContainer):
         serving_ledger,
         services,
     )
-    gateway_server = providers.Singleton(  # with gateway_port: the gateway on its own port
+    gateway_server = providers.Resource(  # with gateway_port: the gateway on its own port
         _gateway_server, settings, model_routes, access, observability.metrics, serving_ledger, tls
     )

@@ -126,6 +126,14 @@ class GatewayServer:
             self.stop()
             raise RuntimeError("the gateway's port could not be opened (see the log)")
 
+    @property
+    def port(self) -> int:
+        """The port it listens on (the one it was given, or the one it got for 0)."""
+        for server in self._server.servers:
+            for sock in server.sockets:
+                return int(sock.getsockname()[1])
+        return self._server.config.port
+
     def stop(self) -> None:
         self._server.should_exit = True
         if self._thread.is_alive():

@@ -24,10 +24,16 @@ from gpu_platform.adapters.outbound.topology_command import topology_command
 from gpu_platform.application.access_replica import ReplicatedAccessStore
 from gpu_platform.application.consistency import stale_reads
 from gpu_platform.infrastructure.access_startup import ReplicatedAccessStartup, write_admin_token
+from gpu_platform.infrastructure.bound_ports import (
+    ReportingServer,
+    bind_rest_port,
+    forget_ports,
+    report_ports,
+    serve_ports,
+)
 from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
 from gpu_platform.infrastructure.container import Container, tls_files
 from gpu_platform.infrastructure.data_dir import harden_data_dir
-from gpu_platform.infrastructure.gateway import GatewayServer
 from gpu_platform.infrastructure.listen_check import check_ports_free
 from gpu_platform.infrastructure.logging import configure_logging
 from gpu_platform.infrastructure.storage_check import check_storage
@@ -176,15 +182,6 @@ def _warn_embedded_jobs(container: Container) -> None:
         )
 
 
-def _start_gateway(settings: Settings, container: Container) -> GatewayServer | None:
-    """With `gateway_port` set, the gateway on its own port (docs/gateway.md)."""
-    if settings.gateway != "on" or settings.gateway_port is None:
-        return None
-    gateway: GatewayServer = container.gateway_server()
-    gateway.start()
-    return gateway
-
-
 def serve_settings(settings: Settings) -> None:
     lock = lock_data_dir(settings.data_dir)
     try:
@@ -193,12 +190,12 @@ def serve_settings(settings: Settings) -> None:
     except (PortUnavailable, StorageError):
         lock.close()
         raise
+    settings, rest_socket = bind_rest_port(settings)  # port 0: any free one, bound now
     container = Container(settings=settings)
     tls = tls_files(settings)
     container.init_resources()
     plane = None
     access_startup = None
-    gateway = None
     try:
         announce_access(settings, container)
         plane = container.control_plane()
@@ -238,21 +235,21 @@ def serve_settings(settings: Settings) -> None:
             timeout_graceful_shutdown=5,  # open streams (log follow, dashboard events) end
             **(tls.uvicorn_options() if tls is not None else {}),  # type: ignore[arg-type]
         )
-        gateway = _start_gateway(settings, container)
         received: list[int] = []
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda signum, _frame: received.append(signum))
-        uvicorn.Server(config).run()
+        ReportingServer(  # it writes <data_dir>/ports.json once REST accepts connections
+            config, lambda: report_ports(settings.data_dir, serve_ports(settings, container))
+        ).run(sockets=None if rest_socket is None else [rest_socket])
         if received:
             log.info("signal received", signal=signal.Signals(received[0]).name)
     finally:
         log.info("shutting down", policy=settings.shutdown_policy)
-        if gateway is not None:
-            gateway.stop()
         if access_startup is not None:
             access_startup.stop()
         if plane is not None:  # before the in-process agent goes: it settles that agent's jobs
             plane.shutdown()
         container.shutdown_resources()
+        forget_ports(settings.data_dir)
         lock.close()
         log.info("stopped")

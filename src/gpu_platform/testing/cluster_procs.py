@@ -9,7 +9,6 @@ import contextlib
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,8 +24,9 @@ import httpx
 from gpu_platform.domain.model.job import JobState
 from gpu_platform.testing.linearizability import Operation
 from gpu_platform.testing.linearizability_models import JobInput, JobOp, JobOutput
+from gpu_platform.testing.ports import reserve_port
 
-__all__ = ["JobStoreClients", "ReplicatedCluster", "free_port", "wait_until"]
+__all__ = ["JobStoreClients", "ReplicatedCluster", "wait_until"]
 
 _BIN = Path(sys.executable).with_name("gpu-platform")
 ENTRY = [str(_BIN)] if _BIN.exists() else [sys.executable, "-m", "gpu_platform.main"]
@@ -53,12 +53,6 @@ FAST_ENV = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def wait_until(cond: Callable[[], bool], timeout: float = 60.0, step: float = 0.05) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -83,10 +77,12 @@ class ReplicatedCluster:
     ) -> None:
         self.root = root
         self.ids = list(range(1, servers + 1))
-        self.raft = {i: free_port() for i in self.ids}
-        self.http = {i: free_port() for i in self.ids}
-        self.grpc = {i: free_port() for i in self.ids}
-        self.agent_ports = {i: free_port() for i in self.ids}
+        # Members need each other's addresses before any starts: ports reserved for this
+        # xdist worker (testing/ports.py), kept across restarts of a member.
+        self.raft = {i: reserve_port() for i in self.ids}
+        self.http = {i: reserve_port() for i in self.ids}
+        self.grpc = {i: reserve_port() for i in self.ids}
+        self.agent_ports = {i: reserve_port() for i in self.ids}
         self.peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in self.raft.items())
         self.nodes = [f"node-{n}" for n in range(1, agents + 1)]
         self.profile = profile
@@ -94,7 +90,7 @@ class ReplicatedCluster:
         self.env.setdefault("GPU_PLATFORM_CLUSTER_TOKEN", "gpc_test_" + uuid.uuid4().hex)
         self.servers: dict[int, subprocess.Popen[bytes]] = {}
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
-        self.agent_metrics = {node: free_port() for node in self.nodes}
+        self.agent_metrics = {node: reserve_port() for node in self.nodes}
         self.client = httpx.Client(timeout=15.0, follow_redirects=True)
 
     # -- processes ---------------------------------------------------------------------------
@@ -108,7 +104,7 @@ class ReplicatedCluster:
     def add_server_ports(self, i: int) -> None:
         """Ports for a new server `i` (it joins with `start_server(i, join=True)`)."""
         for ports in (self.raft, self.http, self.grpc, self.agent_ports):
-            ports[i] = free_port()
+            ports[i] = reserve_port()
         self.ids.append(i)
         self.peers += f",{i}=127.0.0.1:{self.raft[i]}"
 

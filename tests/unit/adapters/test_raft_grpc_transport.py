@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import queue
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,15 +29,10 @@ from gpu_platform.domain.consensus import (
     SnapshotMetadata,
 )
 from gpu_platform.ports.outbound.raft import RaftTransport
+from gpu_platform.testing.ports import reserve_port
 
 ROOT = Path(__file__).resolve().parents[3]
 WAIT = 20.0  # generous: the machine is shared
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 SNAP = Snapshot(
@@ -73,7 +67,7 @@ class Collector:
 
 @pytest.fixture
 def pair() -> Iterator[tuple[GrpcRaftTransport, GrpcRaftTransport, Collector, Collector]]:
-    peers = {1: f"127.0.0.1:{free_port()}", 2: f"127.0.0.1:{free_port()}"}
+    peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
     a, b = GrpcRaftTransport(1, peers), GrpcRaftTransport(2, peers)
     ca, cb = Collector(), Collector()
     ca.start(a)
@@ -164,7 +158,7 @@ def test_a_delivered_snapshot_is_reported_to_the_sender(pair) -> None:  # type: 
 
 
 def test_a_down_peer_is_reported_unreachable_and_its_snapshot_lost() -> None:
-    peers = {1: f"127.0.0.1:{free_port()}", 2: f"127.0.0.1:{free_port()}"}
+    peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
     a = GrpcRaftTransport(1, peers, rpc_timeout=1.0)
     ca = Collector()
     ca.start(a)
@@ -177,7 +171,7 @@ def test_a_down_peer_is_reported_unreachable_and_its_snapshot_lost() -> None:
 
 
 def test_a_peer_that_comes_back_receives_again_after_backoff() -> None:
-    peers = {1: f"127.0.0.1:{free_port()}", 2: f"127.0.0.1:{free_port()}"}
+    peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
     a = GrpcRaftTransport(1, peers, rpc_timeout=1.0, backoff_max=0.2)
     ca, cb = Collector(), Collector()
     ca.start(a)
@@ -203,7 +197,7 @@ def test_a_peer_that_comes_back_receives_again_after_backoff() -> None:
 
 
 def test_batches_to_a_peer_share_one_stream_that_is_reopened_in_order_after_a_restart() -> None:
-    peers = {1: f"127.0.0.1:{free_port()}", 2: f"127.0.0.1:{free_port()}"}
+    peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
     a = GrpcRaftTransport(1, peers, backoff_max=0.2)
     ca, cb = Collector(), Collector()
     ca.start(a)
@@ -241,7 +235,7 @@ def test_batches_to_a_peer_share_one_stream_that_is_reopened_in_order_after_a_re
 
 
 def test_send_never_blocks_and_drops_when_a_peer_outbox_is_full() -> None:
-    peers = {1: f"127.0.0.1:{free_port()}", 2: f"127.0.0.1:{free_port()}"}
+    peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
     a = GrpcRaftTransport(1, peers, outbox_limit=10, rpc_timeout=1.0, backoff_initial=5.0)
     ca = Collector()
     ca.start(a)

@@ -14,14 +14,15 @@ from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport, encode_m
 from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2 as pb
 from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2_grpc as pb_grpc
 from gpu_platform.domain.consensus import Message, MessageType
-from tests.unit.adapters.test_raft_grpc_transport import WAIT, app, free_port
+from gpu_platform.testing.ports import reserve_port
+from tests.unit.adapters.test_raft_grpc_transport import WAIT, app
 
 TOKEN = "gpc_raft_members_only_0001"
 
 
 @pytest.fixture
 def member() -> Iterator[tuple[GrpcRaftTransport, queue.Queue[Message]]]:
-    peers = {1: f"127.0.0.1:{free_port()}", 2: f"127.0.0.1:{free_port()}"}
+    peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
     t = GrpcRaftTransport(1, peers, token=TOKEN)
     got: queue.Queue[Message] = queue.Queue()
     t.start(got.put, lambda _: None, lambda _p, _ok: None)
@@ -65,7 +66,7 @@ def test_an_invented_node_with_the_right_token_is_not_a_member(
 
 
 def test_members_sharing_the_token_talk_as_before() -> None:
-    peers = {1: f"127.0.0.1:{free_port()}", 2: f"127.0.0.1:{free_port()}"}
+    peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
     a, b = GrpcRaftTransport(1, peers, token=TOKEN), GrpcRaftTransport(2, peers, token=TOKEN)
     got: queue.Queue[Message] = queue.Queue()
     a.start(lambda _: None, lambda _: None, lambda _p, _ok: None)

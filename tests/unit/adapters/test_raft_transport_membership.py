@@ -15,8 +15,9 @@ import pytest
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
 from gpu_platform.domain.consensus import Message, MessageType
 from gpu_platform.ports.outbound.raft import RaftTransport
+from gpu_platform.testing.ports import reserve_port
 from gpu_platform.testing.raft_fakes import InMemoryRaftHub
-from tests.unit.adapters.test_raft_grpc_transport import WAIT, free_port
+from tests.unit.adapters.test_raft_grpc_transport import WAIT
 
 Pair = tuple[RaftTransport, "queue.Queue[Message]", str, Callable[[], int]]
 
@@ -34,7 +35,7 @@ def pair(request: pytest.FixtureRequest) -> Iterator[Pair]:
     """Transport 1 (knowing only itself) and the inbox of node 2, with 2's address."""
     got: queue.Queue[Message] = queue.Queue()
     if request.param == "grpc":
-        addr1, addr2 = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+        addr1, addr2 = f"127.0.0.1:{reserve_port()}", f"127.0.0.1:{reserve_port()}"
         a = GrpcRaftTransport(1, {1: addr1})
         b = GrpcRaftTransport(2, {1: addr1, 2: addr2})
         a.start(_ignore, _ignore, _ignore)

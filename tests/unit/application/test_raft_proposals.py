@@ -64,6 +64,26 @@ def test_an_entry_of_another_term_at_a_proposals_index_fails_it_as_lost(n: int, 
     assert all(f.exception() is LOST for f in futures)
 
 
+def test_the_lost_error_is_built_only_for_a_proposal_that_was_lost() -> None:
+    made: list[Exception] = []
+
+    def lost() -> Exception:
+        made.append(RuntimeError("lost"))
+        return made[-1]
+
+    batch = ProposalBatch()
+    kept: Future[object] = Future()
+    overwritten: Future[object] = Future()
+    batch.add(b"a", kept, 0.0)
+    batch.add(b"b", overwritten, 0.0)
+    pending = PendingProposals()
+    pending.add_batch(batch, 2, 5)
+    pending.resolve(1, 5, "ok", None, lost)
+    assert kept.result() == "ok" and made == []
+    pending.resolve(2, 6, "other", None, lost)
+    assert len(made) == 1 and overwritten.exception() is made[0]
+
+
 @given(st.integers(0, 40))
 def test_a_batch_that_cannot_be_appended_fails_every_future_in_it(n: int) -> None:
     batch = ProposalBatch()

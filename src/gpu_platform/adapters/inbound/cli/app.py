@@ -289,7 +289,12 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         host: Annotated[
             str | None, typer.Option(help="Listen address [env GPU_PLATFORM_HOST].")
         ] = None,
-        port: Annotated[int | None, typer.Option(help="REST port [env GPU_PLATFORM_PORT].")] = None,
+        port: Annotated[
+            int | None,
+            typer.Option(
+                help="REST port, 0 = any free (<data_dir>/ports.json) [env GPU_PLATFORM_PORT]."
+            ),
+        ] = None,
         data_dir: Annotated[
             Path | None, typer.Option(help="State directory [env GPU_PLATFORM_DATA_DIR].")
         ] = None,
@@ -360,7 +365,10 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
         config: Annotated[Path | None, typer.Option(help="TOML configuration file.")] = None,
         metrics_port: Annotated[
             int | None,
-            typer.Option(help="Serve /metrics (dcgm-exporter names, agent series) on this port."),
+            typer.Option(
+                help="Serve /metrics (dcgm-exporter names, agent series) on this port "
+                "(0: any free one, written to <data_dir>/ports.json)."
+            ),
         ] = None,
         fault_injection: Annotated[
             bool | None,
