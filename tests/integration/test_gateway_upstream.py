@@ -128,6 +128,30 @@ def test_a_sized_answer_and_one_read_to_eof_come_back_whole() -> None:
     asyncio.run(main())
 
 
+def test_chunked_framing_wins_over_a_content_length_which_is_dropped() -> None:
+    async def both(writer: asyncio.StreamWriter) -> bool:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nhello\r\n0\r\n\r\n"
+        )
+        return True
+
+    async def main() -> None:
+        server, url, _ = await _serve(both)
+        pool = UpstreamPool()
+        try:
+            response = await pool.post(url, "/x", b"{}")
+            assert all(name != b"content-length" for name, _ in response.headers)
+            assert await response.read() == b"hello" and await response.read() == b""
+            response.release(True)
+            assert pool.idle_connections() == 1
+        finally:
+            await pool.aclose()
+            server.close()
+
+    asyncio.run(main())
+
+
 def test_a_connection_the_replica_closed_while_idle_is_replaced_not_failed() -> None:
     async def once(writer: asyncio.StreamWriter) -> bool:
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")

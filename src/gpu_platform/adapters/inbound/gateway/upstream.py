@@ -340,8 +340,9 @@ def _parse_head(
             elif b"keep-alive" in low:
                 reusable = True
         headers.append((name, value))
-    if chunked:
+    if chunked:  # chunked wins over a Content-Length (RFC 9112 6.3), which is dropped
         length = -1
+        headers = [(k, v) for k, v in headers if k != b"content-length"]
     elif status in (204, 304):
         length = 0
     return UpstreamResponse(pool, key, conn, status, headers, length, reusable)
