@@ -155,3 +155,33 @@ def test_any_reachable_state_round_trips(commands: list[Command]) -> None:
             state.apply(cmd)
     record = encode_state(state)
     assert encode_state(decode_state(via_json(record), FaultPolicy())) == record
+
+
+def test_nodes_of_one_hardware_type_decode_to_equal_values_that_share_their_parts() -> None:
+    def node(name: str) -> Node:
+        topo = pairwise_topology(name, 4, {(0, 1): "PIX"}, nvlinks={(0, 3): 2}, numa=[0, 0, 1, 1])
+        gpus = tuple(Gpu(f"{name}-G{i}", i, name, Vendor.NVIDIA, "A100", 1 << 30) for i in range(4))
+        return Node(name, gpus, topology=topo)
+
+    a, b = (decode_node(via_json(encode_node(node(n)))) for n in ("dgx-a", "dgx-b"))
+    assert (a, b) == (node("dgx-a"), node("dgx-b"))
+    assert a.topology is not None and b.topology is not None
+    assert a.topology.links
+    assert all(x is y for x, y in zip(a.topology.links, b.topology.links, strict=True))
+    assert a.topology.numa_nodes[0] is b.topology.numa_nodes[0]
+    assert a.gpus[0].model is b.gpus[0].model
+
+
+def test_an_equal_part_of_another_type_is_not_substituted() -> None:
+    def decoded(numa: object) -> Node:
+        node = encode_node(pairwise_topology_node("dgx-c"))
+        node["topology"]["numa_nodes"][0][2] = numa  # memory_bytes: 1 == 1.0 == True
+        return decode_node(via_json(node))
+
+    kinds = [type(decoded(v).topology.numa_nodes[0].memory_bytes) for v in (1, 1.0, True)]
+    assert kinds == [int, float, bool]
+
+
+def pairwise_topology_node(name: str) -> Node:
+    topo = pairwise_topology(name, 2, {(0, 1): "PIX"}, numa=[0, 1])
+    return Node(name, (Gpu(f"{name}-G0", 0, name, Vendor.NVIDIA, "A100", 1 << 30),), topology=topo)

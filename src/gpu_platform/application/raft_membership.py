@@ -44,6 +44,7 @@ __all__ = [
     "encode_addresses",
     "refusal",
     "remove_voter_change",
+    "snapshot_header",
     "unwrap_snapshot",
     "wrap_snapshot",
 ]
@@ -54,8 +55,13 @@ SNAPSHOT_MAGIC = b"gpu-platform raft snapshot v1\n"
 
 def wrap_snapshot(addresses: Mapping[int, str], data: bytes) -> bytes:
     """The stored form of a snapshot: `addresses` of the members, then the machine's `data`."""
+    return snapshot_header(addresses) + data
+
+
+def snapshot_header(addresses: Mapping[int, str]) -> bytes:
+    """What `wrap_snapshot` puts before the machine's data (for writing it in pieces)."""
     book = json.dumps({str(i): a for i, a in sorted(addresses.items())}, separators=(",", ":"))
-    return SNAPSHOT_MAGIC + book.encode() + b"\n" + data
+    return SNAPSHOT_MAGIC + book.encode() + b"\n"
 
 
 def unwrap_snapshot(raw: bytes) -> tuple[dict[int, str], bytes]:

@@ -70,6 +70,7 @@ import queue
 import random
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -80,8 +81,8 @@ from gpu_platform.application.raft_membership import (
     decode_addresses,
     refusal,
     remove_voter_change,
+    snapshot_header,
     unwrap_snapshot,
-    wrap_snapshot,
 )
 from gpu_platform.application.raft_proposals import (
     PendingProposals,
@@ -176,6 +177,14 @@ class StateMachine(Protocol):
     def snapshot(self) -> bytes: ...
 
     def restore(self, data: bytes) -> None: ...
+
+
+@runtime_checkable
+class ChunkedStateMachine(StateMachine, Protocol):
+    """A state machine that can also hand its snapshot over in pieces (whose concatenation is
+    `snapshot()`), consumed to the end on the Raft loop thread."""
+
+    def snapshot_chunks(self) -> Iterator[bytes]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +295,7 @@ class RaftNode:
         if self.config.join:
             return
         hs, _ = s.initial_state()
-        if hs.is_empty() and s.snapshot().is_empty() and s.last_index() == 0:
+        if hs.is_empty() and s.snapshot_metadata().index == 0 and s.last_index() == 0:
             cs = ConfState(voters=tuple(sorted(self.config.voters)))
             boot = Snapshot(b"", SnapshotMetadata(cs, index=1, term=1))
             s.save(HardState(term=1, commit=1), (), boot)
@@ -653,7 +662,7 @@ class RaftNode:
         # A server joining with an empty log is caught up by snapshot, and the core refuses a
         # snapshot whose configuration does not name its receiver: keep the stored one current.
         s = self.storage
-        snap = s.snapshot().metadata
+        snap = s.snapshot_metadata()
         named = {*snap.conf_state.voters, *snap.conf_state.learners}
         members = {*cs.voters, *cs.learners, *cs.voters_outgoing, *cs.learners_next}
         if not members <= named and index > snap.index:
@@ -661,11 +670,14 @@ class RaftNode:
             s.create_snapshot(index, cs, self._snapshot_data(cs))
         return cs
 
-    def _snapshot_data(self, cs: ConfState) -> bytes:
-        """The state machine's snapshot with the members' addresses (see `wrap_snapshot`)."""
+    def _snapshot_data(self, cs: ConfState) -> Iterator[bytes]:
+        """The state machine's snapshot with the members' addresses (see `wrap_snapshot`), in
+        pieces that the storage writes as they come (issue 21: not held whole in memory)."""
         members = {*cs.voters, *cs.learners, *cs.voters_outgoing, *cs.learners_next}
         book = {i: a for i, a in self.transport.addresses.items() if i in members}
-        return wrap_snapshot(book, self.state_machine.snapshot())
+        yield snapshot_header(book)
+        sm = self.state_machine
+        yield from sm.snapshot_chunks() if isinstance(sm, ChunkedStateMachine) else [sm.snapshot()]
 
     def _restore(self, snap: Snapshot) -> None:
         """Load a snapshot: the state machine's data, and addresses of members we lack."""
@@ -701,7 +713,7 @@ class RaftNode:
         if not every:
             return
         s = self.storage
-        snap_index = s.snapshot().metadata.index
+        snap_index = s.snapshot_metadata().index
         if self._applied - snap_index < every or self._applied > s.last_index():
             return
         self._save_commit()
@@ -722,7 +734,7 @@ class RaftNode:
             commit=r.raft_log.committed,
             applied=self._applied,
             last_index=r.raft_log.last_index(),
-            snapshot_index=self.storage.snapshot().metadata.index,
+            snapshot_index=self.storage.snapshot_metadata().index,
             voters=self._conf_state.voters,
             running=self._running,
             learners=self._conf_state.learners,

@@ -216,17 +216,23 @@ def decode_command(data: dict[str, Any]) -> Command:
 
 def encode_state(state: ClusterState) -> dict[str, Any]:
     """The whole replicated state (see the module docstring); linear in nodes + jobs."""
-    head, jobs = encode_state_but_jobs(state)
-    return {**head, "jobs": [job_to_dict(j) for j in jobs]}
-
-
-def encode_state_but_jobs(state: ClusterState) -> tuple[dict[str, Any], tuple[Job, ...]]:
-    """`encode_state` without its "jobs" field, and the jobs it would encode, in order: a
-    caller can then encode the jobs one at a time (a snapshot of 100,000 jobs)."""
-    p = state.parts()
+    head, nodes, jobs = encode_state_but_jobs(state)
     return {
+        **head,
+        "nodes": [encode_node(n) for n in nodes],
+        "jobs": [job_to_dict(j) for j in jobs],
+    }
+
+
+def encode_state_but_jobs(
+    state: ClusterState,
+) -> tuple[dict[str, Any], tuple[Node, ...], tuple[Job, ...]]:
+    """`encode_state` without its "nodes" and "jobs" fields, and the nodes (`encode_node`)
+    and jobs (`job_to_dict`) it would encode, in order: a caller can then encode them one at a
+    time (a snapshot of 1,024 nodes and 100,000 jobs)."""
+    p = state.parts()
+    head = {
         "v": SCHEMA_VERSION,
-        "nodes": [encode_node(n) for n in p.nodes],
         "held": p.held,
         "reasons": p.reasons,
         "hot": p.hot,
@@ -238,7 +244,8 @@ def encode_state_but_jobs(state: ClusterState) -> tuple[dict[str, Any], tuple[Jo
         "next_epoch": p.next_epoch,
         "next_seq": p.next_seq,
         "access": _encode_access(p.access),
-    } | ({"services": [encode_service(s) for s in p.services]} if p.services else {}), p.jobs
+    } | ({"services": [encode_service(s) for s in p.services]} if p.services else {})
+    return head, p.nodes, p.jobs
 
 
 def decode_state(data: dict[str, Any], policy: FaultPolicy) -> ClusterState:

@@ -8,7 +8,9 @@ frozen; readers default fields that older records lack.
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from functools import lru_cache
+from typing import Any, TypeVar, cast
 
 from gpu_platform.domain.model.gpu import Gpu, GpuState, Vendor
 from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState, TaskSlot
@@ -225,8 +227,22 @@ def _encode_share(spec: JobSpec) -> dict[str, Any]:
 # -- nodes -----------------------------------------------------------------------------------
 
 
+_V = TypeVar("_V")
+_first_copy = lru_cache(maxsize=4096)(lambda value: value)
+
+
+def _shared(value: _V) -> _V:
+    """An equal value decoded before, if there is one (else `value`). Nodes of one hardware
+    type repeat the same topology parts (PCI tree, links, NICs, CPU lists): ~50 KiB per node
+    while each had its own copy, ~50 MiB at 1,024 nodes (issue 21). The values are immutable;
+    an equal one whose repr differs (1 == 1.0 == True) is not substituted, so which copy is
+    returned cannot be observed, not even in the canonical snapshot bytes."""
+    first = cast(_V, _first_copy(value))
+    return first if first is value or repr(first) == repr(value) else value
+
+
 def _ints(values: Any) -> tuple[int, ...]:
-    return tuple(int(v) for v in values)
+    return _shared(tuple(int(v) for v in values))
 
 
 def _strs(values: Any) -> tuple[str, ...]:
@@ -243,7 +259,7 @@ def _encode_numa(n: NumaNode) -> list[Any]:
 
 def _decode_numa(d: Any) -> NumaNode:
     id_, cpus, memory = d
-    return NumaNode(id_, _ints(cpus), memory)
+    return _shared(NumaNode(id_, _ints(cpus), memory))
 
 
 def _encode_gpu(g: Gpu) -> dict[str, Any]:
@@ -265,10 +281,10 @@ def _decode_gpu(d: dict[str, Any], node: str) -> Gpu:
         index=d["index"],
         node=node,
         vendor=Vendor(d["vendor"]),
-        model=d["model"],
+        model=sys.intern(d["model"]),
         memory_bytes=d["memory_bytes"],
         numa_node=d["numa_node"],
-        pci_bus_id=d["pci_bus_id"],
+        pci_bus_id=sys.intern(d["pci_bus_id"]),
         state=GpuState(d["state"]),
     )
 
@@ -354,25 +370,34 @@ def _decode_topology(d: dict[str, Any]) -> HostTopology:
         node=d["node"],
         source=d["source"],
         packages=tuple(
-            Package(id_, _ints(numa), _ints(cpus), model)
+            _shared(Package(id_, _ints(numa), _ints(cpus), model))
             for id_, numa, cpus, model in d["packages"]
         ),
         numa_nodes=tuple(_decode_numa(n) for n in d["numa_nodes"]),
         numa_distances=tuple(_ints(row) for row in d["numa_distances"]),
         pci=tuple(
-            PciNode(id_, PciKind(kind), parent, numa, vendor, device, cls, name)
+            _shared(PciNode(id_, PciKind(kind), parent, numa, vendor, device, cls, name))
             for id_, kind, parent, numa, vendor, device, cls, name in d["pci"]
         ),
         gpus=tuple(
-            GpuSite(index, bus, Vendor(vendor), model, uuid, numa, memory, _ints(cpus))
+            GpuSite(
+                index,
+                sys.intern(bus),
+                Vendor(vendor),
+                sys.intern(model),
+                uuid,
+                numa,
+                memory,
+                _ints(cpus),
+            )
             for index, bus, vendor, model, uuid, numa, memory, cpus in d["gpus"]
         ),
         nics=tuple(
-            Nic(name, bus, kind, numa, layer, state, _strs(netdevs))
+            _shared(Nic(name, bus, kind, numa, layer, state, _strs(netdevs)))
             for name, bus, kind, numa, layer, state, netdevs in d["nics"]
         ),
         links=tuple(
-            Link(a, b, FabricKind(kind), count, bw) for a, b, kind, count, bw in d["links"]
+            _shared(Link(a, b, FabricKind(kind), count, bw)) for a, b, kind, count, bw in d["links"]
         ),
         measured_levels=tuple(
             MeasuredLevel(a, b, LinkLevel(lv)) for a, b, lv in d["measured_levels"]

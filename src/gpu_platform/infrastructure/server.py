@@ -19,6 +19,7 @@ import uvicorn
 
 from gpu_platform.adapters.grpc_bind import PortUnavailable
 from gpu_platform.adapters.outbound.integrity import StorageError
+from gpu_platform.adapters.outbound.process_memory import limit_malloc_arenas
 from gpu_platform.adapters.outbound.storage import AuditChainBroken
 from gpu_platform.adapters.outbound.topology_command import topology_command
 from gpu_platform.application.access_replica import ReplicatedAccessStore
@@ -183,6 +184,7 @@ def _warn_embedded_jobs(container: Container) -> None:
 
 
 def serve_settings(settings: Settings) -> None:
+    limit_malloc_arenas(2)  # before the server's threads allocate (issue 21: leader RSS)
     lock = lock_data_dir(settings.data_dir)
     try:
         check_ports_free(settings)

@@ -64,6 +64,7 @@ def jobs_template() -> Iterator[Path]:
 _RECORDS = {
     "entries": ("idx", "term", "type", "data", "crc"),
     "meta": ("key", "value", "crc"),
+    "snapshot_chunks": ("seq", "data", "crc"),
     "jobs": ("id", "seq", "state", "body", "crc"),
 }
 

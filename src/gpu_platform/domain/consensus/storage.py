@@ -10,7 +10,7 @@ its MemoryStorage. Issue 10 provides a disk-backed implementation of the same pr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from gpu_platform.domain.consensus.errors import (
@@ -102,6 +102,10 @@ class LogReads:
     def snapshot(self) -> Snapshot:
         return self._snapshot
 
+    def snapshot_metadata(self) -> SnapshotMetadata:
+        """The latest snapshot's index, term and configuration, without reading its data."""
+        return self._snapshot.metadata
+
 
 class MemoryStorage(LogReads):
     """A `Storage` in memory; also the write side a driver (or the simulator) uses."""
@@ -123,14 +127,18 @@ class MemoryStorage(LogReads):
         self._snapshot = snap
         self._ents = [Entry(snap.metadata.term, snap.metadata.index)]
 
-    def create_snapshot(self, index: int, conf_state: ConfState, data: bytes) -> Snapshot:
-        """Record a snapshot of the applied state at `index` (compaction is separate)."""
+    def create_snapshot(
+        self, index: int, conf_state: ConfState, data: bytes | Iterable[bytes]
+    ) -> Snapshot:
+        """Record a snapshot of the applied state at `index`: `data`, or the concatenation of
+        its pieces (compaction is separate)."""
         if index <= self._snapshot.metadata.index:
             raise SnapshotOutOfDateError
         if index > self.last_index():
             raise LogInvariantError(f"snapshot {index} is out of bound lastindex")
         term = self._ents[index - self._ents[0].index].term
-        self._snapshot = Snapshot(data, SnapshotMetadata(conf_state, index, term))
+        blob = data if isinstance(data, bytes) else b"".join(data)
+        self._snapshot = Snapshot(blob, SnapshotMetadata(conf_state, index, term))
         return self._snapshot
 
     def compact(self, compact_index: int) -> None:

@@ -8,10 +8,17 @@ transport's own thread and must only enqueue).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from gpu_platform.domain.consensus import ConfState, Entry, HardState, Message, Snapshot
+from gpu_platform.domain.consensus import (
+    ConfState,
+    Entry,
+    HardState,
+    Message,
+    Snapshot,
+    SnapshotMetadata,
+)
 
 __all__ = [
     "MessageHandler",
@@ -35,7 +42,10 @@ class RaftStorage(Protocol):
       `sync=True` it is durable on return, even across power loss; `sync=False` (allowed when
       the `Ready` says `must_sync` is false: only the commit index moved) still survives a
       process crash but may be lost with the OS, which Raft tolerates.
-    * `create_snapshot(index, conf_state, data)` — record the applied state at `index`.
+    * `create_snapshot(index, conf_state, data)` — record the applied state at `index`:
+      `data`, or the concatenation of an iterable of pieces, consumed once on the calling
+      thread (a storage may write them as they come instead of holding them). The returned
+      snapshot carries the metadata; its data may be left empty (`snapshot()` has it).
     * `compact(index)` — discard entries before `index`.
 
     Not thread-safe: one thread (the Raft loop) reads and writes. `close()` releases files.
@@ -54,6 +64,10 @@ class RaftStorage(Protocol):
 
     def snapshot(self) -> Snapshot: ...
 
+    def snapshot_metadata(self) -> SnapshotMetadata:
+        """The latest snapshot's index, term and configuration; cheap (no data is read)."""
+        ...
+
     # --- durable writes
     def save(
         self,
@@ -63,7 +77,9 @@ class RaftStorage(Protocol):
         sync: bool = True,
     ) -> None: ...
 
-    def create_snapshot(self, index: int, conf_state: ConfState, data: bytes) -> Snapshot: ...
+    def create_snapshot(
+        self, index: int, conf_state: ConfState, data: bytes | Iterable[bytes]
+    ) -> Snapshot: ...
 
     def compact(self, compact_index: int) -> None: ...
 

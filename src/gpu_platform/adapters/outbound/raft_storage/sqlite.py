@@ -5,13 +5,18 @@ Theory of operation. SQLite in WAL mode with `synchronous=FULL`: a transaction i
 instant the file holds either all of a `save()` or none of it. Every write is one transaction,
 so a `Ready`'s snapshot, entries and hard state land together.
 
-Reads never touch the disk: the log after the last compaction is mirrored in memory (write-
-through; compaction keeps it bounded) and rebuilt from the file on open. Layout:
+Reads of the log never touch the disk: the log after the last compaction is mirrored in
+memory (write-through; compaction keeps it bounded) and rebuilt from the file on open. The
+snapshot's bytes are not kept in memory (tens of MiB at scale): they are written in chunks as
+they are produced and read back by `snapshot()` when needed (`snapshot_chunks.py`); its
+metadata is kept (`snapshot_metadata()`). Layout:
 
 * `entries(idx PRIMARY KEY, term, type, data)` — the log after the compaction point;
 * `meta(key, value)` — `hard_state` (term, vote, commit), `offset` (index and term of the
   entry just before the first one: the compaction point), `snapshot_meta` (index, term,
-  conf state as JSON) and `snapshot_data` (the application state, bytes).
+  conf state as JSON, chunk count, size in bytes);
+* `snapshot_chunks(seq, data)` — the application state, bytes (a file from before chunks has
+  it in the `meta` row `snapshot_data` instead, read until the next snapshot replaces it).
 
 Integrity (`adapters/outbound/integrity.py`): every row carries `crc`, a CRC-32 over all its
 fields, checked when the file is opened; after each synced write `raft.mark` beside the file
@@ -24,7 +29,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import astuple
 from pathlib import Path
 
 from gpu_platform.adapters.outbound.integrity import (
@@ -36,6 +42,8 @@ from gpu_platform.adapters.outbound.integrity import (
     entry_crc,
     record_crc,
 )
+from gpu_platform.adapters.outbound.process_memory import release_free_memory
+from gpu_platform.adapters.outbound.raft_storage import snapshot_chunks
 from gpu_platform.domain.consensus import (
     CompactedError,
     ConfState,
@@ -97,14 +105,15 @@ class SqliteRaftStorage(LogReads):
         self._floor = (0, 0, 0)  # (term, commit, last index) the watermark records
         self._synced = True
         self.hard_state = HardState()
-        self._snapshot = Snapshot()
+        self._snapshot = Snapshot()  # metadata only: `snapshot()` reads the data
+        self._chunked = True  # False: a file from before chunks (`snapshot_data` in meta)
         self._ents: list[Entry] = [Entry(0, 0)]  # [0] = the compaction point (index, term)
         self._metas: dict[str, bytes] = {}
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(_SCHEMA + snapshot_chunks.SCHEMA)
             self._migrate()
             self._load()
         except sqlite3.DatabaseError as exc:
@@ -159,9 +168,16 @@ class SqliteRaftStorage(LogReads):
             self.hard_state = HardState(term, vote, commit)
         sm = self._meta("snapshot_meta")
         if sm is not None:
-            idx, term, conf = json.loads(sm)
-            data = self._meta("snapshot_data") or b""
-            self._snapshot = Snapshot(data, SnapshotMetadata(_conf_from_json(conf), idx, term))
+            idx, term, conf, *written = json.loads(sm)
+            self._snapshot = Snapshot(b"", SnapshotMetadata(_conf_from_json(conf), idx, term))
+            self._chunked = bool(written)
+            if written:
+                try:
+                    snapshot_chunks.check(self._db, snapshot_chunks.Written(*written))
+                except snapshot_chunks.ChunkError as exc:
+                    raise StorageCorrupt(
+                        f"{self.path} is corrupt: {exc}; refusing to start: {RECOVERY_HINT}"
+                    ) from None
         off = self._meta("offset")
         off_index, off_term = json.loads(off) if off is not None else (0, 0)
         self._ents = [Entry(off_term, off_index)]
@@ -180,7 +196,7 @@ class SqliteRaftStorage(LogReads):
                     f"refusing to start: {RECOVERY_HINT}"
                 )
             self._ents.append(entry)
-        self._metas.clear()  # only for this load: the snapshot's bytes live in `_snapshot`
+        self._metas.clear()  # only for this load
 
     def _check_watermark(self) -> None:
         """Refuse a file that holds less than its watermark says it durably held."""
@@ -218,7 +234,15 @@ class SqliteRaftStorage(LogReads):
         self._mark.write({**self._identity, "raft": list(floor)})
         self._floor = floor
 
-    # Storage reads: LogReads, over the in-memory copy loaded above.
+    # Storage reads: LogReads, over the in-memory copy loaded above; the snapshot from the file.
+    def snapshot(self) -> Snapshot:
+        """The latest snapshot, its bytes read from the file (tens of MiB at scale: call
+        `snapshot_metadata()` when only the index, term or configuration is needed)."""
+        md = self._snapshot.metadata
+        if self._chunked:
+            return Snapshot(snapshot_chunks.read(self._db), md)
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'snapshot_data'").fetchone()
+        return Snapshot(_blob(row[0]) if row is not None else b"", md)
 
     # ------------------------------------------------------------------ durable writes
     def save(
@@ -248,7 +272,7 @@ class SqliteRaftStorage(LogReads):
         try:
             if snapshot is not None:
                 db.execute("DELETE FROM entries")
-                self._put_snapshot(snapshot)
+                self._put_snapshot(snapshot.metadata, (snapshot.data,))
                 self._put_offset(base[0])
             if new is not None:
                 first, appended = new
@@ -266,7 +290,8 @@ class SqliteRaftStorage(LogReads):
             raise
         if snapshot is not None:
             self._ents = base
-            self._snapshot = snapshot
+            self._snapshot = Snapshot(b"", snapshot.metadata)
+            self._chunked = True
         if new is not None:
             first, appended = new
             ents = self._ents
@@ -296,7 +321,11 @@ class SqliteRaftStorage(LogReads):
             )
         return todo[0].index, todo
 
-    def create_snapshot(self, index: int, conf_state: ConfState, data: bytes) -> Snapshot:
+    def create_snapshot(
+        self, index: int, conf_state: ConfState, data: bytes | Iterable[bytes]
+    ) -> Snapshot:
+        """Store the snapshot at `index`: `data`, or the concatenation of its pieces, written
+        as they come (none is kept). Returns the snapshot without its bytes (`snapshot()`)."""
         if index <= self._snapshot.metadata.index:
             raise SnapshotOutOfDateError
         if index > self.last_index():
@@ -304,16 +333,18 @@ class SqliteRaftStorage(LogReads):
         if index < self._ents[0].index:
             raise CompactedError
         term = self._ents[index - self._ents[0].index].term
-        snap = Snapshot(data, SnapshotMetadata(conf_state, index, term))
+        snap = Snapshot(b"", SnapshotMetadata(conf_state, index, term))
         self._full()
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            self._put_snapshot(snap)
+            self._put_snapshot(snap.metadata, (data,) if isinstance(data, bytes) else data)
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._snapshot = snap
+        self._chunked = True
+        release_free_memory()  # what encoding the snapshot took (tens of MiB at scale)
         return snap
 
     def compact(self, compact_index: int) -> None:
@@ -355,10 +386,11 @@ class SqliteRaftStorage(LogReads):
     def _put_offset(self, head: Entry) -> None:
         self._put("offset", json.dumps([head.index, head.term]))
 
-    def _put_snapshot(self, snap: Snapshot) -> None:
-        md = snap.metadata
-        self._put("snapshot_meta", json.dumps([md.index, md.term, _conf_to_json(md.conf_state)]))
-        self._put("snapshot_data", snap.data)
+    def _put_snapshot(self, md: SnapshotMetadata, pieces: Iterable[bytes]) -> None:
+        written = snapshot_chunks.write(self._db, pieces)
+        conf = _conf_to_json(md.conf_state)
+        self._put("snapshot_meta", json.dumps([md.index, md.term, conf, *astuple(written)]))
+        self._db.execute("DELETE FROM meta WHERE key = 'snapshot_data'")
 
 
 def _crc(e: Entry) -> int:
