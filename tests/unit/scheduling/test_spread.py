@@ -9,6 +9,8 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpu_platform.domain.model.job import JobSpec
+from gpu_platform.domain.model_codec import decode_spec, encode_spec
 from gpu_platform.domain.placement import ClusterView, GangPlacement, GpuRequest, place
 from gpu_platform.domain.placement.engine import place_task
 from gpu_platform.domain.scheduling import PendingJob
@@ -101,3 +103,9 @@ def _on(view: ClusterView, pending: PendingJob, avoid: set[str]) -> GangPlacemen
     found = place(replace(pending.request, avoid_nodes=frozenset(avoid)), view)
     assert isinstance(found, GangPlacement)
     return found
+
+
+def test_a_jobs_spread_group_survives_the_codec_and_an_empty_one_is_not_written() -> None:
+    spec = JobSpec(("serve",), gpus=1, spread="service:a/llm")
+    assert decode_spec(encode_spec(spec)) == spec
+    assert "spread" not in encode_spec(replace(spec, spread=""))  # older records agree
