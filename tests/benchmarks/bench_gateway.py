@@ -6,9 +6,12 @@ model-server replica (the baseline) and through the gateway of a real `gpu-platf
                    concurrent clients: p50/p99 latency and requests/s, each beside the direct
                    call; extra: added_p50_us, added_p99_us, throughput_ratio
     gateway.ttft   streamed chat (stream: true, 16 events): time to the first event, same setup
-    gateway.upstream_client   where the gateway's CPU goes: one request after another to the
-                   replica from httpx.AsyncClient (what the gateway uses), from httpcore (its
-                   transport) and from bare asyncio streams; extra: cpu_us_per_request
+    gateway.upstream_client   the client side alone: one request after another to the
+                   replica from httpx.AsyncClient (what the gateway used before), httpcore,
+                   bare asyncio streams (the floor) and the gateway's UpstreamPool (what it
+                   uses now); extra: cpu_us_per_request
+
+The server serves its gateway on a port of its own (`gateway_port`).
 
 The client is one httpx.AsyncClient in this process; client, gateway and replica share the
 machine's cores, so at 64 clients the figures include that contention on both sides.
@@ -50,6 +53,7 @@ STREAM_BODY = {**BODY, "stream": True}
 def _start_server(tmp: Path, routes_file: Path) -> tuple[subprocess.Popen[bytes], str]:
     env = dict(
         os.environ,
+        GPU_PLATFORM_GATEWAY_PORT="0",
         GPU_PLATFORM_AUTH="off",
         GPU_PLATFORM_GRPC_PORT="-1",
         GPU_PLATFORM_RAFT_PORT="0",
@@ -61,12 +65,13 @@ def _start_server(tmp: Path, routes_file: Path) -> tuple[subprocess.Popen[bytes]
     proc = subprocess.Popen(
         argv, env=env, stdout=subprocess.DEVNULL, stderr=(tmp / "server.log").open("wb")
     )
-    url = f"http://127.0.0.1:{wait_for_ports(tmp / 'data', proc, timeout=90)['rest']}"
+    ports = wait_for_ports(tmp / "data", proc, timeout=90)
+    url, gateway_url = (f"http://127.0.0.1:{ports[k]}" for k in ("rest", "gateway"))
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return proc, url
+                return proc, gateway_url  # the gateway's port is up before the REST port
         except httpx.HTTPError:
             time.sleep(0.1)
     proc.kill()
@@ -208,6 +213,18 @@ async def _sequential(kind: str, url: str, n: int) -> list[float]:
                     async for _chunk in r.aiter_stream():
                         pass
                 samples.append((clock() - t0) / 1000)
+    elif kind == "gateway-pool":
+        from gpu_platform.adapters.inbound.gateway.upstream import UpstreamPool
+
+        pool = UpstreamPool()
+        for _ in range(n):
+            t0 = clock()
+            response = await pool.post(url, "/v1/chat/completions", body)
+            while await response.read():
+                pass
+            response.release(True)
+            samples.append((clock() - t0) / 1000)
+        await pool.aclose()
     else:  # bare asyncio streams: the floor for any Python client
         host, port = url.split("//", 1)[1].rsplit(":", 1)
         reader, writer = await asyncio.open_connection(host, int(port))
@@ -229,7 +246,7 @@ async def _sequential(kind: str, url: str, n: int) -> list[float]:
 
 def _clients(url: str, n: int) -> list[dict[str, Any]]:
     rows = []
-    for kind in ("httpx", "httpcore", "asyncio-streams"):
+    for kind in ("httpx", "httpcore", "asyncio-streams", "gateway-pool"):
         asyncio.run(_sequential(kind, url, min(n, 50)))  # warm
         before = time.process_time()
         samples = asyncio.run(_sequential(kind, url, n))

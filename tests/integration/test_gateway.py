@@ -1,7 +1,9 @@
-"""The OpenAI-compatible gateway in a real `gpu-platform serve` (auth on), in front of real model
-server processes, driven by the official `openai` client: chat, streaming, completions,
-embeddings, the models list, every refusal in the OpenAI error shape, draining, session
-affinity, usage and metrics, and a replica killed mid-stream."""
+"""The OpenAI-compatible gateway in a real `gpu-platform serve` (auth on, the gateway on its own
+`gateway_port`), in front of real model server processes, driven by the official `openai`
+client: chat, streaming, completions, embeddings, the models list, every refusal in the OpenAI
+error shape, replicas that break off or say nothing (502, 504), a client that leaves, draining,
+session affinity, usage and metrics, and a replica killed mid-stream. (The REST port's gateway,
+the default, is driven by tests/integration/test_services_cluster.py.)"""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from gpu_platform.testing.model_server import (
     completion_tokens,
     spawn_model_server,
 )
+from gpu_platform.testing.ports import read_ports
+from gpu_platform.testing.scripted_replica import ScriptedReplica
 from tests.integration.conftest import Server, wait_for
 
 TOKENS_PER_MINUTE = 1000
@@ -35,11 +39,11 @@ class Gateway:
     routes: StaticModelRoutes
     routes_file: Path
     replicas: dict[str, ModelServerProcess]
+    url: str  # the gateway's own port
+    scripted: dict[str, ScriptedReplica]
 
     def client(self, key: str, **options: object) -> openai.OpenAI:
-        return openai.OpenAI(
-            base_url=f"{self.server.url}/v1", api_key=key, max_retries=0, **options
-        )
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=key, max_retries=0, **options)
 
     def publish(self) -> None:
         self.routes.write(self.routes_file)
@@ -62,8 +66,11 @@ def _token(server: Server, admin: str, name: str, tenant: str) -> str:
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     base = tmp_path_factory.mktemp("gateway")
     replicas: dict[str, ModelServerProcess] = {}
+    scripted = {mode: ScriptedReplica(mode) for mode in ("close", "mute", "short")}
     server: Server | None = None
     try:
+        for replica in scripted.values():
+            replica.__enter__()
         for rid in ("t1", "t2", "t3"):
             replicas[rid] = spawn_model_server("tiny", replica_id=rid)
         for rid in ("s1", "s2"):  # slow streams, for killing one mid-stream
@@ -79,6 +86,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
         routes.set_model(
             "idle", "team-a", [ReplicaAddress("i1", "http://127.0.0.1:9", ready=False)]
         )
+        for mode, replica in scripted.items():  # models "close", "mute", "short"
+            routes.set_model(mode, "team-b", [ReplicaAddress(mode, replica.url)])
         routes_file = base / "routes.json"
         routes.write(routes_file)
         env = {
@@ -87,17 +96,23 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
             "GPU_PLATFORM_GATEWAY_ROUTES_FILE": str(routes_file),
             "GPU_PLATFORM_GATEWAY_TOKENS_PER_MINUTE": str(TOKENS_PER_MINUTE),
             "GPU_PLATFORM_GATEWAY_MAX_BODY_BYTES": "65536",
+            "GPU_PLATFORM_GATEWAY_READ_TIMEOUT_SECONDS": "2",
+            "GPU_PLATFORM_GATEWAY_PORT": "0",  # any free port, reported in ports.json
         }
         server = Server(base / "data", env).start()
         admin = (server.data_dir / "admin-token").read_text().strip()
         ann = _token(server, admin, "ann", "team-a")
         bob = _token(server, admin, "bob", "team-b")
-        yield Gateway(server, admin, ann, bob, routes, routes_file, replicas)
+        url = f"http://127.0.0.1:{(read_ports(server.data_dir) or {})['gateway']}"
+        yield Gateway(server, admin, ann, bob, routes, routes_file, replicas, url, scripted)
     finally:
         if server is not None and server.proc is not None:
             server.stop()
         for replica in replicas.values():
             replica.stop()
+        for replica in scripted.values():
+            if replica.url:
+                replica.__exit__()
 
 
 def test_a_chat_completion_comes_from_a_replica_with_its_usage(gateway: Gateway) -> None:
@@ -137,7 +152,7 @@ def test_the_models_list_shows_only_the_callers_tenant_and_everything_to_an_admi
     ann = sorted(m.id for m in gateway.client(gateway.ann).models.list())
     admin = sorted(m.id for m in gateway.client(gateway.admin).models.list())
     assert ann == ["idle", "slow", "tiny"]
-    assert admin == ["idle", "other", "slow", "tiny"]
+    assert admin == ["close", "idle", "mute", "other", "short", "slow", "tiny"]
 
 
 def test_another_tenants_model_and_an_unknown_one_are_404_in_openai_shape(
@@ -155,13 +170,13 @@ def test_a_wrong_key_is_401(gateway: Gateway) -> None:
     with pytest.raises(openai.AuthenticationError) as caught:
         gateway.client("not-a-key").models.list()
     assert caught.value.code == "invalid_api_key"
-    missing = httpx.get(f"{gateway.server.url}/v1/models", timeout=10)
+    missing = httpx.get(f"{gateway.url}/v1/models", timeout=10)
     assert missing.status_code == 401 and missing.json()["error"]["code"] == "invalid_api_key"
 
 
 def test_malformed_json_and_a_missing_model_are_400_naming_the_problem(gateway: Gateway) -> None:
     auth = {"Authorization": f"Bearer {gateway.ann}"}
-    url = f"{gateway.server.url}/v1/chat/completions"
+    url = f"{gateway.url}/v1/chat/completions"
     broken = httpx.post(url, content=b'{"model": ', headers=auth, timeout=10)
     nameless = httpx.post(url, json={"messages": []}, headers=auth, timeout=10)
     assert broken.status_code == 400 and broken.json()["error"]["code"] == "invalid_json"
@@ -170,7 +185,7 @@ def test_malformed_json_and_a_missing_model_are_400_naming_the_problem(gateway: 
 
 def test_a_body_over_the_limit_is_413_and_a_wrong_method_405(gateway: Gateway) -> None:
     auth = {"Authorization": f"Bearer {gateway.ann}"}
-    url = f"{gateway.server.url}/v1/chat/completions"
+    url = f"{gateway.url}/v1/chat/completions"
     big = {"model": "tiny", "messages": [{"role": "user", "content": "x " * 40000}]}
     too_large = httpx.post(url, json=big, headers=auth, timeout=10)
     wrong = httpx.get(url, headers=auth, timeout=10)
@@ -183,6 +198,49 @@ def test_a_model_without_a_ready_replica_is_503_with_retry_after(gateway: Gatewa
         gateway.client(gateway.ann).chat.completions.create(model="idle", messages=[])
     assert caught.value.status_code == 503 and caught.value.code == "no_ready_replica"
     assert caught.value.response.headers["retry-after"] == "1"
+
+
+def test_the_gateway_port_serves_only_the_gateway_and_the_rest_port_none_of_it(
+    gateway: Gateway,
+) -> None:
+    auth = {"Authorization": f"Bearer {gateway.admin}"}
+    elsewhere = httpx.get(f"{gateway.url}/v1/jobs", headers=auth, timeout=10)
+    assert elsewhere.status_code == 404 and elsewhere.json()["error"]["code"] == "unknown_url"
+    rest = httpx.post(f"{gateway.server.url}/v1/chat/completions", json={}, headers=auth)
+    assert rest.status_code == 404
+
+
+def test_a_replica_that_breaks_off_before_answering_is_502_in_openai_shape(
+    gateway: Gateway,
+) -> None:
+    client = gateway.client(gateway.bob)
+    for model in ("close", "short"):  # no answer at all; half a body
+        with pytest.raises(openai.InternalServerError) as caught:
+            client.chat.completions.create(model=model, messages=[])
+        assert caught.value.status_code == 502 and caught.value.code == "upstream_error"
+        assert model in caught.value.message
+
+
+def test_a_replica_that_says_nothing_is_504_after_the_read_timeout(gateway: Gateway) -> None:
+    with pytest.raises(openai.APIStatusError) as caught:
+        gateway.client(gateway.bob).chat.completions.create(model="mute", messages=[])
+    assert caught.value.status_code == 504 and caught.value.code == "upstream_timeout"
+
+
+def test_a_client_that_leaves_a_waiting_request_closes_its_replica_connection(
+    gateway: Gateway,
+) -> None:
+    mute = gateway.scripted["mute"]
+    closed = mute.closed_by_peer
+    with pytest.raises(openai.APITimeoutError):
+        gateway.client(gateway.bob, timeout=0.5).chat.completions.create(model="mute", messages=[])
+    series = 'gpu_platform_gateway_requests_total{code="499",model="mute",tenant="team-b"}'
+
+    def left() -> bool:  # a 499, not the 504 it would be had the gateway waited on
+        return series in httpx.get(f"{gateway.server.url}/metrics", timeout=10).text
+
+    assert wait_for(left, timeout=20)
+    assert wait_for(lambda: mute.closed_by_peer > closed, timeout=20)
 
 
 def test_a_key_past_its_token_rate_gets_429_with_retry_after(gateway: Gateway) -> None:
@@ -275,7 +333,7 @@ def test_a_client_that_leaves_mid_stream_is_counted_as_499_and_its_stream_closed
     auth = {"Authorization": f"Bearer {gateway.ann}"}
     body = {"model": "slow", "messages": [], "max_tokens": 200, "stream": True}  # 8 s
     with (
-        httpx.Client(base_url=gateway.server.url, headers=auth, timeout=30) as client,
+        httpx.Client(base_url=gateway.url, headers=auth, timeout=30) as client,
         client.stream("POST", "/v1/chat/completions", json=body) as response,
     ):
         assert next(response.iter_lines()).startswith("data: ")

@@ -1,7 +1,7 @@
 """Services through a real replicated server and real agents (separate processes): the CLI
 creates and describes a service, each replica listens at the address its agent reports, bad
-input is refused naming the field, and when a node's agent dies its replicas come back on
-another node. The server's OpenAI-compatible gateway serves the service's model to the
+input is refused naming the field, replicas spread over the nodes, and when a node's agent
+dies its replica comes back on another node. The server's OpenAI-compatible gateway serves the service's model to the
 official `openai` client, and a load generator running through it while the service is
 scaled, loses a node and is rolled to a new spec sees no failure beyond the requests in
 flight on a killed replica."""
@@ -98,10 +98,12 @@ def test_the_cli_creates_a_service_whose_replicas_answer_at_their_reported_addre
     assert wait_until(lambda: all_ready(cluster, "chat", 2), 60), describe(cluster, "chat")
     table = cluster.cli("services", "describe", "chat", "--server", cluster.any_url()).stdout
     assert "READY" in table and "node-" in table
-    for r in describe(cluster, "chat")["replica_set"]:
+    replica_set = describe(cluster, "chat")["replica_set"]
+    for r in replica_set:
         assert r["node"].startswith("node-") and len(r["gpus"]) == 1
         reply = httpx.get(r["address"] + "/v1/models", timeout=5).json()
         assert reply["data"][0]["id"] == "chat"
+    assert len({r["node"] for r in replica_set}) == 2  # spread: one replica on each node
     listed = cluster.cli("services", "list", "--server", cluster.any_url()).stdout
     assert "chat" in listed and "2/2" in listed
 
@@ -209,12 +211,11 @@ def test_when_a_nodes_agent_dies_its_replicas_come_back_on_another_node(
         assert wait_until(moved, 60), describe(cluster, "chat")
         served = load.ok
         assert wait_until(lambda: load.ok >= served + 5, 30), load.failed[-3:]  # serving again
-    # Replicas are not spread across nodes (no anti-affinity yet), so the lost node may have
-    # held all of them: requests then fail until one is ready elsewhere, and never after
-    # (routes are rebuilt every 0.25 s). With a replica elsewhere all along, at most the
-    # request in flight on each killed replica fails (one load client).
-    if len(on_lost) < len(before):
-        assert len(load.failed) <= len(on_lost), load.failed
+    # Replicas are spread (one per node), so a replica was ready elsewhere all along: at most
+    # the request in flight on the killed replica fails (one load client), and none once
+    # routes are rebuilt (every 0.25 s).
+    assert len(on_lost) == 1, before
+    assert len(load.failed) <= len(on_lost), load.failed
     late = [f for f in load.failed if float(f.split()[0]) > elsewhere_since[0] + 1.0]
     assert late == [], (elsewhere_since, late)
     for r in describe(cluster, "chat")["replica_set"]:

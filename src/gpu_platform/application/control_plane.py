@@ -728,6 +728,7 @@ class ControlPlane:
             expected_end=started + limit if limit else None,
             terminating=job.releasing,
             submitted_at=job.submitted_at,
+            spread=job.spec.spread,
         )
 
     def _cancel_broken_dependencies(self, now: float) -> None:
@@ -1634,4 +1635,5 @@ def request_of(spec: JobSpec) -> GpuRequest:
         nvlink=Affinity(spec.nvlink),
         numa=Affinity(spec.numa),
         same_rack=Affinity(spec.same_rack),
+        spread=spec.spread,
     )

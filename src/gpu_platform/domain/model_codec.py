@@ -202,6 +202,7 @@ def decode_spec(s: dict[str, Any]) -> JobSpec:
         cpu_milli=s.get("cpu_milli", 0),
         vendor=s.get("vendor"),
         sharing=s.get("sharing"),
+        spread=s.get("spread", ""),
     )
 
 
@@ -218,6 +219,8 @@ def _encode_share(spec: JobSpec) -> dict[str, Any]:
         out["vendor"] = spec.vendor
     if spec.sharing is not None:
         out["sharing"] = spec.sharing
+    if spec.spread:
+        out["spread"] = spec.spread
     return out
 
 

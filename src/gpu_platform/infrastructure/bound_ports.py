@@ -85,6 +85,9 @@ def serve_ports(settings: Settings, container: Container) -> dict[str, int]:
     replication = container.replication()
     if replication is not None:
         ports["raft"] = int(getattr(replication.node.transport, "bound_port", 0))
+    gateway = container.gateway_server()  # with gateway_port, started before REST
+    if gateway is not None:
+        ports["gateway"] = gateway.port
     return ports
 
 

@@ -386,6 +386,13 @@ class Settings(BaseSettings):
         description="Serve /v1/chat/completions, /v1/completions, /v1/embeddings and "
         "/v1/models on the REST port, proxied to the replicas of each model.",
     )
+    gateway_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="Serve the gateway on this port (its own thread and event loop) instead "
+        "of the REST port; 0 = any free port (reported in ports.json as 'gateway').",
+    )
     gateway_requests_per_second: float = Field(
         0.0, ge=0, description="Gateway requests per second per API key; 0 = no limit."
     )

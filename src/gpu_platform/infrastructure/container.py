@@ -76,7 +76,11 @@ from gpu_platform.domain.scheduling import QueueOrder, Quota, SchedulerPolicy
 from gpu_platform.infrastructure.config import ConfigError, Settings
 from gpu_platform.infrastructure.containers import container_runner, with_containers
 from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector, service_labels
-from gpu_platform.infrastructure.gateway import gateway_routes, install_gateway
+from gpu_platform.infrastructure.gateway import (
+    GatewayServer,
+    gateway_routes,
+    install_gateway,
+)
 from gpu_platform.infrastructure.metrics import Metrics
 from gpu_platform.infrastructure.replicated import (
     advertised,
@@ -620,6 +624,27 @@ def _rest_app(
     return app
 
 
+def _gateway_server(
+    settings: Settings,
+    routes: ModelRoutes,
+    access: AccessControl,
+    metrics: Metrics,
+    ledger: ServingLedger,
+    tls: TlsFiles | None,
+) -> Iterator[GatewayServer | None]:
+    """With `gateway_port` set, the gateway on its own port, serving from here on."""
+    if settings.gateway != "on" or settings.gateway_port is None:
+        yield None
+        return
+    options = tls.uvicorn_options() if tls is not None else None
+    server = GatewayServer(settings, routes, access, metrics.gateway, ledger, options)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 def _grpc_server(
     settings: Settings,
     plane: ControlPlane,
@@ -775,4 +800,7 @@ class Container(containers.DeclarativeContainer):
         model_routes,
         serving_ledger,
         services,
+    )
+    gateway_server = providers.Resource(  # with gateway_port: the gateway on its own port
+        _gateway_server, settings, model_routes, access, observability.metrics, serving_ledger, tls
     )

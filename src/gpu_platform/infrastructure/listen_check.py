@@ -21,6 +21,8 @@ def listen_addresses(settings: Settings) -> list[tuple[str, str, int]]:
     wanted = [("REST API", settings.host, settings.port)]
     if settings.grpc_port > 0:
         wanted.append(("gRPC API", settings.host, settings.grpc_port))
+    if settings.gateway == "on" and settings.gateway_port is not None:
+        wanted.append(("gateway", settings.host, settings.gateway_port))
     if settings.server_id != 0:
         wanted.append(("agent API", settings.host, settings.agent_port))
         if settings.peers.strip():

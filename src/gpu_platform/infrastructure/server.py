@@ -230,6 +230,7 @@ def serve_settings(settings: Settings) -> None:
             container.rest_app(),
             host=settings.host,
             port=settings.port,
+            http="h11",  # as before httptools was installed (for the gateway's own port)
             log_config=None,
             access_log=False,
             lifespan="off",

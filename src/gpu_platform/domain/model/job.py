@@ -103,7 +103,10 @@ class JobSpec:
     Sharing (`domain.model.sharing`): `gpu_milli` < 1000 with `gpus == 1` is a share of one
     GPU, run under `sharing` ("mps" | "timeslice"; None = MPS on NVIDIA, else time-sliced);
     `gpu_memory_bytes` is a share's pinned device memory (whole GPUs: the least each must
-    have); `cpu_milli` CPU milli-cores per task; `vendor` "nvidia" | "amd" | "intel"."""
+    have); `cpu_milli` CPU milli-cores per task; `vendor` "nvidia" | "amd" | "intel".
+
+    Spread: jobs of one `spread` group (a service's replicas) prefer nodes that hold no other
+    running member of the group (a preference: they share a node when no other fits)."""
 
     command: tuple[str, ...]
     gpus: int = 0
@@ -133,6 +136,7 @@ class JobSpec:
     cpu_milli: int = 0
     vendor: str | None = None
     sharing: str | None = None
+    spread: str = ""
 
     def __post_init__(self) -> None:
         check_container_fields(self.image, self.mounts)

@@ -12,7 +12,9 @@ i.e. the NVLink/PCIe/NUMA ladder first (`node_choice`), then FGD's fragmentation
 GPUs left without the CPU to use them (`ranking_key`). Keys are pure functions of
 (signature, request shape), so each request shape keeps a sorted list of signatures that is
 extended from the view's signature log; a decision walks that list from the front, skipping
-emptied buckets, and takes the first node whose host memory fits. A gang (`tasks` > 1) is
+emptied buckets, and takes the first node whose host memory fits and that the request does
+not avoid (`avoid_nodes`, a spread group's nodes: the first avoided fit is taken only when no
+other node fits). A gang (`tasks` > 1) is
 placed task by task inside one leaf, else one rack, else (unless `same_rack` is REQUIRED)
 the whole cluster, with tentative binds that are always undone before returning: all tasks
 or none.
@@ -275,8 +277,10 @@ def place_task(
     if within is not None:
         return _best_within(request, view, order, within, gang)
     buckets = view.buckets
+    avoid = request.avoid_nodes
     stale: list[int] = []
-    found: TaskPlacement | None = None
+    found: tuple[NodeSlot, Signature] | None = None
+    fallback: tuple[NodeSlot, Signature] | None = None  # the best avoided node that fits
     for i, (_, sig) in enumerate(order.entries):
         bucket = buckets.get(sig)
         if not bucket:
@@ -285,17 +289,23 @@ def place_task(
         for name in bucket:
             slot = view.slots[name]
             if slot.memory_free >= request.memory_bytes:  # CPU: part of the signature
-                scored = order.choices[sig]
-                assert scored is not None
-                choice, score = scored
-                found = _task(slot, view, choice, score, request.gpu_milli if request.gpus else 0)
-                break
+                if name not in avoid:
+                    found = (slot, sig)
+                    break
+                if fallback is None:
+                    fallback = (slot, sig)
         if found is not None:
             break
     for i in reversed(stale):
         order.present.discard(order.entries[i][1])
         del order.entries[i]
-    return found
+    found = found or fallback
+    if found is None:
+        return None
+    scored = order.choices[found[1]]
+    assert scored is not None
+    choice, score = scored
+    return _task(found[0], view, choice, score, request.gpu_milli if request.gpus else 0)
 
 
 def _best_within(

@@ -36,6 +36,9 @@ class GpuRequest:
     `nvlink`: all GPUs of a task pairwise fabric-linked (NVLink/XGMI/Xe Link).
     `numa`: all GPUs of a task on one NUMA node.
     `same_rack`: a gang's nodes under one rack label (leaf preferred over rack).
+    `spread`: a spread group (a service's replicas); `avoid_nodes`: nodes to take only when
+    no other node fits (those already holding a member of the group). A preference only:
+    it never makes a request unschedulable.
     """
 
     gpus: int = 1
@@ -49,6 +52,8 @@ class GpuRequest:
     numa: Affinity = Affinity.PREFERRED
     tasks: int = 1
     same_rack: Affinity = Affinity.PREFERRED
+    spread: str = ""
+    avoid_nodes: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.gpus < 0 or self.tasks < 1 or self.cpu_milli < 0 or self.memory_bytes < 0:

@@ -9,7 +9,9 @@ Theory of operation (docs/scheduling.md has the full algorithm):
    examined per cycle, which is shared fairly across tenants (`window.Window`). In strict
    order (backfill off) everything behind the first job that did not fit -> RESERVATION;
    then `place()` on the view as the cycle has changed it. A placement is bound at once (all
-   tasks of a gang or none), charged to the tenant's quota and fair share.
+   tasks of a gang or none), charged to the tenant's quota and fair share. A job of a spread
+   group (`GpuRequest.spread`: a service's replicas) avoids the nodes that the group's
+   running jobs, and those bound earlier in the cycle, hold (`avoid_nodes`, a preference).
 3. A job that does not fit may choose victims (`preemption`, at most `max_preemptors` jobs per
    cycle) -> PREEMPTION; otherwise it is CAPACITY (not enough free GPUs) or TOPOLOGY (enough
    GPUs, no placement). With backfill on, the first such job gets the reservation
@@ -22,6 +24,7 @@ the same view (including its tie order) and inputs, the decision is the same.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
 from gpu_platform.domain.placement.engine import place
 from gpu_platform.domain.placement.first_fit import Unschedulable
@@ -139,6 +142,16 @@ class _Cycle:
         self.preemptors = 0
         self.reserve_tried = False
         self.started: list[RunningJob] = []  # bound this cycle, for the reservation
+        self.spread: dict[str, set[str]] = {}  # spread group -> the nodes its jobs hold
+        for r in running:
+            if r.spread:
+                self.spread.setdefault(r.spread, set()).update(t.node for t in r.tasks)
+
+    def _request(self, job: PendingJob) -> GpuRequest:
+        """`job`'s request, avoiding the nodes its spread group holds."""
+        request = job.request
+        nodes = self.spread.get(request.spread) if request.spread else None
+        return replace(request, avoid_nodes=frozenset(nodes)) if nodes else request
 
     def run(self) -> Decision:
         window = Window(self.pending, self.policy.max_jobs, self.capacity.gpu)
@@ -244,6 +257,8 @@ class _Cycle:
 
     def _bound(self, job: PendingJob, placement: GangPlacement, borrowing: bool) -> None:
         self.binds[job.id] = placement
+        if job.request.spread:
+            self.spread.setdefault(job.request.spread, set()).update(placement.nodes)
         estimate = job.runtime_estimate_s
         self.started.append(
             RunningJob(
@@ -282,7 +297,7 @@ class _Cycle:
                 " on single nodes",
             )
         else:
-            found = self.placer(job.id, job.request, ledger.view)
+            found = self.placer(job.id, self._request(job), ledger.view)
             if isinstance(found, GangPlacement):
                 ledger.bind_gang(found, job.request.cpu_milli, job.request.memory_bytes)
                 return found
@@ -310,7 +325,7 @@ class _Cycle:
         try:
             if not ledger.could_fit(job.request):
                 return result
-            found = self.placer(job.id, job.request, ledger.view)
+            found = self.placer(job.id, self._request(job), ledger.view)
             if not isinstance(found, GangPlacement):
                 return result
             if short:

@@ -107,7 +107,8 @@ class RunningJob:
     `terminating`: already told to stop; its resources are about to come back.
     `submitted_at`: the job's submission time (None = unknown); re-queued after preemption a
     job keeps it, so `decide` never picks a victim that has waited past `aging_bound_s` and
-    would be examined before its preemptor (it would only take its GPUs back: a livelock)."""
+    would be examined before its preemptor (it would only take its GPUs back: a livelock).
+    `spread`: its spread group (`JobSpec.spread`), whose pending members avoid its nodes."""
 
     id: str
     tenant: str
@@ -123,6 +124,7 @@ class RunningJob:
     expected_end: float | None = None
     terminating: bool = False
     submitted_at: float | None = None
+    spread: str = ""
 
     @property
     def gpu_milli(self) -> int:

@@ -46,6 +46,7 @@ __all__ = [
     "replica_job_id",
     "replica_job_spec",
     "replica_state",
+    "spread_group",
 ]
 
 ENV_SERVICE = "GPU_PLATFORM_SERVICE"
@@ -79,6 +80,11 @@ def replica_job_id(service: Service, replica_id: str, incarnation: int) -> str:
     return token_job_id(service.spec.tenant, _token(service, replica_id, incarnation))
 
 
+def spread_group(service: Service) -> str:
+    """The spread group of a service's replica jobs: they prefer nodes holding no other."""
+    return f"service:{service.spec.tenant}/{service.name}"
+
+
 def replica_job_spec(service: Service, replica_id: str, incarnation: int) -> JobSpec:
     """The job that runs incarnation `incarnation` of replica `replica_id` (current spec)."""
     spec = service.spec
@@ -100,6 +106,7 @@ def replica_job_spec(service: Service, replica_id: str, incarnation: int) -> Job
         preemptible=spec.preemptible,
         env=env,
         client_token=_token(service, replica_id, incarnation),
+        spread=spread_group(service),
     )
 
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio.to_thread
-import httpx
 
 from gpu_platform.adapters.inbound.gateway.errors import GatewayError, send_error, send_json
 from gpu_platform.adapters.inbound.gateway.relay import Outcome, Relay
+from gpu_platform.adapters.inbound.gateway.upstream import UpstreamPool
 from gpu_platform.application.gateway.ledger import ServingLedger
 from gpu_platform.application.gateway.limits import GatewayLimits, LimitSettings
 from gpu_platform.application.gateway.routing import ReplicaBalancer
@@ -58,7 +58,7 @@ class GatewaySettings:
     max_body_bytes: int = 16 << 20
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 600.0  # between two chunks of an answer
-    max_connections: int = 1000
+    max_connections: int = 1000  # idle keep-alive connections kept per replica
     session_header: str = "x-session-id"
     auth_cache_s: float = 5.0
     eject_s: float = 2.0
@@ -101,7 +101,7 @@ class OpenAiGateway:
             message = await receive()
             if message["type"] == "lifespan.shutdown" and self._relay is not None:
                 relay, self._relay = self._relay, None
-                await relay.client.aclose()
+                await relay.pool.aclose()
             return message
 
         return wrapped
@@ -110,14 +110,12 @@ class OpenAiGateway:
         """The relay, made on first use inside the server's event loop."""
         if self._relay is None:
             s = self.settings
-            client = httpx.AsyncClient(
-                timeout=httpx.Timeout(s.read_timeout_s, connect=s.connect_timeout_s, pool=None),
-                limits=httpx.Limits(
-                    max_connections=s.max_connections, max_keepalive_connections=s.max_connections
-                ),
-                trust_env=False,
+            pool = UpstreamPool(
+                connect_timeout_s=s.connect_timeout_s,
+                read_timeout_s=s.read_timeout_s,
+                max_idle=s.max_connections,
             )
-            self._relay = Relay(client, ReplicaBalancer(s.eject_s), s.retries)
+            self._relay = Relay(pool, ReplicaBalancer(s.eject_s), s.retries)
         return self._relay
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -152,13 +150,12 @@ class OpenAiGateway:
                 )
             stream = request.get("stream") is True
             outcome = Outcome()
-            watcher = _watch_disconnect(receive, outcome) if stream else None
+            watcher = _watch_disconnect(receive, outcome)
             try:
                 await self.relay().forward(
                     route,
                     scope["path"],
                     body,
-                    [(b"content-type", b"application/json")],
                     send,
                     stream=stream,
                     session=session,
@@ -166,14 +163,13 @@ class OpenAiGateway:
                     outcome=outcome,
                 )
             except asyncio.CancelledError:
-                if watcher is None or not watcher.done() or outcome.complete:
+                if not watcher.done() or outcome.complete:
                     raise
                 _uncancel()
                 status = 499  # the client went away: the replica's stream was closed
                 return
             finally:
-                if watcher is not None:
-                    watcher.cancel()
+                watcher.cancel()
             status = outcome.status or 502
             if stream and outcome.first_byte_s is not None and outcome.status == 200:
                 self.metrics.first_token(model, outcome.first_byte_s)
@@ -267,7 +263,7 @@ class OpenAiGateway:
 
 def _watch_disconnect(receive: Receive, outcome: Outcome) -> asyncio.Task[None]:
     """A task that cancels the current one if the client disconnects before the answer is
-    complete, so a streaming replica stops generating for nobody."""
+    complete: the replica's connection is closed, so it stops generating for nobody."""
     task = asyncio.current_task()
     assert task is not None
 

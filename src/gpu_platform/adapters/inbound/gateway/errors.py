@@ -2,12 +2,13 @@
 
 400 invalid_request_error / invalid_json | missing_model | invalid_field
 401 invalid_request_error / invalid_api_key
-404 invalid_request_error / model_not_found | unknown_url
+404 invalid_request_error / model_not_found | unknown_url (the gateway's own port)
 405 invalid_request_error / method_not_allowed
 413 invalid_request_error / request_too_large
 429 rate_limit_error      / rate_limit_exceeded   (with Retry-After, whole seconds)
 502 api_error             / upstream_error        (a replica broke off before answering)
 503 api_error             / no_ready_replica      (with Retry-After: 1)
+504 api_error             / upstream_timeout      (a replica said nothing for the read timeout)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ __all__ = ["GatewayError", "send_error", "send_json"]
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-_TYPES = {429: "rate_limit_error", 502: "api_error", 503: "api_error"}
+_TYPES = {429: "rate_limit_error", 502: "api_error", 503: "api_error", 504: "api_error"}
 
 
 class GatewayError(Exception):

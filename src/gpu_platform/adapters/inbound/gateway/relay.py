@@ -1,11 +1,14 @@
 """Send one request to a replica and relay its answer, bytes as they come.
 
-The body goes upstream as the client sent it; the answer comes back chunk by chunk
-(`aiter_raw`: no decoding, no buffering), so server-sent events reach the client as the
-replica writes them. Only connection failures before the request was sent (refused, timed
-out, a write that failed) are retried, on another replica: the replica cannot have acted on
-the request. A replica that breaks off mid-answer ends the client's response unfinished
-(the client sees a broken stream), since a retry could repeat half an answer.
+The body goes upstream as the client sent it, on a pooled keep-alive connection
+(`UpstreamPool`); the answer comes back piece by piece as the replica writes it (framing
+removed, bytes untouched, no buffering), so server-sent events reach the client as they are
+made. Only failures before the request reached the replica (refused, connect timed out) are
+retried, on another replica: the replica cannot have acted on the request. Before the answer
+has begun, a replica that breaks off is a 502 (`upstream_error`) and one that says nothing for
+the read timeout a 504 (`upstream_timeout`); one that breaks off mid-answer ends the client's
+response unfinished (the client sees a broken stream), since a retry could repeat half an
+answer.
 
 Usage is read from the end of the answer (the last two chunks: `"usage": {...}` in a JSON
 body, or the last server-sent event when the client asked for
@@ -20,9 +23,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from gpu_platform.adapters.inbound.gateway.errors import GatewayError
+from gpu_platform.adapters.inbound.gateway.upstream import (
+    UpstreamError,
+    UpstreamPool,
+    UpstreamResponse,
+    UpstreamTimeout,
+    UpstreamUnreachable,
+)
 from gpu_platform.application.gateway.routing import ReplicaBalancer
 from gpu_platform.ports.inbound.model_routes import ModelRoute
 
@@ -33,9 +41,9 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 _HOP = frozenset(
     {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer", b"upgrade"}
 )
+_WHOLE = 4 << 20  # non-streamed answers up to this size are read whole before relaying
 _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
 _COMPLETION = re.compile(rb'"completion_tokens"\s*:\s*(\d+)')
-_RETRIED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.WriteError, httpx.PoolTimeout)
 
 
 def usage_in(tail: bytes) -> tuple[int, int] | None:
@@ -66,28 +74,18 @@ class Outcome:
 
 
 class Relay:
-    """Forwards requests for the gateway; owns the pooled client and the balancer."""
+    """Forwards requests for the gateway; owns the connection pool and the balancer."""
 
-    def __init__(self, client: httpx.AsyncClient, balancer: ReplicaBalancer, retries: int) -> None:
-        self.client = client
+    def __init__(self, pool: UpstreamPool, balancer: ReplicaBalancer, retries: int) -> None:
+        self.pool = pool
         self.balancer = balancer
         self.retries = retries
-        self._urls: dict[tuple[str, str], httpx.URL] = {}  # parsed once: half of build_request
-
-    def _url(self, base: str, path: str) -> httpx.URL:
-        url = self._urls.get((base, path))
-        if url is None:
-            if len(self._urls) > 4096:  # replicas come and go
-                self._urls.clear()
-            url = self._urls[(base, path)] = httpx.URL(base.rstrip("/") + path)
-        return url
 
     async def forward(
         self,
         route: ModelRoute,
         path: str,
         body: bytes,
-        headers: list[tuple[bytes, bytes]],
         send: Send,
         *,
         stream: bool,
@@ -100,33 +98,36 @@ class Relay:
         balancer = self.balancer
         tried: list[str] = []
         while len(tried) <= self.retries:
-            now = time.monotonic()
-            replica = balancer.choose(route, now, session, tried)
+            replica = balancer.choose(route, time.monotonic(), session, tried)
             if replica is None:
                 break
             tried.append(replica.replica_id)
             balancer.started(replica.replica_id)
             try:
-                request = self.client.build_request(
-                    "POST", self._url(replica.url, path), content=body, headers=headers
-                )
                 try:
-                    response = await self.client.send(request, stream=True)
-                except _RETRIED:
+                    response = await self.pool.post(replica.url, path, body)
+                except UpstreamUnreachable:
                     balancer.refused(replica.replica_id, time.monotonic())
                     continue
-                except httpx.HTTPError as exc:
+                except UpstreamTimeout as exc:
+                    raise GatewayError(
+                        504,
+                        "upstream_timeout",
+                        f"replica {replica.replica_id} of {route.model!r}: {exc}",
+                    ) from None
+                except UpstreamError as exc:
                     raise GatewayError(
                         502,
                         "upstream_error",
-                        f"replica {replica.replica_id} of {route.model!r} failed: {exc!r}",
+                        f"replica {replica.replica_id} of {route.model!r} failed: {exc}",
                     ) from None
                 balancer.answered(replica.replica_id)
+                complete = False
                 try:
-                    await _relay(response, send, stream, started, outcome)
-                    return
+                    complete = await _relay(response, send, stream, started, outcome)
                 finally:
-                    await response.aclose()
+                    response.release(complete)  # closed unless read to the end
+                return
             finally:
                 balancer.finished(replica.replica_id)
         if tried:
@@ -137,29 +138,48 @@ class Relay:
 
 
 async def _relay(
-    response: httpx.Response, send: Send, stream: bool, started: float, outcome: Outcome
-) -> None:
-    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _HOP]
-    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-    outcome.status = response.status_code
-    previous = last = b""
-    events = 0
+    response: UpstreamResponse, send: Send, stream: bool, started: float, outcome: Outcome
+) -> bool:
+    """Send the answer on; True when the replica's answer was read to its end."""
+    headers = [(k, v) for k, v in response.headers if k not in _HOP]
+    length = response.length
     try:
-        async for chunk in response.aiter_raw():
-            if outcome.first_byte_s is None:
-                outcome.first_byte_s = time.perf_counter() - started
-            if stream:
-                events += chunk.count(b"data: ")
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            previous, last = last, chunk
-    except httpx.HTTPError:
+        first = await response.read()  # often the whole body: one send, no empty last message
+        if not stream and length is not None and length <= _WHOLE:
+            while len(first) < length:  # a whole answer or a 502, never a torn one
+                first += await response.read()
+    except UpstreamTimeout as exc:
+        raise GatewayError(504, "upstream_timeout", str(exc)) from None
+    except UpstreamError as exc:
+        raise GatewayError(502, "upstream_error", str(exc)) from None
+    outcome.first_byte_s = time.perf_counter() - started
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    outcome.status = response.status
+    previous = b""
+    last = first
+    events = first.count(b"data: ") if stream else 0
+    try:
+        chunk = await response.read() if first else b""
+        if not chunk:
+            outcome.complete = True
+            await send({"type": "http.response.body", "body": first, "more_body": False})
+        else:
+            await send({"type": "http.response.body", "body": first, "more_body": True})
+            while chunk:
+                if stream:
+                    events += chunk.count(b"data: ")
+                previous, last = last, chunk
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                chunk = await response.read()
+            outcome.complete = True
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+    except UpstreamError:
         outcome.status = 0  # the replica broke off: leave the client's response unfinished
-        return
-    outcome.complete = True
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
-    if response.status_code < 300:
+        return False
+    if response.status < 300:
         found = usage_in(previous + last)
         if found is not None:
             outcome.prompt_tokens, outcome.completion_tokens = found
         elif stream:
             outcome.completion_tokens = max(0, events - 1)  # every event but [DONE]
+    return True
