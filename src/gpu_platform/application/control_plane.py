@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Literal, TypeVar
 
 import structlog
@@ -41,17 +41,16 @@ from gpu_platform.application.agent_hub import AgentHub, AgentUnavailable, Attem
 from gpu_platform.application.cluster_replica import Applied
 from gpu_platform.application.consistency import (
     LeaderElsewhere,
-    barrier_passed,
-    mark_barrier_passed,
-    stale_reads_allowed,
 )
+from gpu_platform.application.control.leadership import Leadership
+from gpu_platform.application.control.shared import Run as _Run
+from gpu_platform.application.control.shared import Shared
 from gpu_platform.application.raft_node import NotLeader, RaftNode, RaftNodeError
 from gpu_platform.application.replication import RaftReplication as Replication
 from gpu_platform.application.sharing import launch_fields, placement_milli, quota_gpu_memory
 from gpu_platform.domain.allocation.mig_jobs import models_hosting
 from gpu_platform.domain.cluster_state import (
     AbortJob,
-    AnnounceServer,
     BindJob,
     CancelArray,
     CancelJob,
@@ -167,18 +166,6 @@ ShutdownPolicy = Literal["requeue", "fail"]
 _NO_SCORE = Score(0, 0, 0, 0.0, 0, False)  # a running job's tasks: placed long ago
 
 
-@dataclass
-class _Run:
-    """The tasks of one attempt still running, and why the attempt is ending (the first task
-    that failed, or a launch error). The job's exit is recorded once every task has ended: a
-    gang fails whole, and its GPUs stay held until its last process is gone."""
-
-    tasks: int
-    live: set[int] = field(default_factory=set)
-    failure: ExitReport | None = None
-    launch_error: str = ""
-
-
 class ControlPlane:
     """Implements the JobService and AdminService inbound ports on one node.
 
@@ -222,8 +209,6 @@ class ControlPlane:
         self._replication = replication
         self._traces = trace_context or NoTraceContext()
         self._addresses = server_addresses  # (http url, grpc address, agent address)
-        self._leading = False
-        self._leader_since = 0.0
         # leading: node -> when we last heard its agent; when we last proposed its heartbeat
         self._beats, self._beats_committed = dict[str, float](), dict[str, float]()
         self._agents_seen: set[str] = set()  # nodes whose agent said hello to this leader
@@ -235,7 +220,6 @@ class ControlPlane:
         self._clock = clock
         self._ids = ids
         self._publisher = publisher
-        self._grace = stop_grace_s
         self._shutdown_policy = shutdown_policy
         self._interval = schedule_interval_s
         self._pin = pin_cpus
@@ -273,6 +257,29 @@ class ControlPlane:
                 hardware=hardware.load_hardware() if hardware is not None else (),
                 policy=fault_policy,
             )
+        self._s = Shared(
+            lock=self._lock,
+            applied=self._applied,
+            wake=self._wake,
+            stopping=self._stopping,
+            clock=clock,
+            runner=runner,
+            hub=self._hub,
+            replication=replication,
+            read_state=lambda: self._state,
+            execute=self._execute,
+            stop_attempt=self._stop_attempt,
+            on_exit=self._on_exit,
+            runs=self._runs,
+            nominated=self._nominated,
+            addresses=server_addresses,
+            local_node=local_node,
+            beats=self._beats,
+            beats_committed=self._beats_committed,
+            agents_seen=self._agents_seen,
+            grace=stop_grace_s,
+        )
+        self._leadership = Leadership(self._s)
 
     @property
     def _state(self) -> ClusterState:
@@ -281,6 +288,19 @@ class ControlPlane:
             return self._local
         assert self._replication is not None
         return self._replication.state
+
+    @property
+    def _leading(self) -> bool:
+        return self._s.leading
+
+    @property
+    def _grace(self) -> float:
+        """The stop grace period in seconds (`kill` sets 0 for one cancel)."""
+        return self._s.grace
+
+    @_grace.setter
+    def _grace(self, seconds: float) -> None:
+        self._s.grace = seconds
 
     @property
     def replicated(self) -> bool:
@@ -1005,92 +1025,28 @@ class ControlPlane:
             self._wake.wait(self._interval)
             self._wake.clear()
 
-    # -- leadership (replicated) -----------------------------------------------------------------
+    # -- leadership (replicated: control.leadership) --------------------------------------------
 
     def _lead(self) -> bool:
-        """Follow this server's role: take the lead or leave it; True while leading."""
-        assert self._replication is not None
-        leading = self._replication.is_leader()
-        if leading and not self._leading:
-            self._take_lead()
-        elif not leading and self._leading:
-            self._leave_lead()
-        return self._leading
-
-    def _take_lead(self) -> None:
-        """Announce where our APIs listen, then treat every attempt holding GPUs as still
-        running until its agent says otherwise (agents reconnect to us and reconcile)."""
-        assert self._replication is not None
-        http, grpc_address, agents = self._addresses
-        now = self._now()
-        sid = self._replication.server_id
-        self._execute(AnnounceServer(sid, http, grpc_address, now, agent_address=agents))
-        with self._lock:
-            self._leader_since = now
-            self._agents_seen.clear()
-            self._beats.clear()  # every node gets a fresh grace period from `now`
-            self._beats_committed.clear()
-            self._runs.clear()
-            for job in self._state.jobs():
-                if job.holds_gpus and job.allocation is not None:
-                    tasks = len(job.allocation.tasks)
-                    run = _Run(tasks, live=set(range(tasks)))
-                    self._runs[(job.id, job.allocation.epoch)] = run
-            self._leading = True
-        log.info("leading the cluster", server=sid, running=len(self._runs))
-
-    def _leave_lead(self) -> None:
-        with self._lock:
-            self._leading = False
-            self._runs.clear()
-            self._nominated.clear()
-        leader = self.accepting() or ""
-        log.info("no longer leading", leader_agents=leader)
-        if self._hub is not None:
-            self._hub.step_down(leader)
+        return self._leadership.lead()
 
     def _judging_nodes(self) -> bool:
-        """Replicated, a new leader gives agents one suspect period to reconnect before it
-        judges heartbeat ages (the committed ones may predate the failover)."""
-        if self._replication is None:
-            return True
-        grace = self._state.policy.node_suspect_after_s
-        return self._now() - self._leader_since >= grace
+        return self._leadership.judging_nodes()
 
     def leader_addresses(self) -> tuple[int | None, str, str, str]:
         """(leader id, its REST URL, gRPC address, agent address) as this server knows them."""
-        if self._replication is None:
-            return None, *self._addresses
-        leader = self._replication.leader_id()
-        with self._lock:
-            where = self._state.servers.get(leader) if leader else None
-        if where is None:
-            return leader, "", "", ""
-        return leader, *where
+        return self._leadership.leader_addresses()
 
     def _read_barrier(self) -> None:
-        """Replicated reads: linearizable on the leader (ReadIndex), refused elsewhere unless
-        the caller accepts this replica's possibly stale state."""
-        if self._replication is None or stale_reads_allowed() or barrier_passed():
-            return
-        if self._applied._is_owned():  # type: ignore[attr-defined]
-            return  # called while applying a command (an event subscriber): the state is current
-        try:
-            self._replication.read_barrier()
-        except NotLeader:
-            raise self._elsewhere() from None
-        mark_barrier_passed()  # the rest of this request reads at least this fresh
+        self._leadership.read_barrier()
 
     def _elsewhere(self) -> LeaderElsewhere:
-        leader, http, grpc_address, _ = self.leader_addresses()
-        return LeaderElsewhere(leader, http, grpc_address)
+        return self._leadership.elsewhere()
 
     # -- agents (AgentListener) ------------------------------------------------------------------
 
     def accepting(self) -> str | None:
-        if self._leading and not self._stopping.is_set():
-            return None
-        return self.leader_addresses()[3]
+        return self._leadership.accepting()
 
     def agent_connected(
         self,
@@ -1367,7 +1323,7 @@ class ControlPlane:
         policy = self._state.policy
         out = []
         for node in self._state.nodes:
-            silent = now - self._beats.get(node.name, self._leader_since)
+            silent = now - self._beats.get(node.name, self._s.leader_since)
             if (silent >= policy.node_down_after_s and node.state is not NodeState.DOWN) or (
                 silent >= policy.node_suspect_after_s and node.state is NodeState.READY
             ):
