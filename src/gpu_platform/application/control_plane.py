@@ -42,6 +42,7 @@ from gpu_platform.application.cluster_replica import Applied
 from gpu_platform.application.consistency import (
     LeaderElsewhere,
 )
+from gpu_platform.application.control.health import Health
 from gpu_platform.application.control.leadership import Leadership
 from gpu_platform.application.control.shared import Run as _Run
 from gpu_platform.application.control.shared import Shared
@@ -86,25 +87,13 @@ from gpu_platform.domain.events import (
 )
 from gpu_platform.domain.faults.commands import (
     AdminAction,
-    CheckNodes,
-    CompleteGpuReset,
     HardwareRecord,
-    NodeHeartbeat,
-    ReportEcc,
-    ReportGpuLost,
-    ReportThermal,
-    ReportXid,
     SetGpuAdmin,
     SetNodeAdmin,
 )
 from gpu_platform.domain.faults.health import (
-    EccReading,
-    GpuLostReport,
     HealthEvent,
     Heartbeat,
-    ReplicaProbe,
-    ThermalReading,
-    XidReport,
 )
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
@@ -134,13 +123,12 @@ from gpu_platform.domain.scheduling import (
 )
 from gpu_platform.domain.scheduling.array_throttle import hold_back_throttled
 from gpu_platform.domain.scheduling.live_view import LiveView
-from gpu_platform.domain.services.commands import ReportReplicaHealth
 from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
 from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo, ServerInfo
 from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo
 from gpu_platform.ports.outbound.clock import Clock, IdGenerator
 from gpu_platform.ports.outbound.events import EventPublisher
-from gpu_platform.ports.outbound.gpu_reset import GpuReset, GpuResetError
+from gpu_platform.ports.outbound.gpu_reset import GpuReset
 from gpu_platform.ports.outbound.hardware_store import HardwareStore
 from gpu_platform.ports.outbound.health_monitor import FaultInjector
 from gpu_platform.ports.outbound.job_runner import (
@@ -233,11 +221,8 @@ class ControlPlane:
         self._shut_down = False
         self._thread: threading.Thread | None = None
         self._hardware = hardware
-        self._gpu_reset = gpu_reset
         self._injector = injector
         self._check_heartbeats = check_heartbeats
-        self._reset_in_background = reset_in_background
-        self._resets_inflight: set[str] = set()
         self._runs: dict[tuple[str, int], _Run] = {}  # (job, epoch) -> its running tasks
         self._memory_audit: list[AuditRecord] = []
         self._metrics = scheduler_metrics or NoSchedulerMetrics()
@@ -280,6 +265,7 @@ class ControlPlane:
             grace=stop_grace_s,
         )
         self._leadership = Leadership(self._s)
+        self._health = Health(self._s, gpu_reset, reset_in_background=reset_in_background)
 
     @property
     def _state(self) -> ClusterState:
@@ -1243,17 +1229,7 @@ class ControlPlane:
             return True
 
     def _release_down_nodes(self, events: list[DomainEvent]) -> None:
-        """A node went DOWN: attempts already being stopped there cannot report; stop them
-        again so they are recorded ended (the hub reports tasks on silent nodes lost)."""
-        down = {
-            e.node for e in events if isinstance(e, NodeStateChanged) and e.new is NodeState.DOWN
-        }
-        if not down:
-            return
-        for job in self._state.jobs():
-            alloc = job.allocation
-            if job.holds_gpus and job.releasing and alloc is not None and down & set(alloc.nodes):
-                self._stop_attempt(job.id, alloc.epoch, alloc.nodes)
+        self._health.release_down_nodes(events)
 
     def _save_hardware(self, events: list[DomainEvent]) -> None:
         if self._hardware is None:
@@ -1271,100 +1247,19 @@ class ControlPlane:
     def _now(self) -> float:
         return self._clock.now()
 
-    # -- health and resets ---------------------------------------------------------------------
+    # -- health and resets (control.health) ----------------------------------------------------
 
     def report_health(self, event: HealthEvent) -> None:
         """A monitor's finding (called from its thread). Never raises: a finding about an
         unknown GPU or node is logged and dropped."""
-        if self._stopping.is_set():
-            return
-        now = self._now()
-        command: Command
-        match event:
-            case XidReport(node, index, xid):
-                command = ReportXid(node, index, xid, now)
-            case EccReading(node, index, corrected, uncorrected, pending, failed):
-                command = ReportEcc(node, index, corrected, uncorrected, pending, failed, now)
-            case ThermalReading(node, index, temperature, reasons):
-                command = ReportThermal(node, index, temperature, reasons, now)
-            case GpuLostReport(node, index, detail):
-                command = ReportGpuLost(node, index, now, detail)
-            case Heartbeat(node):
-                command = NodeHeartbeat(node, now)
-            case ReplicaProbe(_, job_id, epoch, ready, address, detail):
-                command = ReportReplicaHealth(job_id, epoch, ready, address, detail, now)
-        try:
-            events = self._execute(command)
-        except DomainError as exc:
-            log.warning("health finding dropped", finding=repr(event), error=str(exc))
-            return
-        except (RaftNodeError, LeaderElsewhere) as exc:  # not (or no longer) the leader
-            log.info("health finding not committed", finding=repr(event), error=str(exc))
-            return
-        if events:  # most readings change nothing; only a change can free or block GPUs
-            self._wake.set()
+        self._health.report_health(event)
 
     def check_nodes(self) -> None:
-        """Judge node heartbeat ages now (SUSPECT / DOWN per the fault policy). Replicated,
-        the leader judges the heartbeats it heard (in memory; a node it has not heard since
-        it took the lead counts from then) and commits only the verdicts that change a node."""
-        with self._lock:
-            now = self._now()
-            if self._replication is None:
-                events = self._execute(CheckNodes(now))
-            else:
-                silent = self._silent_nodes(now)
-                events = self._execute(CheckNodes(now, silent)) if silent else []
-        if events:  # waking on every check made the loop propose CheckNodes back to back
-            self._wake.set()
-
-    def _silent_nodes(self, now: float) -> tuple[tuple[str, float], ...]:
-        """(node, seconds silent) for each node whose state a heartbeat verdict would change."""
-        policy = self._state.policy
-        out = []
-        for node in self._state.nodes:
-            silent = now - self._beats.get(node.name, self._s.leader_since)
-            if (silent >= policy.node_down_after_s and node.state is not NodeState.DOWN) or (
-                silent >= policy.node_suspect_after_s and node.state is NodeState.READY
-            ):
-                out.append((node.name, silent))
-        return tuple(out)
+        """Judge node heartbeat ages now (SUSPECT / DOWN per the fault policy)."""
+        self._health.check_nodes()
 
     def _start_due_resets(self) -> None:
-        with self._lock:
-            due = [g for g in self._state.resets_due() if g.uuid not in self._resets_inflight]
-            for gpu in due:
-                self._resets_inflight.add(gpu.uuid)
-        for gpu in due:
-            args = (gpu.node, gpu.index, gpu.uuid)
-            if self._reset_in_background:
-                threading.Thread(target=self._reset, args=args, name="gpu-reset").start()
-            else:
-                self._reset(*args)
-
-    def _reset(self, node: str, index: int, uuid: str) -> None:
-        ok, detail = True, ""
-        try:
-            if self._gpu_reset is None:
-                raise GpuResetError("no GPU reset controller is configured")
-            self._gpu_reset.reset(node, index)
-        except GpuResetError as exc:
-            ok, detail = False, str(exc)
-        except Exception as exc:  # an adapter bug must not leave the GPU RESETTING forever
-            log.exception("gpu reset crashed", node=node, gpu=index)
-            ok, detail = False, f"reset crashed: {exc}"
-        with self._lock:
-            self._resets_inflight.discard(uuid)
-            if self._stopping.is_set():  # stores may be closing; the GPU is reset after restart
-                log.warning("gpu reset outcome dropped at shutdown", node=node, gpu=index, ok=ok)
-                return
-            try:
-                self._execute(CompleteGpuReset(node, index, ok, self._now(), detail))
-            except DomainError as exc:  # an operator moved it meanwhile (offline, online)
-                log.warning("gpu reset outcome dropped", node=node, gpu=index, error=str(exc))
-            except (RaftNodeError, LeaderElsewhere) as exc:  # the next leader resets it again
-                log.warning("gpu reset outcome not committed", node=node, gpu=index, error=str(exc))
-        self._wake.set()
+        self._health.start_due_resets()
 
     # -- AdminService ----------------------------------------------------------------------------
 
