@@ -42,6 +42,7 @@ from gpu_platform.application.cluster_replica import Applied
 from gpu_platform.application.consistency import (
     LeaderElsewhere,
 )
+from gpu_platform.application.control.agents import Agents
 from gpu_platform.application.control.health import Health
 from gpu_platform.application.control.leadership import Leadership
 from gpu_platform.application.control.shared import Run as _Run
@@ -58,7 +59,6 @@ from gpu_platform.domain.cluster_state import (
     ClusterState,
     Command,
     FinishJob,
-    RegisterNode,
     RemoveNode,
     RequeueJob,
     SetQuota,
@@ -93,7 +93,6 @@ from gpu_platform.domain.faults.commands import (
 )
 from gpu_platform.domain.faults.health import (
     HealthEvent,
-    Heartbeat,
 )
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
@@ -266,6 +265,7 @@ class ControlPlane:
         )
         self._leadership = Leadership(self._s)
         self._health = Health(self._s, gpu_reset, reset_in_background=reset_in_background)
+        self._agents = Agents(self._s, self._health)
 
     @property
     def _state(self) -> ClusterState:
@@ -1029,7 +1029,7 @@ class ControlPlane:
     def _elsewhere(self) -> LeaderElsewhere:
         return self._leadership.elsewhere()
 
-    # -- agents (AgentListener) ------------------------------------------------------------------
+    # -- agents (AgentListener: control.agents) ----------------------------------------------------
 
     def accepting(self) -> str | None:
         return self._leadership.accepting()
@@ -1040,98 +1040,18 @@ class ControlPlane:
         running: tuple[AttemptRef, ...],
         exited: tuple[ExitReport, ...] = (),
     ) -> None:
-        """Register the node, take the exits its agent kept while it had no leader, then
-        reconcile: stop what the cluster no longer owns or is stopping, record the start of
-        what was launched just before a failover, and treat every task the cluster places
-        here that the agent neither runs nor reported ended as lost with the node (an
-        interruption: the job is re-queued without using up its attempts)."""
-        now = self._now()
-        self._execute(RegisterNode(node, now))
-        self._beats[node.name] = now
-        with self._lock:
-            self._agents_seen.add(node.name)
-        for report in exited:
-            self._on_exit(report)
-        known = {(r.job_id, r.epoch, r.rank) for r in running}
-        known |= {(r.job_id, r.epoch, r.rank) for r in exited}
-        reported = {(r.job_id, r.epoch) for r in running}
-        to_start: list[tuple[str, int]] = []
-        lost: dict[tuple[str, int], set[int]] = {}
-        with self._lock:
-            jobs = {j.id: j for j in self._state.jobs()}
-            for job_id, epoch in sorted(reported):
-                job = jobs.get(job_id)
-                alloc = job.allocation if job is not None else None
-                if job is None or alloc is None or alloc.epoch != epoch or not job.holds_gpus:
-                    log.warning(
-                        "stopping an attempt the cluster does not own",
-                        job_id=job_id,
-                        epoch=epoch,
-                        node=node.name,
-                    )
-                    self._runner.stop(job_id, epoch, 0.0)
-                elif job.releasing:
-                    self._runner.stop(job_id, epoch, self._grace)
-                elif job.state is JobState.SCHEDULED:
-                    to_start.append((job_id, epoch))
-            for job in jobs.values():
-                alloc = job.allocation
-                if not (job.holds_gpus and alloc is not None):
-                    continue
-                for rank, slot in enumerate(alloc.tasks):
-                    if slot.node == node.name and (job.id, alloc.epoch, rank) not in known:
-                        lost.setdefault((job.id, alloc.epoch), set()).add(rank)
-        for job_id, epoch in to_start:
-            try:
-                self._execute(StartJob(job_id, epoch, self._now()))
-            except DomainError as exc:
-                log.warning("could not record a reconciled start", job_id=job_id, error=str(exc))
-        for (job_id, epoch), ranks in sorted(lost.items()):
-            if self._hub is not None:  # processes of an earlier agent there may linger
-                self._hub.stop_on(node.name, job_id, epoch)
-            self._lost(job_id, epoch, ranks, f"lost: the agent on {node.name} no longer runs it")
-        self._wake.set()
+        self._agents.agent_connected(node, running, exited)
 
     def _lost(
         self, job_id: str, epoch: int, ranks: set[int], why: str, *, ended: bool = False
     ) -> None:
-        """Tasks of an attempt vanished with their node's processes (an agent or control plane
-        restarted): re-queue the job as an interruption, not a fault of its own work, and once
-        none of its tasks runs any more, record its end so its GPUs are free."""
-        with self._lock:
-            job = self._state.job(job_id)
-            run = self._runs.get((job_id, epoch))
-            if run is not None:
-                run.live -= ranks
-            log.warning("tasks lost", job_id=job_id, epoch=epoch, ranks=sorted(ranks), why=why)
-            if not job.releasing:
-                self._execute(RequeueJob(job_id, epoch, self._now(), why))
-            run = self._runs.get((job_id, epoch))
-            if (run is None and ended) or (run is not None and not run.live):
-                self._runs.pop((job_id, epoch), None)
-                self._execute(FinishJob(job_id, epoch, None, self._now(), why))
+        self._agents.lost(job_id, epoch, ranks, why, ended=ended)
 
     def agent_heartbeat(self, node: str) -> None:
-        """Note a node's heartbeat in memory (the leader judges liveness from these); commit
-        one only when it changes the node's state: a SUSPECT node is READY again (at most
-        once per third of the suspect period while the commit is under way)."""
-        now = self._now()
-        self._beats[node] = now
-        try:  # no lock: one dict read, and a stale answer only delays or repeats a commit
-            suspect = self._state.node(node).state is NodeState.SUSPECT
-        except NotFound:
-            return
-        last = self._beats_committed.get(node, 0.0)
-        if not suspect or now - last < self._state.policy.node_suspect_after_s / 3:
-            return
-        self._beats_committed[node] = now
-        self.report_health(Heartbeat(node))
+        self._agents.agent_heartbeat(node)
 
     def agent_finding(self, event: HealthEvent) -> None:
-        if isinstance(event, Heartbeat):
-            self.agent_heartbeat(event.node)
-        else:
-            self.report_health(event)
+        self._agents.agent_finding(event)
 
     def agent_exit(self, report: ExitReport) -> None:
         self._on_exit(report)
@@ -1220,13 +1140,7 @@ class ControlPlane:
         self._execute(FinishJob(job_id, epoch, None, self._now(), why))
 
     def _accounted(self, node: str) -> bool:
-        """We know what `node` runs: its agent said hello to this leader, or it is DOWN."""
-        if node in self._agents_seen:
-            return True
-        try:
-            return self._state.node(node).state is NodeState.DOWN
-        except NotFound:
-            return True
+        return self._agents.accounted(node)
 
     def _release_down_nodes(self, events: list[DomainEvent]) -> None:
         self._health.release_down_nodes(events)
