@@ -42,6 +42,7 @@ from gpu_platform.application.cluster_replica import Applied
 from gpu_platform.application.consistency import (
     LeaderElsewhere,
 )
+from gpu_platform.application.control.admin import Admin
 from gpu_platform.application.control.agents import Agents
 from gpu_platform.application.control.health import Health
 from gpu_platform.application.control.leadership import Leadership
@@ -59,9 +60,7 @@ from gpu_platform.domain.cluster_state import (
     ClusterState,
     Command,
     FinishJob,
-    RemoveNode,
     RequeueJob,
-    SetQuota,
     StartJob,
     SubmitArray,
     SubmitJob,
@@ -69,7 +68,6 @@ from gpu_platform.domain.cluster_state import (
 from gpu_platform.domain.errors import (
     Conflict,
     DomainError,
-    IllegalTransition,
     InvalidRequest,
     NotFound,
 )
@@ -88,8 +86,6 @@ from gpu_platform.domain.events import (
 from gpu_platform.domain.faults.commands import (
     AdminAction,
     HardwareRecord,
-    SetGpuAdmin,
-    SetNodeAdmin,
 )
 from gpu_platform.domain.faults.health import (
     HealthEvent,
@@ -220,16 +216,10 @@ class ControlPlane:
         self._shut_down = False
         self._thread: threading.Thread | None = None
         self._hardware = hardware
-        self._injector = injector
         self._check_heartbeats = check_heartbeats
         self._runs: dict[tuple[str, int], _Run] = {}  # (job, epoch) -> its running tasks
-        self._memory_audit: list[AuditRecord] = []
         self._metrics = scheduler_metrics or NoSchedulerMetrics()
         self._policy = scheduler_policy
-        self._quota_store = quota_store
-        self._quotas = dict(quotas or {})  # configured; stored ones (set at run time) win
-        if quota_store is not None:
-            self._quotas.update(quota_store.load_quotas())
         self._why: dict[str, PendingReason] = {}  # pending job -> why it waits (last cycle)
         self._nominated: set[str] = set()  # preemptors waiting for their victims to stop
         self._asked: set[str] = set()  # jobs the engine was asked about this cycle
@@ -266,6 +256,16 @@ class ControlPlane:
         self._leadership = Leadership(self._s)
         self._health = Health(self._s, gpu_reset, reset_in_background=reset_in_background)
         self._agents = Agents(self._s, self._health)
+        self._admin = Admin(
+            self._s,
+            hardware=hardware,
+            injector=injector,
+            live_view=self._live_view,
+            quotas=quotas,
+            quota_store=quota_store,
+            read_barrier=self._leadership.read_barrier,
+            elsewhere=self._leadership.elsewhere,
+        )
 
     @property
     def _state(self) -> ClusterState:
@@ -654,30 +654,14 @@ class ControlPlane:
             return self._why.get(job_id) if job.state is JobState.QUEUED else None
 
     def quotas(self) -> dict[str, Quota]:
-        self._read_barrier()
-        with self._lock:
-            return self._effective_quotas()
+        return self._admin.quotas()
 
     def _effective_quotas(self) -> dict[str, Quota]:
-        """Configured quotas, overridden by those set at run time (replicated: in the state)."""
-        if self._replication is None:
-            return dict(self._quotas)
-        return {**self._quotas, **self._state.quotas}
+        return self._admin.effective_quotas()
 
     def set_quota(self, tenant: str, quota: Quota | None) -> None:
         """Set (or with None remove) a tenant's quota; stored, effective next cycle."""
-        if self._replication is not None:
-            self._execute(SetQuota(tenant, quota))
-            self._wake.set()
-            return
-        with self._lock:
-            if self._quota_store is not None:
-                self._quota_store.save_quota(tenant, quota)
-            if quota is None:
-                self._quotas.pop(tenant, None)
-            else:
-                self._quotas[tenant] = quota
-        self._wake.set()
+        self._admin.set_quota(tenant, quota)
 
     def _pending_job(self, job: Job) -> PendingJob:
         spec = job.spec
@@ -1175,7 +1159,7 @@ class ControlPlane:
     def _start_due_resets(self) -> None:
         self._health.start_due_resets()
 
-    # -- AdminService ----------------------------------------------------------------------------
+    # -- AdminService (control.admin) ----------------------------------------------------------
 
     def gpu_action(
         self,
@@ -1187,91 +1171,35 @@ class ControlPlane:
         actor: str,
         force: bool = False,
     ) -> None:
-        verb = f"{action} --force" if force else action
-        why = f"{verb} by {actor}: {reason}" if reason else f"{verb} by {actor}"
-        command = SetGpuAdmin(node, gpu_index, action, why, self._now(), force)
-        self._admin(command, actor, verb, f"gpu {node}:{gpu_index}", reason)
+        self._admin.gpu_action(node, gpu_index, action, reason=reason, actor=actor, force=force)
 
     def node_action(
         self, node: str, action: AdminAction, *, reason: str, actor: str, force: bool = False
     ) -> None:
-        verb = f"{action} --force" if force else action
-        why = f"{verb} by {actor}: {reason}" if reason else f"{verb} by {actor}"
-        command = SetNodeAdmin(node, action, why, self._now(), force)
-        self._admin(command, actor, verb, f"node {node}", reason)
+        self._admin.node_action(node, action, reason=reason, actor=actor, force=force)
 
     def remove_node(self, node: str, *, reason: str, actor: str) -> None:
         """Remove a node that holds no work and whose agent is not connected (it would
         register the node again at once)."""
-        if self._hub is not None and node in self._hub.connected():
-            why = f"node {node}: its agent is connected and would register it again; stop it first"
-            self._record(actor, "remove", f"node {node}", reason, f"refused: {why}")
-            raise Conflict(why)
-        why = f"removed by {actor}: {reason}" if reason else f"removed by {actor}"
-        self._admin(RemoveNode(node, why, self._now()), actor, "remove", f"node {node}", reason)
-
-    def _admin(self, command: Command, actor: str, verb: str, target: str, reason: str) -> None:
-        with self._lock:
-            try:
-                self._execute(command)
-            except IllegalTransition as exc:
-                self._record(actor, verb, target, reason, f"refused: {exc}")
-                raise Conflict(str(exc)) from None
-            except DomainError as exc:
-                self._record(actor, verb, target, reason, f"refused: {exc}")
-                raise
-            self._record(actor, verb, target, reason, "ok")
-        self._wake.set()
+        self._admin.remove_node(node, reason=reason, actor=actor)
 
     def inject(self, script: str, *, actor: str) -> list[str]:
         """Run a fault script on the injector (replicated: the leader's, which routes it to
         the agent of the node the script names); InvalidRequest('script', ...) when refused."""
-        if self._replication is not None and not self._replication.is_leader():
-            raise self._elsewhere()
-        if self._injector is None:
-            self._record(actor, "inject", "debug", script, "refused: injection disabled")
-            raise InvalidRequest("script", "fault injection is disabled on this server")
-        try:
-            lines = self._injector.inject(script)
-        except ValueError as exc:
-            self._record(actor, "inject", "debug", script, f"refused: {exc}")
-            raise InvalidRequest("script", str(exc)) from None
-        self._record(actor, "inject", "debug", "; ".join(lines), "ok")
-        return lines
+        return self._admin.inject(script, actor=actor)
 
     def nodes(self) -> list[NodeInfo]:
-        self._read_barrier()
-        with self._lock:
-            jobs = Counter(
-                j.allocation.node
-                for j in self._state.jobs()
-                if j.holds_gpus and j.allocation is not None
-            )
-            return [
-                NodeInfo(n.name, n.state, self._state.reason(n.name), len(n.gpus), jobs[n.name])
-                for n in self._state.nodes
-            ]
+        return self._admin.nodes()
 
     def topology(self, node: str) -> TopologyMatrix | None:
         """The `nvidia-smi topo -m` matrix of `node` (None: unknown node or no topology)."""
-        with self._lock:
-            found = next((n for n in self._state.nodes if n.name == node), None)
-            return None if found is None else self._live_view.hardware.matrix(found)
+        return self._admin.topology(node)
 
     def audit(self, limit: int = 100) -> list[AuditRecord]:
-        if self._hardware is not None:
-            return self._hardware.audit(limit)
-        with self._lock:
-            return self._memory_audit[-limit:]
+        return self._admin.audit(limit)
 
     def _record(self, actor: str, action: str, target: str, reason: str, outcome: str) -> None:
-        record = AuditRecord(self._now(), actor, action, target, reason, outcome)
-        log.info("audit", **{k: getattr(record, k) for k in record.__slots__})
-        if self._hardware is not None:
-            self._hardware.append_audit(record)
-        else:
-            with self._lock:
-                self._memory_audit.append(record)
+        self._admin.record(actor, action, target, reason, outcome)
 
     def check_invariants(self) -> None:
         with self._lock:
