@@ -31,7 +31,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from typing import Literal, TypeVar
 
@@ -46,9 +45,10 @@ from gpu_platform.application.control.admin import Admin
 from gpu_platform.application.control.agents import Agents
 from gpu_platform.application.control.health import Health
 from gpu_platform.application.control.leadership import Leadership
+from gpu_platform.application.control.membership import Membership
 from gpu_platform.application.control.shared import Run as _Run
 from gpu_platform.application.control.shared import Shared
-from gpu_platform.application.raft_node import NotLeader, RaftNode, RaftNodeError
+from gpu_platform.application.raft_node import NotLeader, RaftNodeError
 from gpu_platform.application.replication import RaftReplication as Replication
 from gpu_platform.application.sharing import launch_fields, placement_milli, quota_gpu_memory
 from gpu_platform.domain.allocation.mig_jobs import models_hosting
@@ -119,7 +119,7 @@ from gpu_platform.domain.scheduling import (
 from gpu_platform.domain.scheduling.array_throttle import hold_back_throttled
 from gpu_platform.domain.scheduling.live_view import LiveView
 from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
-from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo, ServerInfo
+from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo
 from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo
 from gpu_platform.ports.outbound.clock import Clock, IdGenerator
 from gpu_platform.ports.outbound.events import EventPublisher
@@ -265,6 +265,9 @@ class ControlPlane:
             quota_store=quota_store,
             read_barrier=self._leadership.read_barrier,
             elsewhere=self._leadership.elsewhere,
+        )
+        self._membership = Membership(
+            self._s, elsewhere=self._leadership.elsewhere, record=self._admin.record
         )
 
     @property
@@ -1198,109 +1201,23 @@ class ControlPlane:
     def audit(self, limit: int = 100) -> list[AuditRecord]:
         return self._admin.audit(limit)
 
-    def _record(self, actor: str, action: str, target: str, reason: str, outcome: str) -> None:
-        self._admin.record(actor, action, target, reason, outcome)
-
     def check_invariants(self) -> None:
         with self._lock:
             self._state.check_invariants()
 
-    # -- cluster membership ----------------------------------------------------------------------
+    # -- cluster membership (control.membership) -----------------------------------------------
 
     def cluster(self) -> ClusterInfo:
-        agents = self._hub.connected() if self._hub is not None and self._leading else {}
-        if self._replication is None:
-            http, grpc_address, agent = self._addresses
-            me = ServerInfo(0, True, http, grpc_address, agent)
-            return ClusterInfo("embedded", 0, "leader", 0, 0, 0, 0, (me,), agents)
-        st = self._replication.node.status()
-        with self._lock:
-            known = dict(self._state.servers)
-        servers = tuple(
-            ServerInfo(
-                sid,
-                sid in st.voters,
-                *known.get(sid, ("", "", "")),
-            )
-            for sid in sorted(set(st.voters) | set(known))
-        )
-        return ClusterInfo(
-            "replicated",
-            st.id,
-            st.role.name.lower(),
-            st.term,
-            st.leader_id,
-            st.commit,
-            st.applied,
-            servers,
-            agents,
-        )
-
-    def _membership(
-        self, actor: str, verb: str, target: str, change: Callable[[], object]
-    ) -> ClusterInfo:
-        if self._replication is None:
-            raise InvalidRequest("server", "the embedded control plane has no Raft membership")
-        if not self._replication.is_leader():
-            raise self._elsewhere()
-        try:
-            outcome = change()
-            if isinstance(outcome, Future):
-                outcome.result(timeout=30)
-        except NotLeader:
-            self._record(actor, verb, target, "", "refused: not the leader")
-            raise self._elsewhere() from None
-        except (RaftNodeError, FutureTimeout) as exc:
-            self._record(actor, verb, target, "", f"refused: {exc}")
-            raise Conflict(f"{verb} {target}: {exc or 'timed out'}") from None
-        self._record(actor, verb, target, "", "ok")
-        return self.cluster()
+        return self._membership.cluster()
 
     def add_server(self, server_id: int, address: str, *, actor: str) -> ClusterInfo:
-        if server_id < 1:
-            raise InvalidRequest("id", f"must be a positive integer, got {server_id}")
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            raise InvalidRequest("address", f"expected host:port, got {address!r}")
-        assert_replicated = self._replication
-        if assert_replicated is not None and server_id in assert_replicated.node.status().voters:
-            raise Conflict(f"server {server_id} is already a member")
-        return self._membership(
-            actor,
-            "add-server",
-            f"server {server_id} at {address}",
-            lambda: self._raft().add_voter(server_id, address),
-        )
+        return self._membership.add_server(server_id, address, actor=actor)
 
     def remove_server(self, server_id: int, *, actor: str) -> ClusterInfo:
-        if self._replication is not None and server_id not in self._raft().status().voters:
-            raise NotFound("server", str(server_id))
-        return self._membership(
-            actor,
-            "remove-server",
-            f"server {server_id}",
-            lambda: self._raft().remove_voter(server_id),
-        )
+        return self._membership.remove_server(server_id, actor=actor)
 
     def transfer_leader(self, server_id: int, *, actor: str) -> ClusterInfo:
-        if self._replication is not None and server_id not in self._raft().status().voters:
-            raise NotFound("server", str(server_id))
-
-        def transfer() -> None:
-            raft = self._raft()
-            raft.transfer_leadership(server_id)
-            deadline = time.monotonic() + 20 * raft.config.tick_interval * raft.config.election_tick
-            while time.monotonic() < deadline:
-                if raft.status().leader_id == server_id:
-                    return
-                time.sleep(raft.config.tick_interval)
-            raise RaftNodeError(f"server {server_id} did not take over")
-
-        return self._membership(actor, "transfer-leader", f"server {server_id}", transfer)
-
-    def _raft(self) -> RaftNode:
-        assert self._replication is not None
-        return self._replication.node
+        return self._membership.transfer_leader(server_id, actor=actor)
 
 
 def _check_rank(job: Job, rank: int) -> None:
