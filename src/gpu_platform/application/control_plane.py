@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import replace
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import structlog
 
@@ -45,6 +45,7 @@ from gpu_platform.application.control.admin import Admin
 from gpu_platform.application.control.agents import Agents
 from gpu_platform.application.control.health import Health
 from gpu_platform.application.control.leadership import Leadership
+from gpu_platform.application.control.lifecycle import Lifecycle, ShutdownPolicy
 from gpu_platform.application.control.membership import Membership
 from gpu_platform.application.control.shared import Run as _Run
 from gpu_platform.application.control.shared import Shared
@@ -53,7 +54,6 @@ from gpu_platform.application.replication import RaftReplication as Replication
 from gpu_platform.application.sharing import launch_fields, placement_milli, quota_gpu_memory
 from gpu_platform.domain.allocation.mig_jobs import models_hosting
 from gpu_platform.domain.cluster_state import (
-    AbortJob,
     BindJob,
     CancelArray,
     CancelJob,
@@ -143,9 +143,6 @@ __all__ = ["ControlPlane", "ShutdownPolicy"]
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
-ShutdownPolicy = Literal["requeue", "fail"]
-
-
 _NO_SCORE = Score(0, 0, 0, 0.0, 0, False)  # a running job's tasks: placed long ago
 
 
@@ -203,7 +200,6 @@ class ControlPlane:
         self._clock = clock
         self._ids = ids
         self._publisher = publisher
-        self._shutdown_policy = shutdown_policy
         self._interval = schedule_interval_s
         self._pin = pin_cpus
         self._matrices: dict[str, TopologyMatrix] = {}
@@ -213,8 +209,6 @@ class ControlPlane:
         self._applied = threading.Condition(self._lock)
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._shut_down = False
-        self._thread: threading.Thread | None = None
         self._hardware = hardware
         self._check_heartbeats = check_heartbeats
         self._runs: dict[tuple[str, int], _Run] = {}  # (job, epoch) -> its running tasks
@@ -269,6 +263,12 @@ class ControlPlane:
         self._membership = Membership(
             self._s, elsewhere=self._leadership.elsewhere, record=self._admin.record
         )
+        self._lifecycle = Lifecycle(
+            self._s,
+            loop=self._loop,
+            start_due_resets=self._start_due_resets,
+            shutdown_policy=shutdown_policy,
+        )
 
     @property
     def _state(self) -> ClusterState:
@@ -295,122 +295,28 @@ class ControlPlane:
     def replicated(self) -> bool:
         return self._replication is not None
 
-    # -- lifecycle ---------------------------------------------------------------------------
+    # -- lifecycle (control.lifecycle) ---------------------------------------------------------
 
     def recover(self) -> list[str]:
         """Requeue attempts left by a previous incarnation (reaping their processes)."""
-        recovered = []
-        with self._lock:
-            for job in self._state.jobs():
-                if not (job.holds_gpus and job.allocation is not None):
-                    continue
-                epoch = job.allocation.epoch
-                killed = self._runner.reap(job.id, epoch)
-                reason = f"attempt {job.attempt} lost: control plane restarted"
-                if killed:
-                    reason += f" ({killed} leftover processes killed)"
-                if job.releasing:  # it was being stopped; its process is gone now
-                    self._execute(FinishJob(job.id, epoch, None, self._now(), reason))
-                else:  # the runner does not know it, so the GPUs are freed at once
-                    self._execute(RequeueJob(job.id, epoch, self._now(), reason))
-                    recovered.append(job.id)
-        if recovered:
-            log.warning("recovered lost attempts", jobs=recovered)
-        self._start_due_resets()  # GPUs that were RESETTING when we stopped
-        return recovered
+        return self._lifecycle.recover()
 
     def start(self) -> None:
         """Recover, then run the scheduler loop on a dedicated thread (it also launches jobs).
         Replicated, there is nothing to recover here: the loop acts while this server leads,
         and agents tell the leader what still runs."""
-        if self._replication is None:
-            self.recover()
-        self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
-        self._thread.start()
+        self._lifecycle.start()
 
     def shutdown(self) -> None:
         """Record running attempts per the shutdown policy, stop them, stop the loop (once).
         Replicated, jobs outlive this server (they run on agents): the loop stops, and only
         the attempts of this process's own agent are settled by the policy."""
-        with self._lock:
-            if self._shut_down:
-                return
-            self._shut_down = True
-        if self._replication is not None:
-            self._stopping.set()
-            self._wake.set()
-            if self._thread is not None:
-                self._thread.join(timeout=30)
-            self._settle_local_node()
-            return
-        with self._lock:
-            self._stopping.set()
-            for job in self._state.jobs():
-                if job.holds_gpus and job.allocation is not None and not job.releasing:
-                    self._execute(self._shutdown_command(job))
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        self._runner.stop_all(self._grace)
-
-    def _shutdown_command(self, job: Job) -> Command:
-        """What `shutdown_policy` does to a running attempt: re-queue it or end it FAILED."""
-        assert job.allocation is not None
-        epoch, now, why = job.allocation.epoch, self._now(), "control plane shut down"
-        if self._shutdown_policy == "requeue":
-            return RequeueJob(job.id, epoch, now, why)
-        return AbortJob(job.id, epoch, now, why)
-
-    def _settle_local_node(self) -> None:
-        """Replicated with an agent in this process: that agent's tasks go away with us, so
-        while we still lead, settle its node's attempts by the shutdown policy (as the
-        embedded control plane does) and wait, bounded, until their ends are recorded."""
-        node = self._local_node
-        if node is None or not self._leading:
-            return
-        with self._lock:
-            here = [
-                j
-                for j in self._state.jobs()
-                if j.holds_gpus and j.allocation is not None and node in j.allocation.nodes
-            ]
-        for job in here:
-            if job.releasing:
-                continue
-            try:
-                self._execute(self._shutdown_command(job))
-            except (DomainError, RaftNodeError, LeaderElsewhere) as exc:
-                log.warning("could not settle a job at shutdown", job_id=job.id, error=str(exc))
-        ids = {j.id for j in here}
-        deadline = time.monotonic() + self._grace + 5.0
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not any(self._state.job(j).holds_gpus for j in ids):
-                    return
-            time.sleep(0.05)
-        log.warning("jobs still running at shutdown", node=node, jobs=sorted(ids))
+        self._lifecycle.shutdown()
 
     def wait_ready(self, timeout: float) -> bool:
         """Replicated: wait until a leader is known and, with an agent in this process, its
         node is registered and that agent connected. True when ready in time."""
-        if self._replication is None:
-            return True
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._replication.leader_id() is not None and self._local_ready():
-                return True
-            time.sleep(0.02)
-        return False
-
-    def _local_ready(self) -> bool:
-        node = self._local_node
-        if node is None:
-            return True
-        with self._lock:
-            known = any(n.name == node for n in self._state.nodes)
-        if not known:
-            return False
-        return not self._leading or self._hub is None or node in self._hub.ready_nodes()
+        return self._lifecycle.wait_ready(timeout)
 
     # -- JobService --------------------------------------------------------------------------
 
