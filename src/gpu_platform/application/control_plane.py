@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import replace
@@ -44,6 +43,7 @@ from gpu_platform.application.consistency import (
 from gpu_platform.application.control.admin import Admin
 from gpu_platform.application.control.agents import Agents
 from gpu_platform.application.control.health import Health
+from gpu_platform.application.control.jobs import Jobs
 from gpu_platform.application.control.leadership import Leadership
 from gpu_platform.application.control.lifecycle import Lifecycle, ShutdownPolicy
 from gpu_platform.application.control.membership import Membership
@@ -55,7 +55,6 @@ from gpu_platform.application.sharing import launch_fields, placement_milli, quo
 from gpu_platform.domain.allocation.mig_jobs import models_hosting
 from gpu_platform.domain.cluster_state import (
     BindJob,
-    CancelArray,
     CancelJob,
     ClusterState,
     Command,
@@ -184,14 +183,9 @@ class ControlPlane:
         trace_context: JobTraceContext | None = None,
         local_node: str | None = None,
     ) -> None:
-        self._inventory = inventory
-        self._local_node = local_node  # replicated: the node of this process's own agent
         self._replication = replication
         self._traces = trace_context or NoTraceContext()
-        self._addresses = server_addresses  # (http url, grpc address, agent address)
-        # leading: node -> when we last heard its agent; when we last proposed its heartbeat
-        self._beats, self._beats_committed = dict[str, float](), dict[str, float]()
-        self._agents_seen: set[str] = set()  # nodes whose agent said hello to this leader
+        self._beats = dict[str, float]()  # leading: node -> when we last heard its agent
         self._hub = runner if isinstance(runner, AgentHub) else None
         if self._hub is not None:
             self._hub.attach(self)
@@ -243,8 +237,6 @@ class ControlPlane:
             addresses=server_addresses,
             local_node=local_node,
             beats=self._beats,
-            beats_committed=self._beats_committed,
-            agents_seen=self._agents_seen,
             grace=stop_grace_s,
         )
         self._leadership = Leadership(self._s)
@@ -263,6 +255,7 @@ class ControlPlane:
         self._membership = Membership(
             self._s, elsewhere=self._leadership.elsewhere, record=self._admin.record
         )
+        self._jobs = Jobs(self._s, inventory, read_barrier=self._leadership.read_barrier)
         self._lifecycle = Lifecycle(
             self._s,
             loop=self._loop,
@@ -344,119 +337,46 @@ class ControlPlane:
         self._wake.set()
         return info
 
+    # -- job reads and stops (control.jobs) ------------------------------------------------------
+
     def get_array(self, array_id: str) -> ArrayInfo:
-        self._read_barrier()
-        with self._lock:
-            return self._array_info(array_id)
+        return self._jobs.get_array(array_id)
 
     def cancel_array(self, array_id: str, reason: str = "cancelled by user") -> ArrayInfo:
-        with self._lock:
-            self._execute(CancelArray(array_id, self._now(), reason))
-            info = self._array_info(array_id)
-        self._wake.set()
-        return info
+        return self._jobs.cancel_array(array_id, reason)
 
     def _array_info(self, array_id: str) -> ArrayInfo:
-        state = self._state
-        return ArrayInfo.of(array_id, state.array(array_id), state.array_tasks(array_id))
+        return self._jobs.array_info(array_id)
 
     def get(self, job_id: str) -> Job:
-        self._read_barrier()
-        with self._lock:
-            return self._state.job(job_id)
+        return self._jobs.get(job_id)
 
     def list_jobs(self, state: str | None = None) -> list[Job]:
-        if state is not None and state.upper() not in JobState.__members__:
-            raise InvalidRequest("state", f"unknown job state {state!r}")
-        self._read_barrier()
-        with self._lock:
-            jobs = list(self._state.jobs())
-        return [j for j in jobs if state is None or j.state == state.upper()]
+        return self._jobs.list_jobs(state)
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> Job:
-        with self._lock:
-            self._execute(CancelJob(job_id, self._now(), reason))
-            job = self._state.job(job_id)
-        self._wake.set()
-        return job
+        return self._jobs.cancel(job_id, reason)
 
     def kill(self, job_id: str, reason: str = "killed by user") -> Job:
         """`cancel` with a zero grace period: the attempt gets SIGKILL at once. On a job
         already cancelled whose attempt is still in its grace period, it escalates: SIGKILL."""
-        with self._lock:
-            job = self._state.job(job_id)
-            stopping = [e for j, e in self._runs if j == job_id]
-            if job.terminal and stopping:
-                for epoch in stopping:
-                    self._runner.stop(job_id, epoch, 0.0)
-                return job
-            grace, self._grace = self._grace, 0.0
-            try:
-                return self.cancel(job_id, reason)
-            finally:
-                self._grace = grace
+        return self._jobs.kill(job_id, reason)
 
     def logs(
         self, job_id: str, attempt: int | None = None, tail_bytes: int = 65536, rank: int = 0
     ) -> str:
-        job = self.get(job_id)
-        _check_rank(job, rank)
-        which = job.attempt if attempt is None else attempt
-        if which < 1 or which > job.attempt:
-            if attempt is None:
-                return ""
-            raise NotFound("attempt", f"{job_id}#{attempt}")
-        return self._runner.read_log(job_id, which, tail_bytes, rank)
+        return self._jobs.logs(job_id, attempt, tail_bytes, rank)
 
     def log_from(
         self, job_id: str, attempt: int, offset: int, max_bytes: int = 65536, rank: int = 0
     ) -> tuple[bytes, bool]:
-        job = self.get(job_id)
-        _check_rank(job, rank)
-        if attempt < 1 or attempt > job.attempt:
-            raise NotFound("attempt", f"{job_id}#{attempt}")
-        live = job.attempt == attempt and job.holds_gpus
-        return self._runner.read_log_from(job_id, attempt, offset, max_bytes, rank), live
+        return self._jobs.log_from(job_id, attempt, offset, max_bytes, rank)
 
     def gpus(self) -> list[GpuInfo]:
-        self._read_barrier()
-        with self._lock:
-            return [
-                GpuInfo(
-                    g,
-                    self._state.gpu_state(g),
-                    self._state.holder(g),
-                    self._state.reason(g.uuid),
-                    self._state.hot(g),
-                    self._state.share_book.shares(g.uuid),
-                )
-                for n in self._state.nodes
-                for g in n.gpus
-            ]
+        return self._jobs.gpus()
 
     def status(self) -> ClusterStatus:
-        self._read_barrier()
-        with self._lock:
-            jobs = Counter(str(j.state) for j in self._state.jobs())
-            free = sum(len(v.free) for v in self._state.node_views())
-            nodes = self._state.nodes
-            shared = [len(s) for s in self._state.share_book.gpus.values()]
-        source = "agents"  # replicated: the nodes are what agents registered
-        if self._local is not None:
-            source = self._inventory.source
-        elif self._local_node is not None:  # with this host's own agent
-            source = self._inventory.source + (" + agents" if len(nodes) > 1 else "")
-        return ClusterStatus(
-            inventory_source=source,
-            simulated=self._inventory.simulated,
-            nodes=len(nodes),
-            gpus_total=sum(len(n.gpus) for n in nodes),
-            gpus_free=free,
-            jobs_by_state=dict(jobs),
-            notes=self._inventory.notes,
-            gpus_shared=len(shared),
-            shares=sum(shared),
-        )
+        return self._jobs.status()
 
     # -- scheduling ----------------------------------------------------------------------------
 
@@ -1124,11 +1044,6 @@ class ControlPlane:
 
     def transfer_leader(self, server_id: int, *, actor: str) -> ClusterInfo:
         return self._membership.transfer_leader(server_id, actor=actor)
-
-
-def _check_rank(job: Job, rank: int) -> None:
-    if not 0 <= rank < job.spec.tasks:
-        raise InvalidRequest("rank", f"job {job.id} has tasks 0..{job.spec.tasks - 1}, not {rank}")
 
 
 def _first_gpu(node: Node, indices: tuple[int, ...]) -> Gpu | None:

@@ -66,13 +66,12 @@ class Shared:
     nominated: set[str]  # preemptors waiting for their victims to stop
     addresses: tuple[str, str, str]  # this server's (http url, grpc address, agent address)
     local_node: str | None  # replicated: the node of this process's own agent
-    # leading: node -> when we last heard its agent; when we last proposed its heartbeat
-    beats: dict[str, float]
-    beats_committed: dict[str, float]
-    agents_seen: set[str]  # nodes whose agent said hello to this leader
+    beats: dict[str, float]  # leading: node -> when we last heard its agent
     grace: float
     leading: bool = False
     leader_since: float = 0.0
+    beats_committed: dict[str, float] = field(default_factory=dict)  # node -> last proposed
+    agents_seen: set[str] = field(default_factory=set)  # nodes whose agent said hello to us
 
     @property
     def state(self) -> ClusterState:
