@@ -8,19 +8,16 @@ applied before its start.
 A stopped attempt (cancel, requeue, abort) keeps its GPUs until the runner reports its process
 ended; if the runner does not know the attempt, nothing is running and the GPUs are freed at once.
 
-Child-process policy (documented in docs/operations.md): on graceful shutdown every running
-attempt is first recorded as requeued (or failed, per `shutdown_policy`), then stopped with
-SIGTERM, a grace period and SIGKILL of its process group. On start-up, attempts that held GPUs
-belonged to a previous incarnation: their leftover processes are reaped, running jobs are
-requeued and the GPUs freed.
+GPU and node state changes are saved to the HardwareStore before the jobs they affect, and
+survive a restart.
 
-Faults (docs/faults.md): health monitors call `report_health` from their own threads; each
-finding becomes a cluster-state command, so the fault tables decide and the same lock orders
-it with everything else. GPU and node state changes are saved to the HardwareStore before the
-jobs they affect, and survive a restart. A GPU that reaches RESETTING is reset by the GpuReset
-port once no attempt holds it (on a worker thread when `reset_in_background`), and the outcome
-is fed back. Operator actions (`gpu_action`, `node_action`, `inject`) are audited, refused ones
-too.
+This module keeps the command path (`_execute`, replicated `_commit`/`_commit_all`, `_effects`),
+submits, the scheduling cycle and launching. The other concerns are collaborators in
+`application.control`, built on one `control.shared.Shared` (state, lock, command path):
+`lifecycle` (recover, start, shutdown policy), `leadership` (replicated role, read barrier),
+`agents` (hello, reconcile, heartbeats), `health` (findings, heartbeat verdicts, GPU resets),
+`admin` (operator actions, quotas, audit), `membership` (Raft servers) and `jobs` (reads,
+cancel, kill, logs). `ControlPlane` delegates its public methods to them.
 """
 
 from __future__ import annotations
@@ -37,9 +34,7 @@ import structlog
 
 from gpu_platform.application.agent_hub import AgentHub, AgentUnavailable, AttemptRef
 from gpu_platform.application.cluster_replica import Applied
-from gpu_platform.application.consistency import (
-    LeaderElsewhere,
-)
+from gpu_platform.application.consistency import LeaderElsewhere
 from gpu_platform.application.control.admin import Admin
 from gpu_platform.application.control.agents import Agents
 from gpu_platform.application.control.health import Health
@@ -64,12 +59,7 @@ from gpu_platform.domain.cluster_state import (
     SubmitArray,
     SubmitJob,
 )
-from gpu_platform.domain.errors import (
-    Conflict,
-    DomainError,
-    InvalidRequest,
-    NotFound,
-)
+from gpu_platform.domain.errors import Conflict, DomainError, InvalidRequest, NotFound
 from gpu_platform.domain.events import (
     ArraySubmitted,
     DomainEvent,
@@ -82,13 +72,8 @@ from gpu_platform.domain.events import (
     NodeStateChanged,
     StaleReportIgnored,
 )
-from gpu_platform.domain.faults.commands import (
-    AdminAction,
-    HardwareRecord,
-)
-from gpu_platform.domain.faults.health import (
-    HealthEvent,
-)
+from gpu_platform.domain.faults.commands import AdminAction, HardwareRecord
+from gpu_platform.domain.faults.health import HealthEvent
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.gpu import Gpu
