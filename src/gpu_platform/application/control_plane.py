@@ -8,19 +8,16 @@ applied before its start.
 A stopped attempt (cancel, requeue, abort) keeps its GPUs until the runner reports its process
 ended; if the runner does not know the attempt, nothing is running and the GPUs are freed at once.
 
-Child-process policy (documented in docs/operations.md): on graceful shutdown every running
-attempt is first recorded as requeued (or failed, per `shutdown_policy`), then stopped with
-SIGTERM, a grace period and SIGKILL of its process group. On start-up, attempts that held GPUs
-belonged to a previous incarnation: their leftover processes are reaped, running jobs are
-requeued and the GPUs freed.
+GPU and node state changes are saved to the HardwareStore before the jobs they affect, and
+survive a restart.
 
-Faults (docs/faults.md): health monitors call `report_health` from their own threads; each
-finding becomes a cluster-state command, so the fault tables decide and the same lock orders
-it with everything else. GPU and node state changes are saved to the HardwareStore before the
-jobs they affect, and survive a restart. A GPU that reaches RESETTING is reset by the GpuReset
-port once no attempt holds it (on a worker thread when `reset_in_background`), and the outcome
-is fed back. Operator actions (`gpu_action`, `node_action`, `inject`) are audited, refused ones
-too.
+This module keeps the command path (`_execute`, replicated `_commit`/`_commit_all`, `_effects`),
+submits, the scheduling cycle and launching. The other concerns are collaborators in
+`application.control`, built on one `control.shared.Shared` (state, lock, command path):
+`lifecycle` (recover, start, shutdown policy), `leadership` (replicated role, read barrier),
+`agents` (hello, reconcile, heartbeats), `health` (findings, heartbeat verdicts, GPU resets),
+`admin` (operator actions, quotas, audit), `membership` (Raft servers) and `jobs` (reads,
+cancel, kill, logs). `ControlPlane` delegates its public methods to them.
 """
 
 from __future__ import annotations
@@ -28,51 +25,41 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field, replace
-from typing import Literal, TypeVar
+from dataclasses import replace
+from typing import TypeVar
 
 import structlog
 
 from gpu_platform.application.agent_hub import AgentHub, AgentUnavailable, AttemptRef
 from gpu_platform.application.cluster_replica import Applied
-from gpu_platform.application.consistency import (
-    LeaderElsewhere,
-    barrier_passed,
-    mark_barrier_passed,
-    stale_reads_allowed,
-)
-from gpu_platform.application.raft_node import NotLeader, RaftNode, RaftNodeError
+from gpu_platform.application.consistency import LeaderElsewhere
+from gpu_platform.application.control.admin import Admin
+from gpu_platform.application.control.agents import Agents
+from gpu_platform.application.control.health import Health
+from gpu_platform.application.control.jobs import Jobs
+from gpu_platform.application.control.leadership import Leadership
+from gpu_platform.application.control.lifecycle import Lifecycle, ShutdownPolicy
+from gpu_platform.application.control.membership import Membership
+from gpu_platform.application.control.shared import Run as _Run
+from gpu_platform.application.control.shared import Shared
+from gpu_platform.application.raft_node import NotLeader, RaftNodeError
 from gpu_platform.application.replication import RaftReplication as Replication
 from gpu_platform.application.sharing import launch_fields, placement_milli, quota_gpu_memory
 from gpu_platform.domain.allocation.mig_jobs import models_hosting
 from gpu_platform.domain.cluster_state import (
-    AbortJob,
-    AnnounceServer,
     BindJob,
-    CancelArray,
     CancelJob,
     ClusterState,
     Command,
     FinishJob,
-    RegisterNode,
-    RemoveNode,
     RequeueJob,
-    SetQuota,
     StartJob,
     SubmitArray,
     SubmitJob,
 )
-from gpu_platform.domain.errors import (
-    Conflict,
-    DomainError,
-    IllegalTransition,
-    InvalidRequest,
-    NotFound,
-)
+from gpu_platform.domain.errors import Conflict, DomainError, InvalidRequest, NotFound
 from gpu_platform.domain.events import (
     ArraySubmitted,
     DomainEvent,
@@ -85,28 +72,8 @@ from gpu_platform.domain.events import (
     NodeStateChanged,
     StaleReportIgnored,
 )
-from gpu_platform.domain.faults.commands import (
-    AdminAction,
-    CheckNodes,
-    CompleteGpuReset,
-    HardwareRecord,
-    NodeHeartbeat,
-    ReportEcc,
-    ReportGpuLost,
-    ReportThermal,
-    ReportXid,
-    SetGpuAdmin,
-    SetNodeAdmin,
-)
-from gpu_platform.domain.faults.health import (
-    EccReading,
-    GpuLostReport,
-    HealthEvent,
-    Heartbeat,
-    ReplicaProbe,
-    ThermalReading,
-    XidReport,
-)
+from gpu_platform.domain.faults.commands import AdminAction, HardwareRecord
+from gpu_platform.domain.faults.health import HealthEvent
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.gpu import Gpu
@@ -135,13 +102,12 @@ from gpu_platform.domain.scheduling import (
 )
 from gpu_platform.domain.scheduling.array_throttle import hold_back_throttled
 from gpu_platform.domain.scheduling.live_view import LiveView
-from gpu_platform.domain.services.commands import ReportReplicaHealth
 from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
-from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo, ServerInfo
+from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo
 from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo
 from gpu_platform.ports.outbound.clock import Clock, IdGenerator
 from gpu_platform.ports.outbound.events import EventPublisher
-from gpu_platform.ports.outbound.gpu_reset import GpuReset, GpuResetError
+from gpu_platform.ports.outbound.gpu_reset import GpuReset
 from gpu_platform.ports.outbound.hardware_store import HardwareStore
 from gpu_platform.ports.outbound.health_monitor import FaultInjector
 from gpu_platform.ports.outbound.job_runner import (
@@ -161,22 +127,7 @@ __all__ = ["ControlPlane", "ShutdownPolicy"]
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
-ShutdownPolicy = Literal["requeue", "fail"]
-
-
 _NO_SCORE = Score(0, 0, 0, 0.0, 0, False)  # a running job's tasks: placed long ago
-
-
-@dataclass
-class _Run:
-    """The tasks of one attempt still running, and why the attempt is ending (the first task
-    that failed, or a launch error). The job's exit is recorded once every task has ended: a
-    gang fails whole, and its GPUs stay held until its last process is gone."""
-
-    tasks: int
-    live: set[int] = field(default_factory=set)
-    failure: ExitReport | None = None
-    launch_error: str = ""
 
 
 class ControlPlane:
@@ -217,16 +168,9 @@ class ControlPlane:
         trace_context: JobTraceContext | None = None,
         local_node: str | None = None,
     ) -> None:
-        self._inventory = inventory
-        self._local_node = local_node  # replicated: the node of this process's own agent
         self._replication = replication
         self._traces = trace_context or NoTraceContext()
-        self._addresses = server_addresses  # (http url, grpc address, agent address)
-        self._leading = False
-        self._leader_since = 0.0
-        # leading: node -> when we last heard its agent; when we last proposed its heartbeat
-        self._beats, self._beats_committed = dict[str, float](), dict[str, float]()
-        self._agents_seen: set[str] = set()  # nodes whose agent said hello to this leader
+        self._beats = dict[str, float]()  # leading: node -> when we last heard its agent
         self._hub = runner if isinstance(runner, AgentHub) else None
         if self._hub is not None:
             self._hub.attach(self)
@@ -235,8 +179,6 @@ class ControlPlane:
         self._clock = clock
         self._ids = ids
         self._publisher = publisher
-        self._grace = stop_grace_s
-        self._shutdown_policy = shutdown_policy
         self._interval = schedule_interval_s
         self._pin = pin_cpus
         self._matrices: dict[str, TopologyMatrix] = {}
@@ -246,22 +188,11 @@ class ControlPlane:
         self._applied = threading.Condition(self._lock)
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._shut_down = False
-        self._thread: threading.Thread | None = None
         self._hardware = hardware
-        self._gpu_reset = gpu_reset
-        self._injector = injector
         self._check_heartbeats = check_heartbeats
-        self._reset_in_background = reset_in_background
-        self._resets_inflight: set[str] = set()
         self._runs: dict[tuple[str, int], _Run] = {}  # (job, epoch) -> its running tasks
-        self._memory_audit: list[AuditRecord] = []
         self._metrics = scheduler_metrics or NoSchedulerMetrics()
         self._policy = scheduler_policy
-        self._quota_store = quota_store
-        self._quotas = dict(quotas or {})  # configured; stored ones (set at run time) win
-        if quota_store is not None:
-            self._quotas.update(quota_store.load_quotas())
         self._why: dict[str, PendingReason] = {}  # pending job -> why it waits (last cycle)
         self._nominated: set[str] = set()  # preemptors waiting for their victims to stop
         self._asked: set[str] = set()  # jobs the engine was asked about this cycle
@@ -273,6 +204,49 @@ class ControlPlane:
                 hardware=hardware.load_hardware() if hardware is not None else (),
                 policy=fault_policy,
             )
+        self._s = Shared(
+            lock=self._lock,
+            applied=self._applied,
+            wake=self._wake,
+            stopping=self._stopping,
+            clock=clock,
+            runner=runner,
+            hub=self._hub,
+            replication=replication,
+            read_state=lambda: self._state,
+            execute=self._execute,
+            stop_attempt=self._stop_attempt,
+            on_exit=self._on_exit,
+            runs=self._runs,
+            nominated=self._nominated,
+            addresses=server_addresses,
+            local_node=local_node,
+            beats=self._beats,
+            grace=stop_grace_s,
+        )
+        self._leadership = Leadership(self._s)
+        self._health = Health(self._s, gpu_reset, reset_in_background=reset_in_background)
+        self._agents = Agents(self._s, self._health)
+        self._admin = Admin(
+            self._s,
+            hardware=hardware,
+            injector=injector,
+            live_view=self._live_view,
+            quotas=quotas,
+            quota_store=quota_store,
+            read_barrier=self._leadership.read_barrier,
+            elsewhere=self._leadership.elsewhere,
+        )
+        self._membership = Membership(
+            self._s, elsewhere=self._leadership.elsewhere, record=self._admin.record
+        )
+        self._jobs = Jobs(self._s, inventory, read_barrier=self._leadership.read_barrier)
+        self._lifecycle = Lifecycle(
+            self._s,
+            loop=self._loop,
+            start_due_resets=self._start_due_resets,
+            shutdown_policy=shutdown_policy,
+        )
 
     @property
     def _state(self) -> ClusterState:
@@ -283,125 +257,44 @@ class ControlPlane:
         return self._replication.state
 
     @property
+    def _leading(self) -> bool:
+        return self._s.leading
+
+    @property
+    def _grace(self) -> float:
+        """The stop grace period in seconds (`kill` sets 0 for one cancel)."""
+        return self._s.grace
+
+    @_grace.setter
+    def _grace(self, seconds: float) -> None:
+        self._s.grace = seconds
+
+    @property
     def replicated(self) -> bool:
         return self._replication is not None
 
-    # -- lifecycle ---------------------------------------------------------------------------
+    # -- lifecycle (control.lifecycle) ---------------------------------------------------------
 
     def recover(self) -> list[str]:
         """Requeue attempts left by a previous incarnation (reaping their processes)."""
-        recovered = []
-        with self._lock:
-            for job in self._state.jobs():
-                if not (job.holds_gpus and job.allocation is not None):
-                    continue
-                epoch = job.allocation.epoch
-                killed = self._runner.reap(job.id, epoch)
-                reason = f"attempt {job.attempt} lost: control plane restarted"
-                if killed:
-                    reason += f" ({killed} leftover processes killed)"
-                if job.releasing:  # it was being stopped; its process is gone now
-                    self._execute(FinishJob(job.id, epoch, None, self._now(), reason))
-                else:  # the runner does not know it, so the GPUs are freed at once
-                    self._execute(RequeueJob(job.id, epoch, self._now(), reason))
-                    recovered.append(job.id)
-        if recovered:
-            log.warning("recovered lost attempts", jobs=recovered)
-        self._start_due_resets()  # GPUs that were RESETTING when we stopped
-        return recovered
+        return self._lifecycle.recover()
 
     def start(self) -> None:
         """Recover, then run the scheduler loop on a dedicated thread (it also launches jobs).
         Replicated, there is nothing to recover here: the loop acts while this server leads,
         and agents tell the leader what still runs."""
-        if self._replication is None:
-            self.recover()
-        self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
-        self._thread.start()
+        self._lifecycle.start()
 
     def shutdown(self) -> None:
         """Record running attempts per the shutdown policy, stop them, stop the loop (once).
         Replicated, jobs outlive this server (they run on agents): the loop stops, and only
         the attempts of this process's own agent are settled by the policy."""
-        with self._lock:
-            if self._shut_down:
-                return
-            self._shut_down = True
-        if self._replication is not None:
-            self._stopping.set()
-            self._wake.set()
-            if self._thread is not None:
-                self._thread.join(timeout=30)
-            self._settle_local_node()
-            return
-        with self._lock:
-            self._stopping.set()
-            for job in self._state.jobs():
-                if job.holds_gpus and job.allocation is not None and not job.releasing:
-                    self._execute(self._shutdown_command(job))
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        self._runner.stop_all(self._grace)
-
-    def _shutdown_command(self, job: Job) -> Command:
-        """What `shutdown_policy` does to a running attempt: re-queue it or end it FAILED."""
-        assert job.allocation is not None
-        epoch, now, why = job.allocation.epoch, self._now(), "control plane shut down"
-        if self._shutdown_policy == "requeue":
-            return RequeueJob(job.id, epoch, now, why)
-        return AbortJob(job.id, epoch, now, why)
-
-    def _settle_local_node(self) -> None:
-        """Replicated with an agent in this process: that agent's tasks go away with us, so
-        while we still lead, settle its node's attempts by the shutdown policy (as the
-        embedded control plane does) and wait, bounded, until their ends are recorded."""
-        node = self._local_node
-        if node is None or not self._leading:
-            return
-        with self._lock:
-            here = [
-                j
-                for j in self._state.jobs()
-                if j.holds_gpus and j.allocation is not None and node in j.allocation.nodes
-            ]
-        for job in here:
-            if job.releasing:
-                continue
-            try:
-                self._execute(self._shutdown_command(job))
-            except (DomainError, RaftNodeError, LeaderElsewhere) as exc:
-                log.warning("could not settle a job at shutdown", job_id=job.id, error=str(exc))
-        ids = {j.id for j in here}
-        deadline = time.monotonic() + self._grace + 5.0
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not any(self._state.job(j).holds_gpus for j in ids):
-                    return
-            time.sleep(0.05)
-        log.warning("jobs still running at shutdown", node=node, jobs=sorted(ids))
+        self._lifecycle.shutdown()
 
     def wait_ready(self, timeout: float) -> bool:
         """Replicated: wait until a leader is known and, with an agent in this process, its
         node is registered and that agent connected. True when ready in time."""
-        if self._replication is None:
-            return True
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._replication.leader_id() is not None and self._local_ready():
-                return True
-            time.sleep(0.02)
-        return False
-
-    def _local_ready(self) -> bool:
-        node = self._local_node
-        if node is None:
-            return True
-        with self._lock:
-            known = any(n.name == node for n in self._state.nodes)
-        if not known:
-            return False
-        return not self._leading or self._hub is None or node in self._hub.ready_nodes()
+        return self._lifecycle.wait_ready(timeout)
 
     # -- JobService --------------------------------------------------------------------------
 
@@ -429,119 +322,46 @@ class ControlPlane:
         self._wake.set()
         return info
 
+    # -- job reads and stops (control.jobs) ------------------------------------------------------
+
     def get_array(self, array_id: str) -> ArrayInfo:
-        self._read_barrier()
-        with self._lock:
-            return self._array_info(array_id)
+        return self._jobs.get_array(array_id)
 
     def cancel_array(self, array_id: str, reason: str = "cancelled by user") -> ArrayInfo:
-        with self._lock:
-            self._execute(CancelArray(array_id, self._now(), reason))
-            info = self._array_info(array_id)
-        self._wake.set()
-        return info
+        return self._jobs.cancel_array(array_id, reason)
 
     def _array_info(self, array_id: str) -> ArrayInfo:
-        state = self._state
-        return ArrayInfo.of(array_id, state.array(array_id), state.array_tasks(array_id))
+        return self._jobs.array_info(array_id)
 
     def get(self, job_id: str) -> Job:
-        self._read_barrier()
-        with self._lock:
-            return self._state.job(job_id)
+        return self._jobs.get(job_id)
 
     def list_jobs(self, state: str | None = None) -> list[Job]:
-        if state is not None and state.upper() not in JobState.__members__:
-            raise InvalidRequest("state", f"unknown job state {state!r}")
-        self._read_barrier()
-        with self._lock:
-            jobs = list(self._state.jobs())
-        return [j for j in jobs if state is None or j.state == state.upper()]
+        return self._jobs.list_jobs(state)
 
     def cancel(self, job_id: str, reason: str = "cancelled by user") -> Job:
-        with self._lock:
-            self._execute(CancelJob(job_id, self._now(), reason))
-            job = self._state.job(job_id)
-        self._wake.set()
-        return job
+        return self._jobs.cancel(job_id, reason)
 
     def kill(self, job_id: str, reason: str = "killed by user") -> Job:
         """`cancel` with a zero grace period: the attempt gets SIGKILL at once. On a job
         already cancelled whose attempt is still in its grace period, it escalates: SIGKILL."""
-        with self._lock:
-            job = self._state.job(job_id)
-            stopping = [e for j, e in self._runs if j == job_id]
-            if job.terminal and stopping:
-                for epoch in stopping:
-                    self._runner.stop(job_id, epoch, 0.0)
-                return job
-            grace, self._grace = self._grace, 0.0
-            try:
-                return self.cancel(job_id, reason)
-            finally:
-                self._grace = grace
+        return self._jobs.kill(job_id, reason)
 
     def logs(
         self, job_id: str, attempt: int | None = None, tail_bytes: int = 65536, rank: int = 0
     ) -> str:
-        job = self.get(job_id)
-        _check_rank(job, rank)
-        which = job.attempt if attempt is None else attempt
-        if which < 1 or which > job.attempt:
-            if attempt is None:
-                return ""
-            raise NotFound("attempt", f"{job_id}#{attempt}")
-        return self._runner.read_log(job_id, which, tail_bytes, rank)
+        return self._jobs.logs(job_id, attempt, tail_bytes, rank)
 
     def log_from(
         self, job_id: str, attempt: int, offset: int, max_bytes: int = 65536, rank: int = 0
     ) -> tuple[bytes, bool]:
-        job = self.get(job_id)
-        _check_rank(job, rank)
-        if attempt < 1 or attempt > job.attempt:
-            raise NotFound("attempt", f"{job_id}#{attempt}")
-        live = job.attempt == attempt and job.holds_gpus
-        return self._runner.read_log_from(job_id, attempt, offset, max_bytes, rank), live
+        return self._jobs.log_from(job_id, attempt, offset, max_bytes, rank)
 
     def gpus(self) -> list[GpuInfo]:
-        self._read_barrier()
-        with self._lock:
-            return [
-                GpuInfo(
-                    g,
-                    self._state.gpu_state(g),
-                    self._state.holder(g),
-                    self._state.reason(g.uuid),
-                    self._state.hot(g),
-                    self._state.share_book.shares(g.uuid),
-                )
-                for n in self._state.nodes
-                for g in n.gpus
-            ]
+        return self._jobs.gpus()
 
     def status(self) -> ClusterStatus:
-        self._read_barrier()
-        with self._lock:
-            jobs = Counter(str(j.state) for j in self._state.jobs())
-            free = sum(len(v.free) for v in self._state.node_views())
-            nodes = self._state.nodes
-            shared = [len(s) for s in self._state.share_book.gpus.values()]
-        source = "agents"  # replicated: the nodes are what agents registered
-        if self._local is not None:
-            source = self._inventory.source
-        elif self._local_node is not None:  # with this host's own agent
-            source = self._inventory.source + (" + agents" if len(nodes) > 1 else "")
-        return ClusterStatus(
-            inventory_source=source,
-            simulated=self._inventory.simulated,
-            nodes=len(nodes),
-            gpus_total=sum(len(n.gpus) for n in nodes),
-            gpus_free=free,
-            jobs_by_state=dict(jobs),
-            notes=self._inventory.notes,
-            gpus_shared=len(shared),
-            shares=sum(shared),
-        )
+        return self._jobs.status()
 
     # -- scheduling ----------------------------------------------------------------------------
 
@@ -648,30 +468,14 @@ class ControlPlane:
             return self._why.get(job_id) if job.state is JobState.QUEUED else None
 
     def quotas(self) -> dict[str, Quota]:
-        self._read_barrier()
-        with self._lock:
-            return self._effective_quotas()
+        return self._admin.quotas()
 
     def _effective_quotas(self) -> dict[str, Quota]:
-        """Configured quotas, overridden by those set at run time (replicated: in the state)."""
-        if self._replication is None:
-            return dict(self._quotas)
-        return {**self._quotas, **self._state.quotas}
+        return self._admin.effective_quotas()
 
     def set_quota(self, tenant: str, quota: Quota | None) -> None:
         """Set (or with None remove) a tenant's quota; stored, effective next cycle."""
-        if self._replication is not None:
-            self._execute(SetQuota(tenant, quota))
-            self._wake.set()
-            return
-        with self._lock:
-            if self._quota_store is not None:
-                self._quota_store.save_quota(tenant, quota)
-            if quota is None:
-                self._quotas.pop(tenant, None)
-            else:
-                self._quotas[tenant] = quota
-        self._wake.set()
+        self._admin.set_quota(tenant, quota)
 
     def _pending_job(self, job: Job) -> PendingJob:
         spec = job.spec
@@ -1006,92 +810,28 @@ class ControlPlane:
             self._wake.wait(self._interval)
             self._wake.clear()
 
-    # -- leadership (replicated) -----------------------------------------------------------------
+    # -- leadership (replicated: control.leadership) --------------------------------------------
 
     def _lead(self) -> bool:
-        """Follow this server's role: take the lead or leave it; True while leading."""
-        assert self._replication is not None
-        leading = self._replication.is_leader()
-        if leading and not self._leading:
-            self._take_lead()
-        elif not leading and self._leading:
-            self._leave_lead()
-        return self._leading
-
-    def _take_lead(self) -> None:
-        """Announce where our APIs listen, then treat every attempt holding GPUs as still
-        running until its agent says otherwise (agents reconnect to us and reconcile)."""
-        assert self._replication is not None
-        http, grpc_address, agents = self._addresses
-        now = self._now()
-        sid = self._replication.server_id
-        self._execute(AnnounceServer(sid, http, grpc_address, now, agent_address=agents))
-        with self._lock:
-            self._leader_since = now
-            self._agents_seen.clear()
-            self._beats.clear()  # every node gets a fresh grace period from `now`
-            self._beats_committed.clear()
-            self._runs.clear()
-            for job in self._state.jobs():
-                if job.holds_gpus and job.allocation is not None:
-                    tasks = len(job.allocation.tasks)
-                    run = _Run(tasks, live=set(range(tasks)))
-                    self._runs[(job.id, job.allocation.epoch)] = run
-            self._leading = True
-        log.info("leading the cluster", server=sid, running=len(self._runs))
-
-    def _leave_lead(self) -> None:
-        with self._lock:
-            self._leading = False
-            self._runs.clear()
-            self._nominated.clear()
-        leader = self.accepting() or ""
-        log.info("no longer leading", leader_agents=leader)
-        if self._hub is not None:
-            self._hub.step_down(leader)
+        return self._leadership.lead()
 
     def _judging_nodes(self) -> bool:
-        """Replicated, a new leader gives agents one suspect period to reconnect before it
-        judges heartbeat ages (the committed ones may predate the failover)."""
-        if self._replication is None:
-            return True
-        grace = self._state.policy.node_suspect_after_s
-        return self._now() - self._leader_since >= grace
+        return self._leadership.judging_nodes()
 
     def leader_addresses(self) -> tuple[int | None, str, str, str]:
         """(leader id, its REST URL, gRPC address, agent address) as this server knows them."""
-        if self._replication is None:
-            return None, *self._addresses
-        leader = self._replication.leader_id()
-        with self._lock:
-            where = self._state.servers.get(leader) if leader else None
-        if where is None:
-            return leader, "", "", ""
-        return leader, *where
+        return self._leadership.leader_addresses()
 
     def _read_barrier(self) -> None:
-        """Replicated reads: linearizable on the leader (ReadIndex), refused elsewhere unless
-        the caller accepts this replica's possibly stale state."""
-        if self._replication is None or stale_reads_allowed() or barrier_passed():
-            return
-        if self._applied._is_owned():  # type: ignore[attr-defined]
-            return  # called while applying a command (an event subscriber): the state is current
-        try:
-            self._replication.read_barrier()
-        except NotLeader:
-            raise self._elsewhere() from None
-        mark_barrier_passed()  # the rest of this request reads at least this fresh
+        self._leadership.read_barrier()
 
     def _elsewhere(self) -> LeaderElsewhere:
-        leader, http, grpc_address, _ = self.leader_addresses()
-        return LeaderElsewhere(leader, http, grpc_address)
+        return self._leadership.elsewhere()
 
-    # -- agents (AgentListener) ------------------------------------------------------------------
+    # -- agents (AgentListener: control.agents) ----------------------------------------------------
 
     def accepting(self) -> str | None:
-        if self._leading and not self._stopping.is_set():
-            return None
-        return self.leader_addresses()[3]
+        return self._leadership.accepting()
 
     def agent_connected(
         self,
@@ -1099,98 +839,18 @@ class ControlPlane:
         running: tuple[AttemptRef, ...],
         exited: tuple[ExitReport, ...] = (),
     ) -> None:
-        """Register the node, take the exits its agent kept while it had no leader, then
-        reconcile: stop what the cluster no longer owns or is stopping, record the start of
-        what was launched just before a failover, and treat every task the cluster places
-        here that the agent neither runs nor reported ended as lost with the node (an
-        interruption: the job is re-queued without using up its attempts)."""
-        now = self._now()
-        self._execute(RegisterNode(node, now))
-        self._beats[node.name] = now
-        with self._lock:
-            self._agents_seen.add(node.name)
-        for report in exited:
-            self._on_exit(report)
-        known = {(r.job_id, r.epoch, r.rank) for r in running}
-        known |= {(r.job_id, r.epoch, r.rank) for r in exited}
-        reported = {(r.job_id, r.epoch) for r in running}
-        to_start: list[tuple[str, int]] = []
-        lost: dict[tuple[str, int], set[int]] = {}
-        with self._lock:
-            jobs = {j.id: j for j in self._state.jobs()}
-            for job_id, epoch in sorted(reported):
-                job = jobs.get(job_id)
-                alloc = job.allocation if job is not None else None
-                if job is None or alloc is None or alloc.epoch != epoch or not job.holds_gpus:
-                    log.warning(
-                        "stopping an attempt the cluster does not own",
-                        job_id=job_id,
-                        epoch=epoch,
-                        node=node.name,
-                    )
-                    self._runner.stop(job_id, epoch, 0.0)
-                elif job.releasing:
-                    self._runner.stop(job_id, epoch, self._grace)
-                elif job.state is JobState.SCHEDULED:
-                    to_start.append((job_id, epoch))
-            for job in jobs.values():
-                alloc = job.allocation
-                if not (job.holds_gpus and alloc is not None):
-                    continue
-                for rank, slot in enumerate(alloc.tasks):
-                    if slot.node == node.name and (job.id, alloc.epoch, rank) not in known:
-                        lost.setdefault((job.id, alloc.epoch), set()).add(rank)
-        for job_id, epoch in to_start:
-            try:
-                self._execute(StartJob(job_id, epoch, self._now()))
-            except DomainError as exc:
-                log.warning("could not record a reconciled start", job_id=job_id, error=str(exc))
-        for (job_id, epoch), ranks in sorted(lost.items()):
-            if self._hub is not None:  # processes of an earlier agent there may linger
-                self._hub.stop_on(node.name, job_id, epoch)
-            self._lost(job_id, epoch, ranks, f"lost: the agent on {node.name} no longer runs it")
-        self._wake.set()
+        self._agents.agent_connected(node, running, exited)
 
     def _lost(
         self, job_id: str, epoch: int, ranks: set[int], why: str, *, ended: bool = False
     ) -> None:
-        """Tasks of an attempt vanished with their node's processes (an agent or control plane
-        restarted): re-queue the job as an interruption, not a fault of its own work, and once
-        none of its tasks runs any more, record its end so its GPUs are free."""
-        with self._lock:
-            job = self._state.job(job_id)
-            run = self._runs.get((job_id, epoch))
-            if run is not None:
-                run.live -= ranks
-            log.warning("tasks lost", job_id=job_id, epoch=epoch, ranks=sorted(ranks), why=why)
-            if not job.releasing:
-                self._execute(RequeueJob(job_id, epoch, self._now(), why))
-            run = self._runs.get((job_id, epoch))
-            if (run is None and ended) or (run is not None and not run.live):
-                self._runs.pop((job_id, epoch), None)
-                self._execute(FinishJob(job_id, epoch, None, self._now(), why))
+        self._agents.lost(job_id, epoch, ranks, why, ended=ended)
 
     def agent_heartbeat(self, node: str) -> None:
-        """Note a node's heartbeat in memory (the leader judges liveness from these); commit
-        one only when it changes the node's state: a SUSPECT node is READY again (at most
-        once per third of the suspect period while the commit is under way)."""
-        now = self._now()
-        self._beats[node] = now
-        try:  # no lock: one dict read, and a stale answer only delays or repeats a commit
-            suspect = self._state.node(node).state is NodeState.SUSPECT
-        except NotFound:
-            return
-        last = self._beats_committed.get(node, 0.0)
-        if not suspect or now - last < self._state.policy.node_suspect_after_s / 3:
-            return
-        self._beats_committed[node] = now
-        self.report_health(Heartbeat(node))
+        self._agents.agent_heartbeat(node)
 
     def agent_finding(self, event: HealthEvent) -> None:
-        if isinstance(event, Heartbeat):
-            self.agent_heartbeat(event.node)
-        else:
-            self.report_health(event)
+        self._agents.agent_finding(event)
 
     def agent_exit(self, report: ExitReport) -> None:
         self._on_exit(report)
@@ -1279,26 +939,10 @@ class ControlPlane:
         self._execute(FinishJob(job_id, epoch, None, self._now(), why))
 
     def _accounted(self, node: str) -> bool:
-        """We know what `node` runs: its agent said hello to this leader, or it is DOWN."""
-        if node in self._agents_seen:
-            return True
-        try:
-            return self._state.node(node).state is NodeState.DOWN
-        except NotFound:
-            return True
+        return self._agents.accounted(node)
 
     def _release_down_nodes(self, events: list[DomainEvent]) -> None:
-        """A node went DOWN: attempts already being stopped there cannot report; stop them
-        again so they are recorded ended (the hub reports tasks on silent nodes lost)."""
-        down = {
-            e.node for e in events if isinstance(e, NodeStateChanged) and e.new is NodeState.DOWN
-        }
-        if not down:
-            return
-        for job in self._state.jobs():
-            alloc = job.allocation
-            if job.holds_gpus and job.releasing and alloc is not None and down & set(alloc.nodes):
-                self._stop_attempt(job.id, alloc.epoch, alloc.nodes)
+        self._health.release_down_nodes(events)
 
     def _save_hardware(self, events: list[DomainEvent]) -> None:
         if self._hardware is None:
@@ -1316,102 +960,21 @@ class ControlPlane:
     def _now(self) -> float:
         return self._clock.now()
 
-    # -- health and resets ---------------------------------------------------------------------
+    # -- health and resets (control.health) ----------------------------------------------------
 
     def report_health(self, event: HealthEvent) -> None:
         """A monitor's finding (called from its thread). Never raises: a finding about an
         unknown GPU or node is logged and dropped."""
-        if self._stopping.is_set():
-            return
-        now = self._now()
-        command: Command
-        match event:
-            case XidReport(node, index, xid):
-                command = ReportXid(node, index, xid, now)
-            case EccReading(node, index, corrected, uncorrected, pending, failed):
-                command = ReportEcc(node, index, corrected, uncorrected, pending, failed, now)
-            case ThermalReading(node, index, temperature, reasons):
-                command = ReportThermal(node, index, temperature, reasons, now)
-            case GpuLostReport(node, index, detail):
-                command = ReportGpuLost(node, index, now, detail)
-            case Heartbeat(node):
-                command = NodeHeartbeat(node, now)
-            case ReplicaProbe(_, job_id, epoch, ready, address, detail):
-                command = ReportReplicaHealth(job_id, epoch, ready, address, detail, now)
-        try:
-            events = self._execute(command)
-        except DomainError as exc:
-            log.warning("health finding dropped", finding=repr(event), error=str(exc))
-            return
-        except (RaftNodeError, LeaderElsewhere) as exc:  # not (or no longer) the leader
-            log.info("health finding not committed", finding=repr(event), error=str(exc))
-            return
-        if events:  # most readings change nothing; only a change can free or block GPUs
-            self._wake.set()
+        self._health.report_health(event)
 
     def check_nodes(self) -> None:
-        """Judge node heartbeat ages now (SUSPECT / DOWN per the fault policy). Replicated,
-        the leader judges the heartbeats it heard (in memory; a node it has not heard since
-        it took the lead counts from then) and commits only the verdicts that change a node."""
-        with self._lock:
-            now = self._now()
-            if self._replication is None:
-                events = self._execute(CheckNodes(now))
-            else:
-                silent = self._silent_nodes(now)
-                events = self._execute(CheckNodes(now, silent)) if silent else []
-        if events:  # waking on every check made the loop propose CheckNodes back to back
-            self._wake.set()
-
-    def _silent_nodes(self, now: float) -> tuple[tuple[str, float], ...]:
-        """(node, seconds silent) for each node whose state a heartbeat verdict would change."""
-        policy = self._state.policy
-        out = []
-        for node in self._state.nodes:
-            silent = now - self._beats.get(node.name, self._leader_since)
-            if (silent >= policy.node_down_after_s and node.state is not NodeState.DOWN) or (
-                silent >= policy.node_suspect_after_s and node.state is NodeState.READY
-            ):
-                out.append((node.name, silent))
-        return tuple(out)
+        """Judge node heartbeat ages now (SUSPECT / DOWN per the fault policy)."""
+        self._health.check_nodes()
 
     def _start_due_resets(self) -> None:
-        with self._lock:
-            due = [g for g in self._state.resets_due() if g.uuid not in self._resets_inflight]
-            for gpu in due:
-                self._resets_inflight.add(gpu.uuid)
-        for gpu in due:
-            args = (gpu.node, gpu.index, gpu.uuid)
-            if self._reset_in_background:
-                threading.Thread(target=self._reset, args=args, name="gpu-reset").start()
-            else:
-                self._reset(*args)
+        self._health.start_due_resets()
 
-    def _reset(self, node: str, index: int, uuid: str) -> None:
-        ok, detail = True, ""
-        try:
-            if self._gpu_reset is None:
-                raise GpuResetError("no GPU reset controller is configured")
-            self._gpu_reset.reset(node, index)
-        except GpuResetError as exc:
-            ok, detail = False, str(exc)
-        except Exception as exc:  # an adapter bug must not leave the GPU RESETTING forever
-            log.exception("gpu reset crashed", node=node, gpu=index)
-            ok, detail = False, f"reset crashed: {exc}"
-        with self._lock:
-            self._resets_inflight.discard(uuid)
-            if self._stopping.is_set():  # stores may be closing; the GPU is reset after restart
-                log.warning("gpu reset outcome dropped at shutdown", node=node, gpu=index, ok=ok)
-                return
-            try:
-                self._execute(CompleteGpuReset(node, index, ok, self._now(), detail))
-            except DomainError as exc:  # an operator moved it meanwhile (offline, online)
-                log.warning("gpu reset outcome dropped", node=node, gpu=index, error=str(exc))
-            except (RaftNodeError, LeaderElsewhere) as exc:  # the next leader resets it again
-                log.warning("gpu reset outcome not committed", node=node, gpu=index, error=str(exc))
-        self._wake.set()
-
-    # -- AdminService ----------------------------------------------------------------------------
+    # -- AdminService (control.admin) ----------------------------------------------------------
 
     def gpu_action(
         self,
@@ -1423,197 +986,50 @@ class ControlPlane:
         actor: str,
         force: bool = False,
     ) -> None:
-        verb = f"{action} --force" if force else action
-        why = f"{verb} by {actor}: {reason}" if reason else f"{verb} by {actor}"
-        command = SetGpuAdmin(node, gpu_index, action, why, self._now(), force)
-        self._admin(command, actor, verb, f"gpu {node}:{gpu_index}", reason)
+        self._admin.gpu_action(node, gpu_index, action, reason=reason, actor=actor, force=force)
 
     def node_action(
         self, node: str, action: AdminAction, *, reason: str, actor: str, force: bool = False
     ) -> None:
-        verb = f"{action} --force" if force else action
-        why = f"{verb} by {actor}: {reason}" if reason else f"{verb} by {actor}"
-        command = SetNodeAdmin(node, action, why, self._now(), force)
-        self._admin(command, actor, verb, f"node {node}", reason)
+        self._admin.node_action(node, action, reason=reason, actor=actor, force=force)
 
     def remove_node(self, node: str, *, reason: str, actor: str) -> None:
         """Remove a node that holds no work and whose agent is not connected (it would
         register the node again at once)."""
-        if self._hub is not None and node in self._hub.connected():
-            why = f"node {node}: its agent is connected and would register it again; stop it first"
-            self._record(actor, "remove", f"node {node}", reason, f"refused: {why}")
-            raise Conflict(why)
-        why = f"removed by {actor}: {reason}" if reason else f"removed by {actor}"
-        self._admin(RemoveNode(node, why, self._now()), actor, "remove", f"node {node}", reason)
-
-    def _admin(self, command: Command, actor: str, verb: str, target: str, reason: str) -> None:
-        with self._lock:
-            try:
-                self._execute(command)
-            except IllegalTransition as exc:
-                self._record(actor, verb, target, reason, f"refused: {exc}")
-                raise Conflict(str(exc)) from None
-            except DomainError as exc:
-                self._record(actor, verb, target, reason, f"refused: {exc}")
-                raise
-            self._record(actor, verb, target, reason, "ok")
-        self._wake.set()
+        self._admin.remove_node(node, reason=reason, actor=actor)
 
     def inject(self, script: str, *, actor: str) -> list[str]:
         """Run a fault script on the injector (replicated: the leader's, which routes it to
         the agent of the node the script names); InvalidRequest('script', ...) when refused."""
-        if self._replication is not None and not self._replication.is_leader():
-            raise self._elsewhere()
-        if self._injector is None:
-            self._record(actor, "inject", "debug", script, "refused: injection disabled")
-            raise InvalidRequest("script", "fault injection is disabled on this server")
-        try:
-            lines = self._injector.inject(script)
-        except ValueError as exc:
-            self._record(actor, "inject", "debug", script, f"refused: {exc}")
-            raise InvalidRequest("script", str(exc)) from None
-        self._record(actor, "inject", "debug", "; ".join(lines), "ok")
-        return lines
+        return self._admin.inject(script, actor=actor)
 
     def nodes(self) -> list[NodeInfo]:
-        self._read_barrier()
-        with self._lock:
-            jobs = Counter(
-                j.allocation.node
-                for j in self._state.jobs()
-                if j.holds_gpus and j.allocation is not None
-            )
-            return [
-                NodeInfo(n.name, n.state, self._state.reason(n.name), len(n.gpus), jobs[n.name])
-                for n in self._state.nodes
-            ]
+        return self._admin.nodes()
 
     def topology(self, node: str) -> TopologyMatrix | None:
         """The `nvidia-smi topo -m` matrix of `node` (None: unknown node or no topology)."""
-        with self._lock:
-            found = next((n for n in self._state.nodes if n.name == node), None)
-            return None if found is None else self._live_view.hardware.matrix(found)
+        return self._admin.topology(node)
 
     def audit(self, limit: int = 100) -> list[AuditRecord]:
-        if self._hardware is not None:
-            return self._hardware.audit(limit)
-        with self._lock:
-            return self._memory_audit[-limit:]
-
-    def _record(self, actor: str, action: str, target: str, reason: str, outcome: str) -> None:
-        record = AuditRecord(self._now(), actor, action, target, reason, outcome)
-        log.info("audit", **{k: getattr(record, k) for k in record.__slots__})
-        if self._hardware is not None:
-            self._hardware.append_audit(record)
-        else:
-            with self._lock:
-                self._memory_audit.append(record)
+        return self._admin.audit(limit)
 
     def check_invariants(self) -> None:
         with self._lock:
             self._state.check_invariants()
 
-    # -- cluster membership ----------------------------------------------------------------------
+    # -- cluster membership (control.membership) -----------------------------------------------
 
     def cluster(self) -> ClusterInfo:
-        agents = self._hub.connected() if self._hub is not None and self._leading else {}
-        if self._replication is None:
-            http, grpc_address, agent = self._addresses
-            me = ServerInfo(0, True, http, grpc_address, agent)
-            return ClusterInfo("embedded", 0, "leader", 0, 0, 0, 0, (me,), agents)
-        st = self._replication.node.status()
-        with self._lock:
-            known = dict(self._state.servers)
-        servers = tuple(
-            ServerInfo(
-                sid,
-                sid in st.voters,
-                *known.get(sid, ("", "", "")),
-            )
-            for sid in sorted(set(st.voters) | set(known))
-        )
-        return ClusterInfo(
-            "replicated",
-            st.id,
-            st.role.name.lower(),
-            st.term,
-            st.leader_id,
-            st.commit,
-            st.applied,
-            servers,
-            agents,
-        )
-
-    def _membership(
-        self, actor: str, verb: str, target: str, change: Callable[[], object]
-    ) -> ClusterInfo:
-        if self._replication is None:
-            raise InvalidRequest("server", "the embedded control plane has no Raft membership")
-        if not self._replication.is_leader():
-            raise self._elsewhere()
-        try:
-            outcome = change()
-            if isinstance(outcome, Future):
-                outcome.result(timeout=30)
-        except NotLeader:
-            self._record(actor, verb, target, "", "refused: not the leader")
-            raise self._elsewhere() from None
-        except (RaftNodeError, FutureTimeout) as exc:
-            self._record(actor, verb, target, "", f"refused: {exc}")
-            raise Conflict(f"{verb} {target}: {exc or 'timed out'}") from None
-        self._record(actor, verb, target, "", "ok")
-        return self.cluster()
+        return self._membership.cluster()
 
     def add_server(self, server_id: int, address: str, *, actor: str) -> ClusterInfo:
-        if server_id < 1:
-            raise InvalidRequest("id", f"must be a positive integer, got {server_id}")
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            raise InvalidRequest("address", f"expected host:port, got {address!r}")
-        assert_replicated = self._replication
-        if assert_replicated is not None and server_id in assert_replicated.node.status().voters:
-            raise Conflict(f"server {server_id} is already a member")
-        return self._membership(
-            actor,
-            "add-server",
-            f"server {server_id} at {address}",
-            lambda: self._raft().add_voter(server_id, address),
-        )
+        return self._membership.add_server(server_id, address, actor=actor)
 
     def remove_server(self, server_id: int, *, actor: str) -> ClusterInfo:
-        if self._replication is not None and server_id not in self._raft().status().voters:
-            raise NotFound("server", str(server_id))
-        return self._membership(
-            actor,
-            "remove-server",
-            f"server {server_id}",
-            lambda: self._raft().remove_voter(server_id),
-        )
+        return self._membership.remove_server(server_id, actor=actor)
 
     def transfer_leader(self, server_id: int, *, actor: str) -> ClusterInfo:
-        if self._replication is not None and server_id not in self._raft().status().voters:
-            raise NotFound("server", str(server_id))
-
-        def transfer() -> None:
-            raft = self._raft()
-            raft.transfer_leadership(server_id)
-            deadline = time.monotonic() + 20 * raft.config.tick_interval * raft.config.election_tick
-            while time.monotonic() < deadline:
-                if raft.status().leader_id == server_id:
-                    return
-                time.sleep(raft.config.tick_interval)
-            raise RaftNodeError(f"server {server_id} did not take over")
-
-        return self._membership(actor, "transfer-leader", f"server {server_id}", transfer)
-
-    def _raft(self) -> RaftNode:
-        assert self._replication is not None
-        return self._replication.node
-
-
-def _check_rank(job: Job, rank: int) -> None:
-    if not 0 <= rank < job.spec.tasks:
-        raise InvalidRequest("rank", f"job {job.id} has tasks 0..{job.spec.tasks - 1}, not {rank}")
+        return self._membership.transfer_leader(server_id, actor=actor)
 
 
 def _first_gpu(node: Node, indices: tuple[int, ...]) -> Gpu | None:
