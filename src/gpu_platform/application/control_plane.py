@@ -29,9 +29,10 @@ import contextlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field, replace
 from typing import Literal, TypeVar
 
@@ -410,11 +411,11 @@ class ControlPlane:
             raise InvalidRequest("server", "shutting down")
         token = spec.client_token
         job_id = self._ids.new_job_id() if token is None else token_job_id(spec.tenant, token)
-        with self._lock:
+        with self._unless_replicated():  # replicated: no lock held while the commit is awaited
             self._execute(SubmitJob(job_id, spec, self._now()))
-            job = self._state.job(job_id)
         self._wake.set()
-        return job
+        with self._lock:
+            return self._state.job(job_id)
 
     def submit_array(self, spec: JobSpec, array: ArraySpec | str) -> ArrayInfo:
         """One command (one Raft entry) creates every task of the array."""
@@ -423,11 +424,11 @@ class ControlPlane:
         if isinstance(array, str):
             array = parse_array(array)
         array_id = self._ids.new_job_id()
-        with self._lock:
+        with self._unless_replicated():
             self._execute(SubmitArray(array_id, spec, array, self._now()))
-            info = self._array_info(array_id)
         self._wake.set()
-        return info
+        with self._lock:
+            return self._array_info(array_id)
 
     def get_array(self, array_id: str) -> ArrayInfo:
         self._read_barrier()
@@ -440,6 +441,11 @@ class ControlPlane:
             info = self._array_info(array_id)
         self._wake.set()
         return info
+
+    def _unless_replicated(self) -> contextlib.AbstractContextManager[object]:
+        """The state's lock, embedded (apply and persist are one step under it); nothing,
+        replicated: the command path takes it where needed, never across a commit."""
+        return contextlib.nullcontext() if self._replication is not None else self._lock
 
     def _array_info(self, array_id: str) -> ArrayInfo:
         state = self._state
@@ -794,15 +800,8 @@ class ControlPlane:
         if not self._leading and not self._replication.is_leader():
             raise self._elsewhere()
         futures = [self._replication.submit(c) for c in commands]
-
-        def wake(_: object) -> None:
-            with self._applied:
-                self._applied.notify_all()
-
-        for future in futures:
-            future.add_done_callback(wake)
-        with self._applied:
-            self._applied.wait_for(lambda: all(f.done() for f in futures))
+        with self._lock_let_go():
+            wait_futures(futures)
         out: list[list[DomainEvent] | DomainError] = []
         for future in futures:
             try:
@@ -812,6 +811,20 @@ class ControlPlane:
             assert isinstance(applied, Applied)
             out.append(applied.error if applied.error is not None else list(applied.events))
         return out
+
+    @contextlib.contextmanager
+    def _lock_let_go(self) -> Iterator[None]:
+        """Let go of the state's lock, however deeply this thread holds it, for the block
+        (what `Condition.wait` does): a commit is never awaited under the lock, and the Raft
+        thread that resolves the futures never has to take the lock to wake the waiter."""
+        if not self._applied._is_owned():  # type: ignore[attr-defined]
+            yield
+            return
+        saved = self._lock._release_save()  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            self._lock._acquire_restore(saved)  # type: ignore[attr-defined]
 
     def _bind_command(self, job: Job, placed: GangPlacement, borrowing: bool) -> BindJob:
         slots = [(t.node, tuple(s.gpu.index for s in t.gpus)) for t in placed.tasks]
@@ -979,17 +992,8 @@ class ControlPlane:
             self._execute(StartJob(job.id, report.epoch, self._now()))
 
     def wait_for(self, future: Future[object], timeout: float) -> None:
-        if not self._applied._is_owned():  # type: ignore[attr-defined]
-            with contextlib.suppress(Exception):
-                future.result(timeout=timeout)
-            return
-
-        def wake(_: object) -> None:
-            with self._applied:
-                self._applied.notify_all()
-
-        future.add_done_callback(wake)
-        self._applied.wait_for(future.done, timeout=timeout)
+        with self._lock_let_go():
+            wait_futures([future], timeout=timeout)
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
