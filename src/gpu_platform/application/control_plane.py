@@ -30,7 +30,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field, replace
@@ -166,6 +166,7 @@ ShutdownPolicy = Literal["requeue", "fail"]
 
 
 _NO_SCORE = Score(0, 0, 0, 0.0, 0, False)  # a running job's tasks: placed long ago
+_LAUNCHERS = 16  # launches of one cycle awaited at once (each waits on its agent)
 
 
 @dataclass
@@ -189,6 +190,8 @@ class ControlPlane:
     scheduling cycle judge node heartbeat ages (only useful when a monitor sends heartbeats);
     `scheduler_metrics` hears every placement decision (latency, outcome).
     """
+
+    _launcher: ThreadPoolExecutor | None = None  # a cycle's launches at once (made on first use)
 
     def __init__(
         self,
@@ -333,6 +336,8 @@ class ControlPlane:
             self._wake.set()
             if self._thread is not None:
                 self._thread.join(timeout=30)
+            if self._launcher is not None:
+                self._launcher.shutdown(wait=False)
             self._settle_local_node()
             return
         with self._lock:
@@ -771,7 +776,7 @@ class ControlPlane:
         for job_id, placed in binds.items():
             self._nominated.discard(job_id)
             commands.append(self._bind_command(jobs[job_id], placed, job_id in borrowing))
-        starts: list[Command] = []
+        launches: list[tuple[Job, GangPlacement, JobBound]] = []
         for (job_id, placed), outcome in zip(
             binds.items(), self._commit_all(commands), strict=True
         ):
@@ -781,15 +786,41 @@ class ControlPlane:
                 log.info("bind refused", job_id=job_id, error=str(outcome))
                 continue
             bound = next(e for e in self._effects(outcome) if isinstance(e, JobBound))
-            start = self._launch(jobs[job_id], placed, bound)
-            if start is not None:
-                starts.append(start)
+            launches.append((jobs[job_id], placed, bound))
+        starts: list[Command] = [s for s in self._launch_all(launches) if s is not None]
         for outcome in self._commit_all(starts):
             if isinstance(outcome, DomainError):
                 log.info("start not recorded", error=str(outcome))
             else:
                 self._effects(outcome)
         return len(starts)
+
+    def _launch_all(
+        self, launches: list[tuple[Job, GangPlacement, JobBound]]
+    ) -> list[StartJob | None]:
+        """`_launch` each bound job; on agents, the jobs of different first nodes at once: a
+        launch waits for its agent's answer, so one after another a cycle would take one
+        round trip per job. One agent's launches stay in cycle order."""
+        by_node: dict[str, list[int]] = {}
+        for n, (_, _, bound) in enumerate(launches):
+            by_node.setdefault(bound.allocation.nodes[0], []).append(n)
+        if len(by_node) <= 1 or self._hub is None:
+            return [self._launch(*launch) for launch in launches]
+        if self._launcher is None:
+            self._launcher = ThreadPoolExecutor(_LAUNCHERS, thread_name_prefix="launch")
+        out: list[StartJob | None] = [None] * len(launches)
+
+        def launch_on(indices: list[int]) -> None:
+            with self._lock:  # each lets the lock go while its agent answers
+                for n in indices:
+                    out[n] = self._launch(*launches[n])
+
+        with self._lock_let_go():
+            groups = [self._launcher.submit(launch_on, group) for group in by_node.values()]
+            wait_futures(groups)
+        for group in groups:
+            group.result()  # a launch's error, once every group has finished
+        return out
 
     def _commit_all(self, commands: list[Command]) -> list[list[DomainEvent] | DomainError]:
         """Propose `commands` together and wait for all; each gets its events or the domain
