@@ -151,7 +151,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     n = 200 if quick else 1000
     many = (1, 8, 64)
     if os.environ.get("GPU_PLATFORM_BENCH_SMOKE"):  # the test suite's run: the schema only
-        n, many = 10, (1, 4)
+        n, many = 10, (1, 2)
     rows: list[dict[str, Any]] = []
     for server_id, store in (("1", "raft"), ("0", "sqlite")):
         with _serve(server_id) as server:

@@ -167,6 +167,7 @@ ShutdownPolicy = Literal["requeue", "fail"]
 
 _NO_SCORE = Score(0, 0, 0, 0.0, 0, False)  # a running job's tasks: placed long ago
 _LAUNCHERS = 16  # launches of one cycle awaited at once (each waits on its agent)
+_MIN_PAUSE_S = 0.002  # shorter scheduling cycles are followed by no pause
 
 
 @dataclass
@@ -1028,6 +1029,7 @@ class ControlPlane:
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
+            cpu = time.thread_time()
             try:
                 if self._replication is None or self._lead():
                     if self._check_heartbeats and self._judging_nodes():
@@ -1037,6 +1039,12 @@ class ControlPlane:
                 log.info("scheduling cycle interrupted", error=str(exc))
             except Exception:  # a bug must not kill the loop silently
                 log.exception("scheduling cycle failed")
+            # every submit wakes the loop: on a long queue, cycles would run back to back and
+            # hold the state's lock most of the time; pause as long as the cycle's CPU took
+            # (a wake meanwhile is kept), so the submits of that time share the next cycle
+            pause = min(time.thread_time() - cpu, self._interval)
+            if pause > _MIN_PAUSE_S:
+                self._stopping.wait(pause)
             self._wake.wait(self._interval)
             self._wake.clear()
 
