@@ -204,6 +204,9 @@ def local_server(store: str = "raft") -> Iterator[Server]:
     with tempfile.TemporaryDirectory(prefix="bench-ours-") as tmp:
         started = Path(tmp) / "started"
         started.mkdir()
+        # jobs run as an unprivileged account (no `user` given): they must reach and write it
+        os.chmod(tmp, 0o711)
+        os.chmod(started, 0o1777)
         env = dict(
             os.environ,
             GPU_PLATFORM_LOG_LEVEL="warning",

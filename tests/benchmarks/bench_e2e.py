@@ -2,6 +2,13 @@
 POST /v1/jobs over HTTP (httpx, keep-alive) and SubmitJob over gRPC, the same job spec, the
 same server, in one run. The jobs ask for no GPU and run `true`, so the queue never blocks;
 each figure is the client-observed time from request to the acknowledged (durable) answer.
+
+Per server: 1 client (sequential calls), then, on the default server, 8 and 64 concurrent
+clients (each its own connection) — p50/p99 and submits/s over the burst. `extra` has the
+server process's CPU per job (`server_cpu_ms_per_job`: user + system from the burst's first
+call until every job has ended, so the jobs' bind, launch and finish count too) and the
+load average when the row began (`load_average`): the machine is shared, compare rows of one
+run only.
 """
 
 from __future__ import annotations
@@ -11,50 +18,67 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import grpc
 import httpx
 from _harness import baseline, result
+from bench_slurm_peer import burst
 
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
 from gpu_platform.testing.ports import wait_for_ports
 
 ENTRY = [sys.executable, "-m", "gpu_platform.main"]
+JOB = ["true"]
 
 
-def _time(fn: Any, n: int) -> list[float]:
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter_ns()
-        fn()
-        out.append((time.perf_counter_ns() - t0) / 1000)
-    return out
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run(quick: bool = False) -> list[dict[str, Any]]:
-    """The default server (a one-voter Raft cluster whose jobs run on its in-process agent)
-    and, for comparison, the embedded core (server_id = 0: SQLite, jobs in the server)."""
-    n = 100 if quick else 1000
-    if os.environ.get("GPU_PLATFORM_BENCH_SMOKE"):  # the test suite's run: the schema only
-        n = 10
-    rows: list[dict[str, Any]] = []
-    for server_id, store in (("1", "raft"), ("0", "sqlite")):
-        rest, grpc_samples = _measure(n, server_id)
-        rest_row = result("e2e.submit", {"api": "rest", "submits": n, "store": store}, rest)
-        grpc_row = result(
-            "e2e.submit",
-            {"api": "grpc", "submits": n, "store": store},
-            grpc_samples,
-            baseline=baseline("rest", rest_row),
-        )
-        rows += [rest_row, grpc_row]
-    return rows
+def _until_settled(server: _Server, timeout_s: float = 300.0) -> float:
+    """Wait until no job is queued, scheduled or running; the server's CPU seconds then."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        while time.monotonic() < deadline:
+            states = client.get("/v1/status").json()["jobs_by_state"]
+            if not any(states.get(s) for s in ("QUEUED", "SCHEDULED", "RUNNING")):
+                break
+            time.sleep(0.2)
+    return _cpu_s(server.proc.pid)
 
 
-def _measure(n: int, server_id: str) -> tuple[list[float], list[float]]:
+class _Server:
+    def __init__(self, proc: subprocess.Popen[bytes], http_port: int, grpc_port: int) -> None:
+        self.proc = proc
+        self.url = f"http://127.0.0.1:{http_port}"
+        self.grpc_target = f"127.0.0.1:{grpc_port}"
+
+    def rest(self) -> Callable[[], str]:
+        client = httpx.Client(base_url=self.url, timeout=60)
+        body = {"command": JOB, "gpus": 0}
+
+        def submit() -> str:
+            response = client.post("/v1/jobs", json=body)
+            response.raise_for_status()
+            return str(response.json()["id"])
+
+        return submit
+
+    def grpc(self) -> Callable[[], str]:
+        stub = pb_grpc.JobServiceStub(grpc.insecure_channel(self.grpc_target))
+        request = pb.SubmitJobRequest(command=JOB, gpus=0)
+        return lambda: str(stub.SubmitJob(request, timeout=60).id)
+
+
+@contextmanager
+def _serve(server_id: str) -> Iterator[_Server]:
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(
             os.environ,
@@ -66,34 +90,80 @@ def _measure(n: int, server_id: str) -> tuple[list[float], list[float]]:
             GPU_PLATFORM_AGENT_PORT="0",
             GPU_PLATFORM_ISOLATION="none",
         )
-        server = subprocess.Popen(
+        proc = subprocess.Popen(
             [*ENTRY, "serve", "--port", "0", "--data-dir", str(Path(tmp) / "data")],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         try:
-            ports = wait_for_ports(Path(tmp) / "data", server, timeout=60)
-            http_port, grpc_port = ports["rest"], ports["grpc"]
-            base = f"http://127.0.0.1:{http_port}"
-            with httpx.Client(base_url=base, timeout=30) as client:
-                for _ in range(300):
+            ports = wait_for_ports(Path(tmp) / "data", proc, timeout=60)
+            server = _Server(proc, ports["rest"], ports["grpc"])
+            with httpx.Client(base_url=server.url, timeout=30) as client:
+                for _ in range(600):
                     try:
                         if client.get("/healthz").status_code == 200:
                             break
                     except httpx.HTTPError:
                         time.sleep(0.05)
-                body = {"command": ["true"], "gpus": 0}
-                for _ in range(20):  # warm-up
-                    client.post("/v1/jobs", json=body)
-                rest = _time(lambda: client.post("/v1/jobs", json=body).raise_for_status(), n)
-            with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-                stub = pb_grpc.JobServiceStub(channel)
-                request = pb.SubmitJobRequest(command=["true"], gpus=0)
+            for make in (server.rest, server.grpc):  # warm-up
+                submit = make()
                 for _ in range(20):
-                    stub.SubmitJob(request, timeout=30)
-                grpc_samples = _time(lambda: stub.SubmitJob(request, timeout=30), n)
+                    submit()
+            _until_settled(server)
+            yield server
         finally:
-            server.terminate()
-            server.wait(timeout=60)
-    return rest, grpc_samples
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
+def _row(server: _Server, api: str, store: str, n: int, clients: int) -> dict[str, Any]:
+    make = server.rest if api == "rest" else server.grpc
+    load = os.getloadavg()[0]
+    cpu0 = _cpu_s(server.proc.pid)
+    out = burst(make, n, clients)
+    cpu1 = _until_settled(server)
+    done = len(out["latencies"])
+    row = result(
+        "e2e.submit",
+        {"api": api, "submits": n, "store": store, "clients": clients},
+        out["latencies"],
+        extra={
+            "server_cpu_ms_per_job": round((cpu1 - cpu0) / max(1, done) * 1000, 2),
+            "errors": len(out["errors"]),
+            "load_average": round(load, 2),
+        },
+    )
+    row["ops_per_s"] = round(done / out["seconds"], 1)  # the burst's rate (with clients > 1)
+    return row
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """The default server (a one-voter Raft cluster whose jobs run on its in-process agent)
+    and, for comparison, the embedded core (server_id = 0: SQLite, jobs in the server)."""
+    n = 200 if quick else 1000
+    many = (1, 8, 64)
+    if os.environ.get("GPU_PLATFORM_BENCH_SMOKE"):  # the test suite's run: the schema only
+        n, many = 10, (1, 2)
+    rows: list[dict[str, Any]] = []
+    for server_id, store in (("1", "raft"), ("0", "sqlite")):
+        with _serve(server_id) as server:
+            for clients in many if store == "raft" else (1,):
+                rest_row = _row(server, "rest", store, n, clients)
+                grpc_row = _row(server, "grpc", store, n, clients)
+                grpc_row["baseline"] = baseline("rest", rest_row)
+                rows += [rest_row, grpc_row]
+                _print(rest_row)
+                _print(grpc_row)
+    return rows
+
+
+def _print(row: dict[str, Any]) -> None:
+    p, e = row["params"], row["extra"]
+    print(
+        f"e2e.submit {p['store']:6} {p['api']:4} clients={p['clients']:2} "
+        f"p50={row['p50_us'] / 1000:.2f} ms p99={row['p99_us'] / 1000:.2f} ms "
+        f"{row['ops_per_s']}/s cpu/job={e['server_cpu_ms_per_job']} ms load={e['load_average']}",
+        file=sys.stderr,
+        flush=True,
+    )

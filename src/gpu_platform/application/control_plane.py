@@ -25,8 +25,9 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import replace
 from typing import TypeVar
 
@@ -128,6 +129,8 @@ log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
 _NO_SCORE = Score(0, 0, 0, 0.0, 0, False)  # a running job's tasks: placed long ago
+_LAUNCHERS = 16  # launches of one cycle awaited at once (each waits on its agent)
+_MIN_PAUSE_S = 0.002  # shorter scheduling cycles are followed by no pause
 
 
 class ControlPlane:
@@ -139,6 +142,8 @@ class ControlPlane:
     scheduling cycle judge node heartbeat ages (only useful when a monitor sends heartbeats);
     `scheduler_metrics` hears every placement decision (latency, outcome).
     """
+
+    _launcher: ThreadPoolExecutor | None = None  # a cycle's launches at once (made on first use)
 
     def __init__(
         self,
@@ -290,6 +295,8 @@ class ControlPlane:
         Replicated, jobs outlive this server (they run on agents): the loop stops, and only
         the attempts of this process's own agent are settled by the policy."""
         self._lifecycle.shutdown()
+        if self._launcher is not None:
+            self._launcher.shutdown(wait=False)
 
     def wait_ready(self, timeout: float) -> bool:
         """Replicated: wait until a leader is known and, with an agent in this process, its
@@ -303,11 +310,11 @@ class ControlPlane:
             raise InvalidRequest("server", "shutting down")
         token = spec.client_token
         job_id = self._ids.new_job_id() if token is None else token_job_id(spec.tenant, token)
-        with self._lock:
+        with self._unless_replicated():  # replicated: no lock held while the commit is awaited
             self._execute(SubmitJob(job_id, spec, self._now()))
-            job = self._state.job(job_id)
         self._wake.set()
-        return job
+        with self._lock:
+            return self._state.job(job_id)
 
     def submit_array(self, spec: JobSpec, array: ArraySpec | str) -> ArrayInfo:
         """One command (one Raft entry) creates every task of the array."""
@@ -316,11 +323,11 @@ class ControlPlane:
         if isinstance(array, str):
             array = parse_array(array)
         array_id = self._ids.new_job_id()
-        with self._lock:
+        with self._unless_replicated():
             self._execute(SubmitArray(array_id, spec, array, self._now()))
-            info = self._array_info(array_id)
         self._wake.set()
-        return info
+        with self._lock:
+            return self._array_info(array_id)
 
     # -- job reads and stops (control.jobs) ------------------------------------------------------
 
@@ -329,6 +336,11 @@ class ControlPlane:
 
     def cancel_array(self, array_id: str, reason: str = "cancelled by user") -> ArrayInfo:
         return self._jobs.cancel_array(array_id, reason)
+
+    def _unless_replicated(self) -> contextlib.AbstractContextManager[object]:
+        """The state's lock, embedded (apply and persist are one step under it); nothing,
+        replicated: the command path takes it where needed, never across a commit."""
+        return contextlib.nullcontext() if self._replication is not None else self._lock
 
     def _array_info(self, array_id: str) -> ArrayInfo:
         return self._jobs.array_info(array_id)
@@ -570,7 +582,7 @@ class ControlPlane:
         for job_id, placed in binds.items():
             self._nominated.discard(job_id)
             commands.append(self._bind_command(jobs[job_id], placed, job_id in borrowing))
-        starts: list[Command] = []
+        launches: list[tuple[Job, GangPlacement, JobBound]] = []
         for (job_id, placed), outcome in zip(
             binds.items(), self._commit_all(commands), strict=True
         ):
@@ -580,15 +592,41 @@ class ControlPlane:
                 log.info("bind refused", job_id=job_id, error=str(outcome))
                 continue
             bound = next(e for e in self._effects(outcome) if isinstance(e, JobBound))
-            start = self._launch(jobs[job_id], placed, bound)
-            if start is not None:
-                starts.append(start)
+            launches.append((jobs[job_id], placed, bound))
+        starts: list[Command] = [s for s in self._launch_all(launches) if s is not None]
         for outcome in self._commit_all(starts):
             if isinstance(outcome, DomainError):
                 log.info("start not recorded", error=str(outcome))
             else:
                 self._effects(outcome)
         return len(starts)
+
+    def _launch_all(
+        self, launches: list[tuple[Job, GangPlacement, JobBound]]
+    ) -> list[StartJob | None]:
+        """`_launch` each bound job; on agents, the jobs of different first nodes at once: a
+        launch waits for its agent's answer, so one after another a cycle would take one
+        round trip per job. One agent's launches stay in cycle order."""
+        by_node: dict[str, list[int]] = {}
+        for n, (_, _, bound) in enumerate(launches):
+            by_node.setdefault(bound.allocation.nodes[0], []).append(n)
+        if len(by_node) <= 1 or self._hub is None:
+            return [self._launch(*launch) for launch in launches]
+        if self._launcher is None:
+            self._launcher = ThreadPoolExecutor(_LAUNCHERS, thread_name_prefix="launch")
+        out: list[StartJob | None] = [None] * len(launches)
+
+        def launch_on(indices: list[int]) -> None:
+            with self._lock:  # each lets the lock go while its agent answers
+                for n in indices:
+                    out[n] = self._launch(*launches[n])
+
+        with self._lock_let_go():
+            groups = [self._launcher.submit(launch_on, group) for group in by_node.values()]
+            wait_futures(groups)
+        for group in groups:
+            group.result()  # a launch's error, once every group has finished
+        return out
 
     def _commit_all(self, commands: list[Command]) -> list[list[DomainEvent] | DomainError]:
         """Propose `commands` together and wait for all; each gets its events or the domain
@@ -599,15 +637,8 @@ class ControlPlane:
         if not self._leading and not self._replication.is_leader():
             raise self._elsewhere()
         futures = [self._replication.submit(c) for c in commands]
-
-        def wake(_: object) -> None:
-            with self._applied:
-                self._applied.notify_all()
-
-        for future in futures:
-            future.add_done_callback(wake)
-        with self._applied:
-            self._applied.wait_for(lambda: all(f.done() for f in futures))
+        with self._lock_let_go():
+            wait_futures(futures)
         out: list[list[DomainEvent] | DomainError] = []
         for future in futures:
             try:
@@ -617,6 +648,20 @@ class ControlPlane:
             assert isinstance(applied, Applied)
             out.append(applied.error if applied.error is not None else list(applied.events))
         return out
+
+    @contextlib.contextmanager
+    def _lock_let_go(self) -> Iterator[None]:
+        """Let go of the state's lock, however deeply this thread holds it, for the block
+        (what `Condition.wait` does): a commit is never awaited under the lock, and the Raft
+        thread that resolves the futures never has to take the lock to wake the waiter."""
+        if not self._applied._is_owned():  # type: ignore[attr-defined]
+            yield
+            return
+        saved = self._lock._release_save()  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            self._lock._acquire_restore(saved)  # type: ignore[attr-defined]
 
     def _bind_command(self, job: Job, placed: GangPlacement, borrowing: bool) -> BindJob:
         slots = [(t.node, tuple(s.gpu.index for s in t.gpus)) for t in placed.tasks]
@@ -784,20 +829,12 @@ class ControlPlane:
             self._execute(StartJob(job.id, report.epoch, self._now()))
 
     def wait_for(self, future: Future[object], timeout: float) -> None:
-        if not self._applied._is_owned():  # type: ignore[attr-defined]
-            with contextlib.suppress(Exception):
-                future.result(timeout=timeout)
-            return
-
-        def wake(_: object) -> None:
-            with self._applied:
-                self._applied.notify_all()
-
-        future.add_done_callback(wake)
-        self._applied.wait_for(future.done, timeout=timeout)
+        with self._lock_let_go():
+            wait_futures([future], timeout=timeout)
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
+            cpu = time.thread_time()
             try:
                 if self._replication is None or self._lead():
                     if self._check_heartbeats and self._judging_nodes():
@@ -807,6 +844,12 @@ class ControlPlane:
                 log.info("scheduling cycle interrupted", error=str(exc))
             except Exception:  # a bug must not kill the loop silently
                 log.exception("scheduling cycle failed")
+            # every submit wakes the loop: on a long queue, cycles would run back to back and
+            # hold the state's lock most of the time; pause as long as the cycle's CPU took
+            # (a wake meanwhile is kept), so the submits of that time share the next cycle
+            pause = min(time.thread_time() - cpu, self._interval)
+            if pause > _MIN_PAUSE_S:
+                self._stopping.wait(pause)
             self._wake.wait(self._interval)
             self._wake.clear()
 

@@ -45,6 +45,7 @@ def configure_logging(
     )
     structlog.configure(
         processors=[
+            structlog.stdlib.filter_by_level,  # first: a dropped line costs no formatting
             *shared,
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,

@@ -9,8 +9,7 @@ latency is reported by route template when `api_metrics` is given.
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -18,7 +17,6 @@ from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from opentelemetry.trace import TracerProvider
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gpu_platform import __version__
 from gpu_platform.adapters.inbound.rest.admin import admin_router
@@ -26,6 +24,7 @@ from gpu_platform.adapters.inbound.rest.auth import Auth, access_router
 from gpu_platform.adapters.inbound.rest.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimit
 from gpu_platform.adapters.inbound.rest.follow import FOLLOW_POLL_S, FollowCount, client_gone
 from gpu_platform.adapters.inbound.rest.metrics_auth import metrics_scraper
+from gpu_platform.adapters.inbound.rest.observe import MeasureRequests, TraceRequests
 from gpu_platform.adapters.inbound.rest.problems import (
     COMMON_ERRORS,
     CONFLICT,
@@ -113,38 +112,12 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=max_request_bytes)
     auth = Auth(access or OpenAccess(), service, trail or AuditTrail())
 
+    # plain ASGI (not `@app.middleware`): no task and stream hop per request (issue 21)
     if tracer_provider is not None:
         tracer = tracer_provider.get_tracer("gpu_platform.rest")
-
-        @app.middleware("http")
-        async def _trace(
-            request: Request, call_next: Callable[[Request], Awaitable[Response]]
-        ) -> Response:
-            parent = TraceContextTextMapPropagator().extract(request.headers)
-            name = f"{request.method} {request.url.path}"
-            with tracer.start_as_current_span(name, context=parent) as span:
-                span.set_attribute("http.request.method", request.method)
-                span.set_attribute("url.path", request.url.path)
-                response = await call_next(request)
-                span.set_attribute("http.response.status_code", response.status_code)
-                return response
-
+        app.add_middleware(TraceRequests, tracer=tracer)
     if api_metrics is not None:
-        observe = api_metrics
-
-        @app.middleware("http")
-        async def _measure(
-            request: Request, call_next: Callable[[Request], Awaitable[Response]]
-        ) -> Response:
-            started, status = time.perf_counter(), 500
-            try:
-                response = await call_next(request)
-                status = response.status_code
-                return response
-            finally:  # streamed bodies: the time to the response headers
-                # the template of the route the router chose (it sets scope["route"])
-                route = getattr(request.scope.get("route"), "path", None) or "unmatched"
-                observe.http_request(request.method, route, status, time.perf_counter() - started)
+        app.add_middleware(MeasureRequests, observe=api_metrics)
 
     @app.post("/v1/jobs", status_code=201, response_model=JobOut, responses=CONFLICT)
     async def submit(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -25,7 +26,15 @@ class StructlogEventPublisher:
         self._log = structlog.get_logger("gpu_platform.events")
         self._trace_ids = trace_ids
 
+    def _enabled(self) -> bool:
+        try:  # the stdlib-backed logger `configure_logging` sets up knows its level
+            return bool(self._log.isEnabledFor(logging.INFO))
+        except AttributeError:  # structlog's own loggers (not configured): they print all
+            return True
+
     def publish(self, event: DomainEvent) -> None:
+        if not self._enabled():  # the level drops the line: build nothing
+            return
         fields: dict[str, Any] = asdict(event)
         alloc = fields.get("allocation") or fields.get("stop")
         if isinstance(alloc, dict):
