@@ -1,5 +1,6 @@
 """The audit file batches appends under one fsync off the caller's path, and loses nothing
-that was flushed — nor anything at a graceful close — while the chain still verifies."""
+that was flushed — nor anything at a graceful close — while the chain still verifies. The
+head file follows the log (at most `head_every` behind) and is rolled forward after a crash."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
+from gpu_platform.adapters.audit_seal import load_key
+from gpu_platform.adapters.audit_seal import verify_file as seal_verify
 from gpu_platform.adapters.outbound.storage.audit_file import (
+    AuditChainBroken,
     JsonlAuditLog,
     read_head,
     verify_file,
@@ -81,6 +87,41 @@ def test_a_head_left_several_entries_behind_is_rolled_forward(tmp_path: Path) ->
     JsonlAuditLog(path).close()
     assert read_head(path) is not None and read_head(path)[0] == 8  # type: ignore[index]
     assert verify_file(path) == 8
+
+
+def test_the_head_lags_the_log_between_batches_and_a_crash_there_is_recovered_and_sealed(
+    tmp_path: Path,
+) -> None:
+    path, key_file = tmp_path / "audit.jsonl", tmp_path / "etc" / "audit.key"
+    load_key(key_file, create=True)
+    script = (
+        "import os, sys, time\n"
+        "from pathlib import Path\n"
+        "from gpu_platform.adapters.audit_seal import load_key\n"
+        "from gpu_platform.adapters.outbound.storage.audit_file import JsonlAuditLog, read_head\n"
+        "path, key = Path(sys.argv[1]), load_key(Path(sys.argv[2]))\n"
+        "log = JsonlAuditLog(path, key, head_every=3600)\n"
+        "for i in range(3): log.append({'action': 'test', 'i': i})\n"
+        "log.flush()  # the head holds 3\n"
+        "for i in range(3, 7): log.append({'action': 'test', 'i': i})\n"
+        "deadline = time.monotonic() + 30\n"
+        "while path.read_text().count(chr(10)) < 7 and time.monotonic() < deadline:\n"
+        "    time.sleep(0.005)  # the writer fsyncs the batch; the head stays behind\n"
+        "assert read_head(path)[0] == 3, read_head(path)\n"
+        "os._exit(9)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(path), str(key_file)], check=False, timeout=60
+    )
+    assert run.returncode == 9
+    key = load_key(key_file)
+    assert path.read_text().count("\n") == 7
+    JsonlAuditLog(path, key).close()  # the head is rolled forward over 4..7 and sealed
+    assert seal_verify(path, key) == 7
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]))  # the recovered head still catches a cut tail
+    with pytest.raises(AuditChainBroken):
+        JsonlAuditLog(path, key)
 
 
 def _entries(path: Path) -> list[dict[str, object]]:
