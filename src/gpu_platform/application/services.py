@@ -224,9 +224,12 @@ class ServiceManager:
                 self._swept = True
             now = self._clock.now()
             for service in services:
-                actions = reconcile(service, jobs.get, now)
-                if actions:
-                    self._carry_out(actions)
+                try:  # one service that cannot be reconciled must not stall the others
+                    actions = reconcile(service, jobs.get, now)
+                    if actions:
+                        self._carry_out(actions)
+                except Exception:
+                    log.exception("service not reconciled", service=service.name)
 
     def _stop_orphans(self) -> None:
         """Stop replica jobs no service knows: the embedded core keeps its jobs across a

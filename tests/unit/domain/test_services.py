@@ -93,6 +93,8 @@ def spec(**kw: object) -> ServiceSpec:
         ({"gpu_milli": 0}, "gpu_milli"),
         ({"gpu_milli": 500, "gpus": 2}, "gpus"),
         ({"gpu_milli": 500, "gpus": 1, "gpu_memory_bytes": 0}, "gpu_memory_bytes"),
+        # a replica job could never carry it (schemathesis created one; its rounds failed)
+        ({"gpus": 0, "gpu_memory_bytes": 30}, "gpu_memory_bytes"),
     ],
 )
 def test_a_bad_spec_is_refused_naming_the_field(change: dict[str, object], field: str) -> None:

@@ -23,6 +23,9 @@ import enum
 import re
 from dataclasses import dataclass, field
 
+from gpu_platform.domain.errors import InvalidRequest
+from gpu_platform.domain.model.sharing import check_share_fields
+
 __all__ = [
     "ENGINES",
     "ENV_NAME_PATTERN",
@@ -109,6 +112,10 @@ def check_spec(spec: ServiceSpec) -> None:
         raise bad("gpus", "a share of a GPU (gpu_milli < 1000) is a share of one GPU: gpus = 1")
     if spec.gpu_memory_bytes is not None and spec.gpu_memory_bytes <= 0:
         raise bad("gpu_memory_bytes", "must be > 0")
+    try:  # every rule a replica's job spec must pass (one replica's request is a job's)
+        check_share_fields(spec.gpus, spec.gpu_milli, spec.gpu_memory_bytes, 0, None, None, None)
+    except InvalidRequest as exc:
+        raise bad(exc.field, exc.reason) from None
     if not _ENV.fullmatch(spec.port_env):
         raise bad("port_env", "must be an environment variable name")
     if not spec.health_path.startswith("/"):
