@@ -11,14 +11,14 @@ ended; if the runner does not know the attempt, nothing is running and the GPUs 
 GPU and node state changes are saved to the HardwareStore before the jobs they affect, and
 survive a restart.
 
-This module keeps the command path (`_execute`, replicated `_commit`/`_commit_all`, `_effects`),
-submits and launching. The other concerns are collaborators in
-`application.control`, built on one `control.shared.Shared` (state, lock, command path):
+This module keeps the command path (`_execute`, replicated `_commit`/`_commit_all`, `_effects`)
+and submits. The other concerns are collaborators in `application.control`, built on one
+`control.shared.Shared` (state, lock, command path):
 `lifecycle` (recover, start, shutdown policy), `leadership` (replicated role, read barrier),
 `agents` (hello, reconcile, heartbeats), `health` (findings, heartbeat verdicts, GPU resets),
 `admin` (operator actions, quotas, audit), `membership` (Raft servers), `jobs` (reads,
-cancel, kill, logs) and `scheduling` (the scheduling cycle). `ControlPlane` delegates its
-public methods to them.
+cancel, kill, logs), `scheduling` (the scheduling cycle) and `launching` (binds, launches,
+task exits). `ControlPlane` delegates its public methods to them.
 """
 
 from __future__ import annotations
@@ -27,19 +27,20 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from typing import TypeVar
 
 import structlog
 
-from gpu_platform.application.agent_hub import AgentHub, AgentUnavailable, AttemptRef
+from gpu_platform.application.agent_hub import AgentHub, AttemptRef
 from gpu_platform.application.cluster_replica import Applied
 from gpu_platform.application.consistency import LeaderElsewhere
 from gpu_platform.application.control.admin import Admin
 from gpu_platform.application.control.agents import Agents
 from gpu_platform.application.control.health import Health
 from gpu_platform.application.control.jobs import Jobs
+from gpu_platform.application.control.launching import Launching
 from gpu_platform.application.control.leadership import Leadership
 from gpu_platform.application.control.lifecycle import Lifecycle, ShutdownPolicy
 from gpu_platform.application.control.membership import Membership
@@ -48,24 +49,19 @@ from gpu_platform.application.control.shared import Run as _Run
 from gpu_platform.application.control.shared import Shared
 from gpu_platform.application.raft_node import NotLeader, RaftNodeError
 from gpu_platform.application.replication import RaftReplication as Replication
-from gpu_platform.application.sharing import launch_fields
 from gpu_platform.domain.cluster_state import (
-    BindJob,
     ClusterState,
     Command,
     FinishJob,
-    RequeueJob,
-    StartJob,
     SubmitArray,
     SubmitJob,
 )
-from gpu_platform.domain.errors import DomainError, InvalidRequest, NotFound
+from gpu_platform.domain.errors import DomainError, InvalidRequest
 from gpu_platform.domain.events import (
     ArraySubmitted,
     DomainEvent,
     GpuStateChanged,
     JobAborted,
-    JobBound,
     JobCancelled,
     JobEvent,
     JobRequeued,
@@ -76,20 +72,16 @@ from gpu_platform.domain.faults.commands import AdminAction, HardwareRecord
 from gpu_platform.domain.faults.health import HealthEvent
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
-from gpu_platform.domain.model.gpu import Gpu
-from gpu_platform.domain.model.job import Job, JobSpec, JobState, token_job_id
-from gpu_platform.domain.model.job_array import ArraySpec, array_env, parse_array
+from gpu_platform.domain.model.job import Job, JobSpec, token_job_id
+from gpu_platform.domain.model.job_array import ArraySpec, parse_array
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
-from gpu_platform.domain.placement import (
-    GangPlacement,
-)
 from gpu_platform.domain.scheduling import (
     PendingReason,
     Quota,
     SchedulerPolicy,
 )
 from gpu_platform.domain.scheduling.live_view import LiveView
-from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
+from gpu_platform.domain.topology.matrix import TopologyMatrix
 from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo
 from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo
 from gpu_platform.ports.outbound.clock import Clock, IdGenerator
@@ -99,10 +91,7 @@ from gpu_platform.ports.outbound.hardware_store import HardwareStore
 from gpu_platform.ports.outbound.health_monitor import FaultInjector
 from gpu_platform.ports.outbound.job_runner import (
     ExitReport,
-    GangEnv,
     JobRunner,
-    LaunchError,
-    LaunchSpec,
 )
 from gpu_platform.ports.outbound.job_store import JobStore
 from gpu_platform.ports.outbound.metrics import NoSchedulerMetrics, SchedulerMetrics
@@ -114,7 +103,6 @@ __all__ = ["ControlPlane", "ShutdownPolicy", "request_of"]
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
-_LAUNCHERS = 16  # launches of one cycle awaited at once (each waits on its agent)
 _MIN_PAUSE_S = 0.002  # shorter scheduling cycles are followed by no pause
 
 
@@ -127,8 +115,6 @@ class ControlPlane:
     scheduling cycle judge node heartbeat ages (only useful when a monitor sends heartbeats);
     `scheduler_metrics` hears every placement decision (latency, outcome).
     """
-
-    _launcher: ThreadPoolExecutor | None = None  # a cycle's launches at once (made on first use)
 
     def __init__(
         self,
@@ -170,8 +156,6 @@ class ControlPlane:
         self._ids = ids
         self._publisher = publisher
         self._interval = schedule_interval_s
-        self._pin = pin_cpus
-        self._matrices: dict[str, TopologyMatrix] = {}
         self._live_view = LiveView()  # the placement view, kept in step with the state
         self._lock = replication.lock if replication is not None else threading.RLock()
         self._applied = threading.Condition(self._lock)
@@ -234,14 +218,23 @@ class ControlPlane:
             start_due_resets=self._start_due_resets,
             shutdown_policy=shutdown_policy,
         )
+        self._launching = Launching(
+            self._s,
+            pin=pin_cpus,
+            traces=self._traces,
+            commit_all=self._commit_all,
+            effects=self._effects,
+            lock_let_go=self._lock_let_go,
+            lost=self._agents.lost,
+        )
         self._scheduling = Scheduling(
             self._s,
             live_view=self._live_view,
             metrics=self._metrics,
             policy=self._policy,
             effective_quotas=self._effective_quotas,
-            bind_all=self._bind_all,
-            bind_and_launch=self._bind_and_launch,
+            bind_all=self._launching.bind_all,
+            bind_and_launch=self._launching.bind_and_launch,
         )
 
     @property
@@ -286,8 +279,7 @@ class ControlPlane:
         Replicated, jobs outlive this server (they run on agents): the loop stops, and only
         the attempts of this process's own agent are settled by the policy."""
         self._lifecycle.shutdown()
-        if self._launcher is not None:
-            self._launcher.shutdown(wait=False)
+        self._launching.shutdown()
 
     def wait_ready(self, timeout: float) -> bool:
         """Replicated: wait until a leader is known and, with an agent in this process, its
@@ -387,65 +379,6 @@ class ControlPlane:
         """Set (or with None remove) a tenant's quota; stored, effective next cycle."""
         self._admin.set_quota(tenant, quota)
 
-    def _bind_all(
-        self,
-        jobs: Mapping[str, Job],
-        binds: Mapping[str, GangPlacement],
-        borrowing: frozenset[str] | set[str],
-    ) -> int:
-        """Replicated: propose every bind of the cycle at once (Raft appends and fsyncs them
-        together), launch each bound job, then record the starts together. Returns how many
-        jobs were launched."""
-        commands: list[Command] = []
-        for job_id, placed in binds.items():
-            self._nominated.discard(job_id)
-            commands.append(self._bind_command(jobs[job_id], placed, job_id in borrowing))
-        launches: list[tuple[Job, GangPlacement, JobBound]] = []
-        for (job_id, placed), outcome in zip(
-            binds.items(), self._commit_all(commands), strict=True
-        ):
-            if isinstance(outcome, DomainError):
-                # the lock is let go while commits are awaited: the job may have been
-                # cancelled meanwhile; the replica re-validated the bind and refused it
-                log.info("bind refused", job_id=job_id, error=str(outcome))
-                continue
-            bound = next(e for e in self._effects(outcome) if isinstance(e, JobBound))
-            launches.append((jobs[job_id], placed, bound))
-        starts: list[Command] = [s for s in self._launch_all(launches) if s is not None]
-        for outcome in self._commit_all(starts):
-            if isinstance(outcome, DomainError):
-                log.info("start not recorded", error=str(outcome))
-            else:
-                self._effects(outcome)
-        return len(starts)
-
-    def _launch_all(
-        self, launches: list[tuple[Job, GangPlacement, JobBound]]
-    ) -> list[StartJob | None]:
-        """`_launch` each bound job; on agents, the jobs of different first nodes at once: a
-        launch waits for its agent's answer, so one after another a cycle would take one
-        round trip per job. One agent's launches stay in cycle order."""
-        by_node: dict[str, list[int]] = {}
-        for n, (_, _, bound) in enumerate(launches):
-            by_node.setdefault(bound.allocation.nodes[0], []).append(n)
-        if len(by_node) <= 1 or self._hub is None:
-            return [self._launch(*launch) for launch in launches]
-        if self._launcher is None:
-            self._launcher = ThreadPoolExecutor(_LAUNCHERS, thread_name_prefix="launch")
-        out: list[StartJob | None] = [None] * len(launches)
-
-        def launch_on(indices: list[int]) -> None:
-            with self._lock:  # each lets the lock go while its agent answers
-                for n in indices:
-                    out[n] = self._launch(*launches[n])
-
-        with self._lock_let_go():
-            groups = [self._launcher.submit(launch_on, group) for group in by_node.values()]
-            wait_futures(groups)
-        for group in groups:
-            group.result()  # a launch's error, once every group has finished
-        return out
-
     def _commit_all(self, commands: list[Command]) -> list[list[DomainEvent] | DomainError]:
         """Propose `commands` together and wait for all; each gets its events or the domain
         error that refused it. NotLeader (as LeaderElsewhere) ends the whole batch."""
@@ -481,170 +414,8 @@ class ControlPlane:
         finally:
             self._lock._acquire_restore(saved)  # type: ignore[attr-defined]
 
-    def _bind_command(self, job: Job, placed: GangPlacement, borrowing: bool) -> BindJob:
-        slots = [(t.node, tuple(s.gpu.index for s in t.gpus)) for t in placed.tasks]
-        (node, indices), peers = slots[0], tuple(slots[1:])
-        return BindJob(job.id, node, indices, self._now(), peers=peers, borrowing=borrowing)
-
-    def _bind_and_launch(self, job: Job, placed: GangPlacement, *, borrowing: bool = False) -> None:
-        events = self._execute(self._bind_command(job, placed, borrowing))
-        bound = next(e for e in events if isinstance(e, JobBound))
-        start = self._launch(job, placed, bound)
-        if start is not None:
-            self._execute(start)
-
-    def _launch(self, job: Job, placed: GangPlacement, bound: JobBound) -> StartJob | None:
-        """Start every task of a bound attempt; the StartJob to record when all run, else
-        None (the attempt was recorded ended or re-queued here)."""
-        alloc = bound.allocation
-        vendors = [str(s.gpu.vendor) for t in placed.tasks for s in t.gpus]
-        run = self._runs[(job.id, alloc.epoch)] = _Run(len(alloc.tasks))
-        unavailable = False
-        for rank, spec in enumerate(self._task_specs(job, bound, vendors[0] if vendors else "")):
-            try:
-                self._runner.start(spec, self._on_exit)
-            except LaunchError as exc:
-                run.launch_error = f"launch failed: {exc}"
-                unavailable = isinstance(exc, AgentUnavailable)
-                break
-            run.live.add(rank)
-        if unavailable:  # no fault of the job: it waits for another placement
-            why = run.launch_error
-            self._execute(RequeueJob(job.id, alloc.epoch, self._now(), why))
-            if not run.live:  # nothing runs: the GPUs are free at once
-                self._runs.pop((job.id, alloc.epoch), None)
-                self._execute(FinishJob(job.id, alloc.epoch, None, self._now(), why))
-            return None
-        if not run.launch_error:
-            return StartJob(job.id, alloc.epoch, self._now())
-        if not run.live or not self._runner.stop(job.id, alloc.epoch, self._grace):
-            del self._runs[(job.id, alloc.epoch)]
-            self._execute(FinishJob(job.id, alloc.epoch, None, self._now(), run.launch_error))
-        return None
-
-    def _task_specs(self, job: Job, bound: JobBound, vendor: str) -> list[LaunchSpec]:
-        """One LaunchSpec per task, rank order. A gang's tasks get torchrun's rendezvous: rank
-        0's node is the master (its `address` label, else loopback: in single-server mode the
-        in-process runner starts every task on this host)."""
-        alloc = bound.allocation
-        tasks = alloc.tasks
-        node_order = list(alloc.nodes)
-        master = dict(self._state.node(tasks[0].node).labels).get("address", "127.0.0.1")
-        specs = []
-        for rank, slot in enumerate(tasks):
-            node = self._state.node(slot.node)
-            cpus: tuple[int, ...] = ()
-            if self._pin and slot.numa_nodes:
-                local = {n.id: n.cpus for n in node.numa_nodes}
-                cpus = tuple(sorted(c for numa in slot.numa_nodes for c in local.get(numa, ())))
-            same_node = [r for r, t in enumerate(tasks) if t.node == slot.node]
-            gang = None
-            if len(tasks) > 1:
-                gang = GangEnv(
-                    world_size=len(tasks),
-                    local_rank=same_node.index(rank),
-                    local_world_size=len(same_node),
-                    node_rank=node_order.index(slot.node),
-                    master_addr=master,
-                )
-            specs.append(
-                LaunchSpec(
-                    job_id=job.id,
-                    epoch=alloc.epoch,
-                    attempt=bound.attempt,
-                    argv=job.spec.command,
-                    env=job.spec.env if job.array is None else job.spec.env + array_env(job.array),
-                    gpu_indices=slot.gpu_indices,
-                    gpu_uuids=slot.gpu_uuids,
-                    cwd=job.spec.cwd,
-                    vendor=vendor or "nvidia",
-                    cpus=cpus,
-                    mems=slot.numa_nodes if cpus else (),
-                    memory_bytes=job.spec.memory_bytes,
-                    time_limit_s=job.spec.time_limit_s,
-                    user=job.spec.user,
-                    nics=self._nearest_nics(node, slot.gpu_indices),
-                    rank=rank,
-                    gang=gang,
-                    node=slot.node,
-                    tenant=job.spec.tenant,
-                    traceparent=self._traces.traceparent(job.id) or "",
-                    mig_profile=job.spec.mig_profile,
-                    image=job.spec.image,
-                    mounts=job.spec.mounts,
-                    **launch_fields(job.id, job.spec, _first_gpu(node, slot.gpu_indices)),
-                )
-            )
-        return specs
-
-    def _nearest_nics(self, node: Node, gpus: tuple[int, ...]) -> tuple[str, ...]:
-        """RDMA NICs closest to the job's GPUs (NCCL's choice), in GPU order, no repeats."""
-        if node.topology is None or not gpus:
-            return ()
-        matrix = self._matrices.get(node.name)
-        if matrix is None:
-            rdma = [n.name for n in node.topology.nics if n.kind == "rdma"]
-            matrix = self._matrices[node.name] = build_matrix(node.topology, rdma)
-        out: list[str] = []
-        for gpu in gpus:
-            if gpu in matrix.gpus:
-                out += [n for n in matrix.nearest_nics(gpu) if n not in out]
-        return tuple(out)
-
     def _on_exit(self, report: ExitReport) -> None:
-        """A task ended. The attempt's exit is recorded when its last task has ended: with the
-        first failing task's code and reason (the rest of a gang is stopped at once). A task its
-        node's lease fence stopped was lost with the node, not failed: the job is re-queued."""
-        if report.fenced:
-            self._lost(report.job_id, report.epoch, {report.rank}, report.reason, ended=True)
-            self._wake.set()
-            return
-        with self._lock:
-            key = (report.job_id, report.epoch)
-            self._record_start(report)
-            run = self._runs.get(key)
-            if run is None:  # not started by this incarnation's bookkeeping: report it as is
-                self._execute(FinishJob(*key, report.exit_code, self._now(), report.reason))
-                self._wake.set()
-                return
-            run.live.discard(report.rank)
-            failed = report.exit_code != 0
-            if failed and run.failure is None and not run.launch_error:
-                run.failure = report
-                if run.live:
-                    log.warning(
-                        "gang task failed: stopping the whole gang",
-                        job_id=report.job_id,
-                        epoch=report.epoch,
-                        rank=report.rank,
-                        reason=report.reason,
-                    )
-                    self._runner.stop(report.job_id, report.epoch, self._grace)
-            if run.live:
-                return
-            del self._runs[key]
-            code, reason = report.exit_code, report.reason
-            if run.launch_error:
-                code, reason = None, run.launch_error
-            elif run.failure is not None:
-                code, reason = run.failure.exit_code, run.failure.reason
-                if run.tasks > 1:
-                    reason = f"task {run.failure.rank} {reason}; the gang was stopped whole"
-            self._execute(FinishJob(*key, code, self._now(), reason))
-        self._wake.set()
-
-    def _record_start(self, report: ExitReport) -> None:
-        """A task ended whose start was never recorded (its leader failed between bind and
-        start): it did run, so record the start first — its exit code then counts."""
-        if self._replication is None:
-            return
-        try:
-            job = self._state.job(report.job_id)
-        except NotFound:
-            return
-        alloc = job.allocation
-        if job.state is JobState.SCHEDULED and alloc is not None and alloc.epoch == report.epoch:
-            self._execute(StartJob(job.id, report.epoch, self._now()))
+        self._launching.on_exit(report)
 
     def wait_for(self, future: Future[object], timeout: float) -> None:
         with self._lock_let_go():
@@ -891,7 +662,3 @@ class ControlPlane:
 
     def transfer_leader(self, server_id: int, *, actor: str) -> ClusterInfo:
         return self._membership.transfer_leader(server_id, actor=actor)
-
-
-def _first_gpu(node: Node, indices: tuple[int, ...]) -> Gpu | None:
-    return node.gpu(indices[0]) if indices else None
