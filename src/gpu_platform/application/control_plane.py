@@ -11,9 +11,9 @@ ended; if the runner does not know the attempt, nothing is running and the GPUs 
 GPU and node state changes are saved to the HardwareStore before the jobs they affect, and
 survive a restart.
 
-This module keeps the command path (`_execute`, replicated `_commit`/`_commit_all`, `_effects`)
-and submits. The other concerns are collaborators in `application.control`, built on one
-`control.shared.Shared` (state, lock, command path):
+This module keeps submits and the scheduler loop. The other concerns are collaborators in
+`application.control`, built on one `control.shared.Shared` (state, lock, command path):
+`commands` (the command path: `execute`, replicated `commit_all`, `effects`),
 `lifecycle` (recover, start, shutdown policy), `leadership` (replicated role, read barrier),
 `agents` (hello, reconcile, heartbeats), `health` (findings, heartbeat verdicts, GPU resets),
 `admin` (operator actions, quotas, audit), `membership` (Raft servers), `jobs` (reads,
@@ -26,18 +26,17 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from concurrent.futures import wait as wait_futures
 from typing import TypeVar
 
 import structlog
 
 from gpu_platform.application.agent_hub import AgentHub, AttemptRef
-from gpu_platform.application.cluster_replica import Applied
 from gpu_platform.application.consistency import LeaderElsewhere
 from gpu_platform.application.control.admin import Admin
 from gpu_platform.application.control.agents import Agents
+from gpu_platform.application.control.commands import Commands
 from gpu_platform.application.control.health import Health
 from gpu_platform.application.control.jobs import Jobs
 from gpu_platform.application.control.launching import Launching
@@ -47,34 +46,25 @@ from gpu_platform.application.control.membership import Membership
 from gpu_platform.application.control.scheduling import Scheduling, request_of
 from gpu_platform.application.control.shared import Run as _Run
 from gpu_platform.application.control.shared import Shared
-from gpu_platform.application.raft_node import NotLeader, RaftNodeError
+from gpu_platform.application.raft_node import RaftNodeError
 from gpu_platform.application.replication import RaftReplication as Replication
 from gpu_platform.domain.cluster_state import (
     ClusterState,
     Command,
-    FinishJob,
     SubmitArray,
     SubmitJob,
 )
-from gpu_platform.domain.errors import DomainError, InvalidRequest
+from gpu_platform.domain.errors import InvalidRequest
 from gpu_platform.domain.events import (
-    ArraySubmitted,
     DomainEvent,
-    GpuStateChanged,
-    JobAborted,
-    JobCancelled,
-    JobEvent,
-    JobRequeued,
-    NodeStateChanged,
-    StaleReportIgnored,
 )
-from gpu_platform.domain.faults.commands import AdminAction, HardwareRecord
+from gpu_platform.domain.faults.commands import AdminAction
 from gpu_platform.domain.faults.health import HealthEvent
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec, token_job_id
 from gpu_platform.domain.model.job_array import ArraySpec, parse_array
-from gpu_platform.domain.model.node import Inventory, Node, NodeState
+from gpu_platform.domain.model.node import Inventory, Node
 from gpu_platform.domain.scheduling import (
     PendingReason,
     Quota,
@@ -150,18 +140,15 @@ class ControlPlane:
         self._hub = runner if isinstance(runner, AgentHub) else None
         if self._hub is not None:
             self._hub.attach(self)
-        self._store = store
         self._runner = runner
         self._clock = clock
         self._ids = ids
-        self._publisher = publisher
         self._interval = schedule_interval_s
         self._live_view = LiveView()  # the placement view, kept in step with the state
         self._lock = replication.lock if replication is not None else threading.RLock()
         self._applied = threading.Condition(self._lock)
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._hardware = hardware
         self._check_heartbeats = check_heartbeats
         self._runs: dict[tuple[str, int], _Run] = {}  # (job, epoch) -> its running tasks
         self._metrics = scheduler_metrics or NoSchedulerMetrics()
@@ -218,13 +205,23 @@ class ControlPlane:
             start_due_resets=self._start_due_resets,
             shutdown_policy=shutdown_policy,
         )
+        self._commands = Commands(
+            self._s,
+            store=store,
+            publisher=publisher,
+            hardware=hardware,
+            elsewhere=self._leadership.elsewhere,
+            accounted=self._agents.accounted,
+            release_down_nodes=self._health.release_down_nodes,
+            start_due_resets=self._health.start_due_resets,
+        )
         self._launching = Launching(
             self._s,
             pin=pin_cpus,
             traces=self._traces,
-            commit_all=self._commit_all,
-            effects=self._effects,
-            lock_let_go=self._lock_let_go,
+            commit_all=self._commands.commit_all,
+            effects=self._commands.effects,
+            lock_let_go=self._commands.lock_let_go,
             lost=self._agents.lost,
         )
         self._scheduling = Scheduling(
@@ -379,47 +376,11 @@ class ControlPlane:
         """Set (or with None remove) a tenant's quota; stored, effective next cycle."""
         self._admin.set_quota(tenant, quota)
 
-    def _commit_all(self, commands: list[Command]) -> list[list[DomainEvent] | DomainError]:
-        """Propose `commands` together and wait for all; each gets its events or the domain
-        error that refused it. NotLeader (as LeaderElsewhere) ends the whole batch."""
-        assert self._replication is not None
-        if not commands:
-            return []
-        if not self._leading and not self._replication.is_leader():
-            raise self._elsewhere()
-        futures = [self._replication.submit(c) for c in commands]
-        with self._lock_let_go():
-            wait_futures(futures)
-        out: list[list[DomainEvent] | DomainError] = []
-        for future in futures:
-            try:
-                applied = future.result()
-            except NotLeader:
-                raise self._elsewhere() from None
-            assert isinstance(applied, Applied)
-            out.append(applied.error if applied.error is not None else list(applied.events))
-        return out
-
-    @contextlib.contextmanager
-    def _lock_let_go(self) -> Iterator[None]:
-        """Let go of the state's lock, however deeply this thread holds it, for the block
-        (what `Condition.wait` does): a commit is never awaited under the lock, and the Raft
-        thread that resolves the futures never has to take the lock to wake the waiter."""
-        if not self._applied._is_owned():  # type: ignore[attr-defined]
-            yield
-            return
-        saved = self._lock._release_save()  # type: ignore[attr-defined]
-        try:
-            yield
-        finally:
-            self._lock._acquire_restore(saved)  # type: ignore[attr-defined]
-
     def _on_exit(self, report: ExitReport) -> None:
         self._launching.on_exit(report)
 
     def wait_for(self, future: Future[object], timeout: float) -> None:
-        with self._lock_let_go():
-            wait_futures([future], timeout=timeout)
+        self._commands.wait_for(future, timeout)
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
@@ -508,86 +469,10 @@ class ControlPlane:
     # -- plumbing ------------------------------------------------------------------------------
 
     def _execute(self, command: Command) -> list[DomainEvent]:
-        """Apply, persist changed hardware then jobs, then publish and carry out effects.
-        Replicated: commit the command through Raft first (the lock is released while the
-        commit is awaited) and take the events the replica's apply returned."""
-        if self._replication is not None:
-            return self._effects(self._commit(command))
-        with self._lock:
-            events = self._state.apply(command)
-            self._save_hardware(events)
-            changed = {
-                e.job_id
-                for e in events
-                if isinstance(e, JobEvent) and not isinstance(e, StaleReportIgnored)
-            }
-            for e in events:  # an array's tasks are one event
-                if isinstance(e, ArraySubmitted):
-                    changed.update(e.task_ids)
-            self._store.save([self._state.job(j) for j in sorted(changed)])
-            return self._effects(events)
-
-    def _commit(self, command: Command) -> list[DomainEvent]:
-        """Propose `command` and wait for its apply; raises the domain error that refused
-        it, or LeaderElsewhere (this server does not lead; the outcome may be unknown)."""
-        (outcome,) = self._commit_all([command])
-        if isinstance(outcome, DomainError):
-            raise outcome
-        return outcome
-
-    def _effects(self, events: list[DomainEvent]) -> list[DomainEvent]:
-        """Publish `events` and carry out what they ask: stop attempts, reset GPUs."""
-        with self._lock:
-            for event in events:
-                self._publisher.publish(event)
-            for event in events:
-                if not isinstance(event, JobEvent):
-                    continue
-                stop = (
-                    event.stop
-                    if isinstance(event, JobCancelled | JobRequeued | JobAborted)
-                    else None
-                )
-                if stop is not None:
-                    self._stop_attempt(event.job_id, stop.epoch, stop.nodes)
-            if self._replication is not None:
-                self._release_down_nodes(events)
-                for e in events:  # back in service (an operator's online): a fresh grace
-                    if isinstance(e, NodeStateChanged) and e.new is NodeState.READY:
-                        self._beats[e.node] = max(self._beats.get(e.node, 0.0), self._now())
-            self._start_due_resets()
-            return events
+        return self._commands.execute(command)
 
     def _stop_attempt(self, job_id: str, epoch: int, nodes: tuple[str, ...]) -> None:
-        """Stop an attempt; when no runner knows it, it has ended: record that — unless,
-        replicated, one of its nodes may still run it (its agent has not spoken to this
-        leader yet and the node is not DOWN): that agent's hello settles it."""
-        if self._runner.stop(job_id, epoch, self._grace):
-            return
-        if self._replication is not None and not all(self._accounted(n) for n in nodes):
-            return
-        self._runs.pop((job_id, epoch), None)
-        why = "attempt was not running"
-        self._execute(FinishJob(job_id, epoch, None, self._now(), why))
-
-    def _accounted(self, node: str) -> bool:
-        return self._agents.accounted(node)
-
-    def _release_down_nodes(self, events: list[DomainEvent]) -> None:
-        self._health.release_down_nodes(events)
-
-    def _save_hardware(self, events: list[DomainEvent]) -> None:
-        if self._hardware is None:
-            return
-        now = self._now()
-        records = []
-        for e in events:
-            if isinstance(e, GpuStateChanged):
-                records.append(HardwareRecord("gpu", e.uuid, str(e.new), e.reason, now))
-            elif isinstance(e, NodeStateChanged):
-                records.append(HardwareRecord("node", e.node, str(e.new), e.reason, now))
-        if records:
-            self._hardware.save_hardware(records)
+        self._commands.stop_attempt(job_id, epoch, nodes)
 
     def _now(self) -> float:
         return self._clock.now()
