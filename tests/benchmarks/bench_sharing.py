@@ -52,7 +52,7 @@ def share_spec(rng: random.Random) -> JobSpec:
 
 
 def request(spec: JobSpec, sizes: list[int]) -> GpuRequest:
-    """The placement request as `ControlPlane._pending_job` builds it."""
+    """The placement request as `control.scheduling.Scheduling._pending_job` builds it."""
     r = request_of(spec)
     if r.fractional and spec.gpu_memory_bytes is not None:
         r = replace(r, gpu_milli=placement_milli(spec, sizes))

@@ -11,13 +11,14 @@ ended; if the runner does not know the attempt, nothing is running and the GPUs 
 GPU and node state changes are saved to the HardwareStore before the jobs they affect, and
 survive a restart.
 
-This module keeps the command path (`_execute`, replicated `_commit`/`_commit_all`, `_effects`),
-submits, the scheduling cycle and launching. The other concerns are collaborators in
+This module keeps submits and the scheduler loop. The other concerns are collaborators in
 `application.control`, built on one `control.shared.Shared` (state, lock, command path):
+`commands` (the command path: `execute`, replicated `commit_all`, `effects`),
 `lifecycle` (recover, start, shutdown policy), `leadership` (replicated role, read barrier),
 `agents` (hello, reconcile, heartbeats), `health` (findings, heartbeat verdicts, GPU resets),
-`admin` (operator actions, quotas, audit), `membership` (Raft servers) and `jobs` (reads,
-cancel, kill, logs). `ControlPlane` delegates its public methods to them.
+`admin` (operator actions, quotas, audit), `membership` (Raft servers), `jobs` (reads,
+cancel, kill, logs), `scheduling` (the scheduling cycle) and `launching` (binds, launches,
+task exits). `ControlPlane` delegates its public methods to them.
 """
 
 from __future__ import annotations
@@ -25,85 +26,52 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from typing import TypeVar
 
 import structlog
 
-from gpu_platform.application.agent_hub import AgentHub, AgentUnavailable, AttemptRef
-from gpu_platform.application.cluster_replica import Applied
+from gpu_platform.application.agent_hub import AgentHub, AttemptRef
 from gpu_platform.application.consistency import LeaderElsewhere
 from gpu_platform.application.control.admin import Admin
 from gpu_platform.application.control.agents import Agents
+from gpu_platform.application.control.commands import Commands
 from gpu_platform.application.control.health import Health
 from gpu_platform.application.control.jobs import Jobs
+from gpu_platform.application.control.launching import Launching
 from gpu_platform.application.control.leadership import Leadership
 from gpu_platform.application.control.lifecycle import Lifecycle, ShutdownPolicy
 from gpu_platform.application.control.membership import Membership
+from gpu_platform.application.control.scheduling import Scheduling, request_of
 from gpu_platform.application.control.shared import Run as _Run
 from gpu_platform.application.control.shared import Shared
-from gpu_platform.application.raft_node import NotLeader, RaftNodeError
+from gpu_platform.application.raft_node import RaftNodeError
 from gpu_platform.application.replication import RaftReplication as Replication
-from gpu_platform.application.sharing import launch_fields, placement_milli, quota_gpu_memory
-from gpu_platform.domain.allocation.mig_jobs import models_hosting
 from gpu_platform.domain.cluster_state import (
-    BindJob,
-    CancelJob,
     ClusterState,
     Command,
-    FinishJob,
-    RequeueJob,
-    StartJob,
     SubmitArray,
     SubmitJob,
 )
-from gpu_platform.domain.errors import Conflict, DomainError, InvalidRequest, NotFound
+from gpu_platform.domain.errors import InvalidRequest
 from gpu_platform.domain.events import (
-    ArraySubmitted,
     DomainEvent,
-    GpuStateChanged,
-    JobAborted,
-    JobBound,
-    JobCancelled,
-    JobEvent,
-    JobRequeued,
-    NodeStateChanged,
-    StaleReportIgnored,
 )
-from gpu_platform.domain.faults.commands import AdminAction, HardwareRecord
+from gpu_platform.domain.faults.commands import AdminAction
 from gpu_platform.domain.faults.health import HealthEvent
 from gpu_platform.domain.faults.policy import FaultPolicy
 from gpu_platform.domain.model.audit import AuditRecord
-from gpu_platform.domain.model.gpu import Gpu
-from gpu_platform.domain.model.job import Job, JobSpec, JobState, token_job_id
-from gpu_platform.domain.model.job_array import ArraySpec, array_env, parse_array
-from gpu_platform.domain.model.node import Inventory, Node, NodeState
-from gpu_platform.domain.placement import (
-    Affinity,
-    ClusterView,
-    GangPlacement,
-    GpuRequest,
-    GpuShare,
-    Score,
-    TaskPlacement,
-    Unschedulable,
-    place,
-)
+from gpu_platform.domain.model.job import Job, JobSpec, token_job_id
+from gpu_platform.domain.model.job_array import ArraySpec, parse_array
+from gpu_platform.domain.model.node import Inventory, Node
 from gpu_platform.domain.scheduling import (
-    PendingCode,
-    PendingJob,
     PendingReason,
     Quota,
-    RunningJob,
     SchedulerPolicy,
-    decide,
 )
-from gpu_platform.domain.scheduling.array_throttle import hold_back_throttled
 from gpu_platform.domain.scheduling.live_view import LiveView
-from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
+from gpu_platform.domain.topology.matrix import TopologyMatrix
 from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo
 from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo
 from gpu_platform.ports.outbound.clock import Clock, IdGenerator
@@ -113,23 +81,18 @@ from gpu_platform.ports.outbound.hardware_store import HardwareStore
 from gpu_platform.ports.outbound.health_monitor import FaultInjector
 from gpu_platform.ports.outbound.job_runner import (
     ExitReport,
-    GangEnv,
     JobRunner,
-    LaunchError,
-    LaunchSpec,
 )
 from gpu_platform.ports.outbound.job_store import JobStore
 from gpu_platform.ports.outbound.metrics import NoSchedulerMetrics, SchedulerMetrics
 from gpu_platform.ports.outbound.quota_store import QuotaStore
 from gpu_platform.ports.outbound.trace_context import JobTraceContext, NoTraceContext
 
-__all__ = ["ControlPlane", "ShutdownPolicy"]
+__all__ = ["ControlPlane", "ShutdownPolicy", "request_of"]
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
-_NO_SCORE = Score(0, 0, 0, 0.0, 0, False)  # a running job's tasks: placed long ago
-_LAUNCHERS = 16  # launches of one cycle awaited at once (each waits on its agent)
 _MIN_PAUSE_S = 0.002  # shorter scheduling cycles are followed by no pause
 
 
@@ -142,8 +105,6 @@ class ControlPlane:
     scheduling cycle judge node heartbeat ages (only useful when a monitor sends heartbeats);
     `scheduler_metrics` hears every placement decision (latency, outcome).
     """
-
-    _launcher: ThreadPoolExecutor | None = None  # a cycle's launches at once (made on first use)
 
     def __init__(
         self,
@@ -179,28 +140,20 @@ class ControlPlane:
         self._hub = runner if isinstance(runner, AgentHub) else None
         if self._hub is not None:
             self._hub.attach(self)
-        self._store = store
         self._runner = runner
         self._clock = clock
         self._ids = ids
-        self._publisher = publisher
         self._interval = schedule_interval_s
-        self._pin = pin_cpus
-        self._matrices: dict[str, TopologyMatrix] = {}
         self._live_view = LiveView()  # the placement view, kept in step with the state
-        self._running_tasks: dict[tuple[str, int], tuple[TaskPlacement, ...]] = {}
         self._lock = replication.lock if replication is not None else threading.RLock()
         self._applied = threading.Condition(self._lock)
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._hardware = hardware
         self._check_heartbeats = check_heartbeats
         self._runs: dict[tuple[str, int], _Run] = {}  # (job, epoch) -> its running tasks
         self._metrics = scheduler_metrics or NoSchedulerMetrics()
         self._policy = scheduler_policy
-        self._why: dict[str, PendingReason] = {}  # pending job -> why it waits (last cycle)
         self._nominated: set[str] = set()  # preemptors waiting for their victims to stop
-        self._asked: set[str] = set()  # jobs the engine was asked about this cycle
         self._local: ClusterState | None = None
         if replication is None:
             self._local = ClusterState(
@@ -252,6 +205,34 @@ class ControlPlane:
             start_due_resets=self._start_due_resets,
             shutdown_policy=shutdown_policy,
         )
+        self._commands = Commands(
+            self._s,
+            store=store,
+            publisher=publisher,
+            hardware=hardware,
+            elsewhere=self._leadership.elsewhere,
+            accounted=self._agents.accounted,
+            release_down_nodes=self._health.release_down_nodes,
+            start_due_resets=self._health.start_due_resets,
+        )
+        self._launching = Launching(
+            self._s,
+            pin=pin_cpus,
+            traces=self._traces,
+            commit_all=self._commands.commit_all,
+            effects=self._commands.effects,
+            lock_let_go=self._commands.lock_let_go,
+            lost=self._agents.lost,
+        )
+        self._scheduling = Scheduling(
+            self._s,
+            live_view=self._live_view,
+            metrics=self._metrics,
+            policy=self._policy,
+            effective_quotas=self._effective_quotas,
+            bind_all=self._launching.bind_all,
+            bind_and_launch=self._launching.bind_and_launch,
+        )
 
     @property
     def _state(self) -> ClusterState:
@@ -295,8 +276,7 @@ class ControlPlane:
         Replicated, jobs outlive this server (they run on agents): the loop stops, and only
         the attempts of this process's own agent are settled by the policy."""
         self._lifecycle.shutdown()
-        if self._launcher is not None:
-            self._launcher.shutdown(wait=False)
+        self._launching.shutdown()
 
     def wait_ready(self, timeout: float) -> bool:
         """Replicated: wait until a leader is known and, with an agent in this process, its
@@ -378,106 +358,13 @@ class ControlPlane:
     # -- scheduling ----------------------------------------------------------------------------
 
     def schedule_once(self) -> int:
-        """One scheduling cycle; returns how many jobs were bound and launched.
-
-        The queue policy (`domain.scheduling.decide`: FIFO or priority with aging, quotas with
-        cohorts, DRF fair share, EASY backfill, gang-aware preemption — docs/scheduling.md)
-        runs over an indexed view of the free GPUs kept in step with the state: each cycle
-        re-indexes only the nodes that changed since the last (`LiveView`, docs/placement.md).
-        Its binds are launched in its order (a gang whole), its victims are stopped
-        gracefully (SIGTERM, grace, SIGKILL) and re-queued, and every job left waiting keeps
-        the reason the cycle gave. The cluster state re-validates every bind, so the view can
-        only make us miss a slot, never oversubscribe.
-        """
-        launched = 0
-        with self._lock:
-            now = self._now()
-            self._cancel_broken_dependencies(now)
-            # replicated: only nodes whose agent can launch now
-            live = self._hub.ready_nodes() if self._hub is not None else None
-            view = self._live_view.sync(self._state, live)  # re-indexes changed nodes only
-            queued = self._state.queued(now)
-            open_jobs = self._state.open_jobs()
-            holding = (j for j in open_jobs if j.holds_gpus)
-            queued, throttled = hold_back_throttled(queued, holding)  # arrays' `%N`
-            pending = [self._pending_job(j) for j in queued]
-            running = self._running_jobs(open_jobs, now)
-            quotas = self._effective_quotas()
-            decision = decide(now, pending, running, view, quotas, self._policy, self._place)
-            why = dict(decision.pending_reasons)
-            why.update(throttled)
-            self._report_refusals(why)
-            for job in open_jobs:
-                if job.state is not JobState.QUEUED:
-                    continue
-                if job.releasing:
-                    why[job.id] = PendingReason(
-                        PendingCode.PREEMPTION, "its previous attempt is still being stopped"
-                    )
-                elif job.not_before > now:
-                    wait = job.not_before - now
-                    why[job.id] = PendingReason(
-                        PendingCode.BACKOFF, f"retry backoff after a fault: {wait:.0f}s left"
-                    )
-            for preemption in decision.preemptions:
-                victim = self._state.job(preemption.victim)
-                if victim.allocation is None or victim.releasing or not victim.holds_gpus:
-                    continue
-                self._nominated.add(preemption.preemptor)
-                reason = f"preempted: {preemption.cause} (for job {preemption.preemptor})"
-                self._execute(RequeueJob(victim.id, victim.allocation.epoch, now, reason))
-            by_id = {j.id: j for j in queued}
-            if self._replication is not None:  # one commit round for the cycle's binds
-                launched = self._bind_all(by_id, decision.binds, decision.borrowing)
-            for job_id, placement in decision.binds.items():
-                if self._stopping.is_set() or self._replication is not None:
-                    break
-                self._nominated.discard(job_id)
-                borrowing = job_id in decision.borrowing
-                try:
-                    self._bind_and_launch(by_id[job_id], placement, borrowing=borrowing)
-                except Conflict as exc:  # the state re-validated the bind and refused it
-                    log.info("bind refused", job_id=job_id, error=str(exc))
-                    continue
-                launched += 1
-            self._why = why
-            self._nominated &= {j.id for j in self._state.queued()}
-        return launched
-
-    def _running_jobs(self, jobs: list[Job], now: float) -> list[RunningJob]:
-        """The jobs holding GPUs as the scheduler sees them; their task placements are built
-        once per attempt (only progress changes from cycle to cycle)."""
-        tasks = {}
-        running = []
-        for job in jobs:
-            if not job.holds_gpus:
-                continue
-            assert job.allocation is not None
-            key = (job.id, job.allocation.epoch)
-            tasks[key] = self._running_tasks.get(key) or self._task_placements(job)
-            running.append(self._running_job(job, now, tasks[key]))
-        self._running_tasks = tasks
-        return running
-
-    def _report_refusals(self, why: Mapping[str, PendingReason]) -> None:
-        """Jobs the cycle found no room for without asking the engine count as placement
-        failures too (one per job per cycle, like the engine's own)."""
-        for job_id in sorted(why.keys() - self._asked):
-            reason = why[job_id]
-            if reason.code is PendingCode.CAPACITY:
-                failure = Unschedulable(reason.message, (("free gpus", 1),))
-            elif reason.code is PendingCode.TOPOLOGY:
-                failure = Unschedulable(reason.message, (("topology", 1),))
-            else:
-                continue
-            self._metrics.placement_refused(job_id, failure)
-        self._asked.clear()
+        """One scheduling cycle; returns how many jobs were bound and launched (see
+        `control.scheduling`)."""
+        return self._scheduling.schedule_once()
 
     def why(self, job_id: str) -> PendingReason | None:
         """Why a waiting job waits, as of the last scheduling cycle (None if it does not)."""
-        with self._lock:
-            job = self._state.job(job_id)
-            return self._why.get(job_id) if job.state is JobState.QUEUED else None
+        return self._scheduling.why(job_id)
 
     def quotas(self) -> dict[str, Quota]:
         return self._admin.quotas()
@@ -489,348 +376,11 @@ class ControlPlane:
         """Set (or with None remove) a tenant's quota; stored, effective next cycle."""
         self._admin.set_quota(tenant, quota)
 
-    def _pending_job(self, job: Job) -> PendingJob:
-        spec = job.spec
-        waiting = frozenset(
-            d for d in spec.depends_on if self._state.job(d).state is not JobState.COMPLETED
-        )
-        request = request_of(spec)
-        if request.fractional and spec.gpu_memory_bytes is not None:  # memory as a fraction
-            classes = self._live_view.view.classes  # GPU memory sizes: a few hardware classes
-            sizes = sorted({g.memory_bytes for hw in classes for g in hw.gpus})
-            request = replace(request, gpu_milli=placement_milli(spec, sizes))
-        if spec.mig_profile is not None:  # only GPU models whose MIG table has the profile
-            models = {g.model for n in self._state.nodes for g in n.gpus}
-            hosts = models_hosting(spec.mig_profile, request.models or models)
-            # none left (the inventory changed since submit): a model no GPU has, so it waits
-            request = replace(request, models=hosts or frozenset({"(no MIG host)"}))
-        return PendingJob(
-            id=job.id,
-            tenant=spec.tenant,
-            request=request,
-            submitted_at=job.submitted_at,
-            seq=job.seq,
-            priority=spec.priority,
-            preemptible=spec.preemptible,
-            runtime_estimate_s=spec.time_limit_s,
-            waiting_on=waiting,
-            nominated=job.id in self._nominated,
-        )
-
-    def _task_placements(self, job: Job) -> tuple[TaskPlacement, ...]:
-        assert job.allocation is not None
-        tasks = []
-        for slot in job.allocation.tasks:
-            node = self._state.node(slot.node)
-            milli = job.spec.gpu_milli  # < 1000: a share of one GPU
-            shares = tuple(GpuShare(node.gpu(i), milli) for i in slot.gpu_indices)
-            tasks.append(TaskPlacement(slot.node, shares, slot.numa_nodes, (), _NO_SCORE))
-        return tuple(tasks)
-
-    def _running_job(self, job: Job, now: float, tasks: tuple[TaskPlacement, ...]) -> RunningJob:
-        limit = job.spec.time_limit_s
-        started = job.started_at if job.started_at is not None else now
-        return RunningJob(
-            id=job.id,
-            tenant=job.spec.tenant,
-            tasks=tasks,
-            started_at=started,
-            priority=job.spec.priority,
-            preemptible=job.spec.preemptible,
-            borrowing=job.borrowing,
-            cpu_milli=job.spec.cpu_milli,
-            gpu_memory_bytes=quota_gpu_memory(job.spec),
-            progress=min(1.0, (now - started) / limit) if limit else 0.0,
-            expected_end=started + limit if limit else None,
-            terminating=job.releasing,
-            submitted_at=job.submitted_at,
-            spread=job.spec.spread,
-        )
-
-    def _cancel_broken_dependencies(self, now: float) -> None:
-        """A job whose dependency ended without completing can never start: cancel it
-        (Slurm's afterok with kill_invalid_depend)."""
-        for job in self._state.queued():
-            for dep in job.spec.depends_on:
-                state = self._state.job(dep).state
-                if state in (JobState.FAILED, JobState.CANCELLED):
-                    self._execute(CancelJob(job.id, now, f"dependency {dep} ended {state}"))
-                    break
-
-    def _place(
-        self, job_id: str, request: GpuRequest, view: ClusterView
-    ) -> GangPlacement | Unschedulable:
-        """The engine's decision for `job_id`, timed and reported to the scheduler metrics."""
-        self._asked.add(job_id)
-        started = time.perf_counter_ns()
-        result = place(request, view)
-        latency_us = (time.perf_counter_ns() - started) / 1000
-        failure = result if isinstance(result, Unschedulable) else None
-        self._metrics.placement_decided(job_id, latency_us, failure)
-        return result
-
-    def _bind_all(
-        self,
-        jobs: Mapping[str, Job],
-        binds: Mapping[str, GangPlacement],
-        borrowing: frozenset[str] | set[str],
-    ) -> int:
-        """Replicated: propose every bind of the cycle at once (Raft appends and fsyncs them
-        together), launch each bound job, then record the starts together. Returns how many
-        jobs were launched."""
-        commands: list[Command] = []
-        for job_id, placed in binds.items():
-            self._nominated.discard(job_id)
-            commands.append(self._bind_command(jobs[job_id], placed, job_id in borrowing))
-        launches: list[tuple[Job, GangPlacement, JobBound]] = []
-        for (job_id, placed), outcome in zip(
-            binds.items(), self._commit_all(commands), strict=True
-        ):
-            if isinstance(outcome, DomainError):
-                # the lock is let go while commits are awaited: the job may have been
-                # cancelled meanwhile; the replica re-validated the bind and refused it
-                log.info("bind refused", job_id=job_id, error=str(outcome))
-                continue
-            bound = next(e for e in self._effects(outcome) if isinstance(e, JobBound))
-            launches.append((jobs[job_id], placed, bound))
-        starts: list[Command] = [s for s in self._launch_all(launches) if s is not None]
-        for outcome in self._commit_all(starts):
-            if isinstance(outcome, DomainError):
-                log.info("start not recorded", error=str(outcome))
-            else:
-                self._effects(outcome)
-        return len(starts)
-
-    def _launch_all(
-        self, launches: list[tuple[Job, GangPlacement, JobBound]]
-    ) -> list[StartJob | None]:
-        """`_launch` each bound job; on agents, the jobs of different first nodes at once: a
-        launch waits for its agent's answer, so one after another a cycle would take one
-        round trip per job. One agent's launches stay in cycle order."""
-        by_node: dict[str, list[int]] = {}
-        for n, (_, _, bound) in enumerate(launches):
-            by_node.setdefault(bound.allocation.nodes[0], []).append(n)
-        if len(by_node) <= 1 or self._hub is None:
-            return [self._launch(*launch) for launch in launches]
-        if self._launcher is None:
-            self._launcher = ThreadPoolExecutor(_LAUNCHERS, thread_name_prefix="launch")
-        out: list[StartJob | None] = [None] * len(launches)
-
-        def launch_on(indices: list[int]) -> None:
-            with self._lock:  # each lets the lock go while its agent answers
-                for n in indices:
-                    out[n] = self._launch(*launches[n])
-
-        with self._lock_let_go():
-            groups = [self._launcher.submit(launch_on, group) for group in by_node.values()]
-            wait_futures(groups)
-        for group in groups:
-            group.result()  # a launch's error, once every group has finished
-        return out
-
-    def _commit_all(self, commands: list[Command]) -> list[list[DomainEvent] | DomainError]:
-        """Propose `commands` together and wait for all; each gets its events or the domain
-        error that refused it. NotLeader (as LeaderElsewhere) ends the whole batch."""
-        assert self._replication is not None
-        if not commands:
-            return []
-        if not self._leading and not self._replication.is_leader():
-            raise self._elsewhere()
-        futures = [self._replication.submit(c) for c in commands]
-        with self._lock_let_go():
-            wait_futures(futures)
-        out: list[list[DomainEvent] | DomainError] = []
-        for future in futures:
-            try:
-                applied = future.result()
-            except NotLeader:
-                raise self._elsewhere() from None
-            assert isinstance(applied, Applied)
-            out.append(applied.error if applied.error is not None else list(applied.events))
-        return out
-
-    @contextlib.contextmanager
-    def _lock_let_go(self) -> Iterator[None]:
-        """Let go of the state's lock, however deeply this thread holds it, for the block
-        (what `Condition.wait` does): a commit is never awaited under the lock, and the Raft
-        thread that resolves the futures never has to take the lock to wake the waiter."""
-        if not self._applied._is_owned():  # type: ignore[attr-defined]
-            yield
-            return
-        saved = self._lock._release_save()  # type: ignore[attr-defined]
-        try:
-            yield
-        finally:
-            self._lock._acquire_restore(saved)  # type: ignore[attr-defined]
-
-    def _bind_command(self, job: Job, placed: GangPlacement, borrowing: bool) -> BindJob:
-        slots = [(t.node, tuple(s.gpu.index for s in t.gpus)) for t in placed.tasks]
-        (node, indices), peers = slots[0], tuple(slots[1:])
-        return BindJob(job.id, node, indices, self._now(), peers=peers, borrowing=borrowing)
-
-    def _bind_and_launch(self, job: Job, placed: GangPlacement, *, borrowing: bool = False) -> None:
-        events = self._execute(self._bind_command(job, placed, borrowing))
-        bound = next(e for e in events if isinstance(e, JobBound))
-        start = self._launch(job, placed, bound)
-        if start is not None:
-            self._execute(start)
-
-    def _launch(self, job: Job, placed: GangPlacement, bound: JobBound) -> StartJob | None:
-        """Start every task of a bound attempt; the StartJob to record when all run, else
-        None (the attempt was recorded ended or re-queued here)."""
-        alloc = bound.allocation
-        vendors = [str(s.gpu.vendor) for t in placed.tasks for s in t.gpus]
-        run = self._runs[(job.id, alloc.epoch)] = _Run(len(alloc.tasks))
-        unavailable = False
-        for rank, spec in enumerate(self._task_specs(job, bound, vendors[0] if vendors else "")):
-            try:
-                self._runner.start(spec, self._on_exit)
-            except LaunchError as exc:
-                run.launch_error = f"launch failed: {exc}"
-                unavailable = isinstance(exc, AgentUnavailable)
-                break
-            run.live.add(rank)
-        if unavailable:  # no fault of the job: it waits for another placement
-            why = run.launch_error
-            self._execute(RequeueJob(job.id, alloc.epoch, self._now(), why))
-            if not run.live:  # nothing runs: the GPUs are free at once
-                self._runs.pop((job.id, alloc.epoch), None)
-                self._execute(FinishJob(job.id, alloc.epoch, None, self._now(), why))
-            return None
-        if not run.launch_error:
-            return StartJob(job.id, alloc.epoch, self._now())
-        if not run.live or not self._runner.stop(job.id, alloc.epoch, self._grace):
-            del self._runs[(job.id, alloc.epoch)]
-            self._execute(FinishJob(job.id, alloc.epoch, None, self._now(), run.launch_error))
-        return None
-
-    def _task_specs(self, job: Job, bound: JobBound, vendor: str) -> list[LaunchSpec]:
-        """One LaunchSpec per task, rank order. A gang's tasks get torchrun's rendezvous: rank
-        0's node is the master (its `address` label, else loopback: in single-server mode the
-        in-process runner starts every task on this host)."""
-        alloc = bound.allocation
-        tasks = alloc.tasks
-        node_order = list(alloc.nodes)
-        master = dict(self._state.node(tasks[0].node).labels).get("address", "127.0.0.1")
-        specs = []
-        for rank, slot in enumerate(tasks):
-            node = self._state.node(slot.node)
-            cpus: tuple[int, ...] = ()
-            if self._pin and slot.numa_nodes:
-                local = {n.id: n.cpus for n in node.numa_nodes}
-                cpus = tuple(sorted(c for numa in slot.numa_nodes for c in local.get(numa, ())))
-            same_node = [r for r, t in enumerate(tasks) if t.node == slot.node]
-            gang = None
-            if len(tasks) > 1:
-                gang = GangEnv(
-                    world_size=len(tasks),
-                    local_rank=same_node.index(rank),
-                    local_world_size=len(same_node),
-                    node_rank=node_order.index(slot.node),
-                    master_addr=master,
-                )
-            specs.append(
-                LaunchSpec(
-                    job_id=job.id,
-                    epoch=alloc.epoch,
-                    attempt=bound.attempt,
-                    argv=job.spec.command,
-                    env=job.spec.env if job.array is None else job.spec.env + array_env(job.array),
-                    gpu_indices=slot.gpu_indices,
-                    gpu_uuids=slot.gpu_uuids,
-                    cwd=job.spec.cwd,
-                    vendor=vendor or "nvidia",
-                    cpus=cpus,
-                    mems=slot.numa_nodes if cpus else (),
-                    memory_bytes=job.spec.memory_bytes,
-                    time_limit_s=job.spec.time_limit_s,
-                    user=job.spec.user,
-                    nics=self._nearest_nics(node, slot.gpu_indices),
-                    rank=rank,
-                    gang=gang,
-                    node=slot.node,
-                    tenant=job.spec.tenant,
-                    traceparent=self._traces.traceparent(job.id) or "",
-                    mig_profile=job.spec.mig_profile,
-                    image=job.spec.image,
-                    mounts=job.spec.mounts,
-                    **launch_fields(job.id, job.spec, _first_gpu(node, slot.gpu_indices)),
-                )
-            )
-        return specs
-
-    def _nearest_nics(self, node: Node, gpus: tuple[int, ...]) -> tuple[str, ...]:
-        """RDMA NICs closest to the job's GPUs (NCCL's choice), in GPU order, no repeats."""
-        if node.topology is None or not gpus:
-            return ()
-        matrix = self._matrices.get(node.name)
-        if matrix is None:
-            rdma = [n.name for n in node.topology.nics if n.kind == "rdma"]
-            matrix = self._matrices[node.name] = build_matrix(node.topology, rdma)
-        out: list[str] = []
-        for gpu in gpus:
-            if gpu in matrix.gpus:
-                out += [n for n in matrix.nearest_nics(gpu) if n not in out]
-        return tuple(out)
-
     def _on_exit(self, report: ExitReport) -> None:
-        """A task ended. The attempt's exit is recorded when its last task has ended: with the
-        first failing task's code and reason (the rest of a gang is stopped at once). A task its
-        node's lease fence stopped was lost with the node, not failed: the job is re-queued."""
-        if report.fenced:
-            self._lost(report.job_id, report.epoch, {report.rank}, report.reason, ended=True)
-            self._wake.set()
-            return
-        with self._lock:
-            key = (report.job_id, report.epoch)
-            self._record_start(report)
-            run = self._runs.get(key)
-            if run is None:  # not started by this incarnation's bookkeeping: report it as is
-                self._execute(FinishJob(*key, report.exit_code, self._now(), report.reason))
-                self._wake.set()
-                return
-            run.live.discard(report.rank)
-            failed = report.exit_code != 0
-            if failed and run.failure is None and not run.launch_error:
-                run.failure = report
-                if run.live:
-                    log.warning(
-                        "gang task failed: stopping the whole gang",
-                        job_id=report.job_id,
-                        epoch=report.epoch,
-                        rank=report.rank,
-                        reason=report.reason,
-                    )
-                    self._runner.stop(report.job_id, report.epoch, self._grace)
-            if run.live:
-                return
-            del self._runs[key]
-            code, reason = report.exit_code, report.reason
-            if run.launch_error:
-                code, reason = None, run.launch_error
-            elif run.failure is not None:
-                code, reason = run.failure.exit_code, run.failure.reason
-                if run.tasks > 1:
-                    reason = f"task {run.failure.rank} {reason}; the gang was stopped whole"
-            self._execute(FinishJob(*key, code, self._now(), reason))
-        self._wake.set()
-
-    def _record_start(self, report: ExitReport) -> None:
-        """A task ended whose start was never recorded (its leader failed between bind and
-        start): it did run, so record the start first — its exit code then counts."""
-        if self._replication is None:
-            return
-        try:
-            job = self._state.job(report.job_id)
-        except NotFound:
-            return
-        alloc = job.allocation
-        if job.state is JobState.SCHEDULED and alloc is not None and alloc.epoch == report.epoch:
-            self._execute(StartJob(job.id, report.epoch, self._now()))
+        self._launching.on_exit(report)
 
     def wait_for(self, future: Future[object], timeout: float) -> None:
-        with self._lock_let_go():
-            wait_futures([future], timeout=timeout)
+        self._commands.wait_for(future, timeout)
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
@@ -919,86 +469,10 @@ class ControlPlane:
     # -- plumbing ------------------------------------------------------------------------------
 
     def _execute(self, command: Command) -> list[DomainEvent]:
-        """Apply, persist changed hardware then jobs, then publish and carry out effects.
-        Replicated: commit the command through Raft first (the lock is released while the
-        commit is awaited) and take the events the replica's apply returned."""
-        if self._replication is not None:
-            return self._effects(self._commit(command))
-        with self._lock:
-            events = self._state.apply(command)
-            self._save_hardware(events)
-            changed = {
-                e.job_id
-                for e in events
-                if isinstance(e, JobEvent) and not isinstance(e, StaleReportIgnored)
-            }
-            for e in events:  # an array's tasks are one event
-                if isinstance(e, ArraySubmitted):
-                    changed.update(e.task_ids)
-            self._store.save([self._state.job(j) for j in sorted(changed)])
-            return self._effects(events)
-
-    def _commit(self, command: Command) -> list[DomainEvent]:
-        """Propose `command` and wait for its apply; raises the domain error that refused
-        it, or LeaderElsewhere (this server does not lead; the outcome may be unknown)."""
-        (outcome,) = self._commit_all([command])
-        if isinstance(outcome, DomainError):
-            raise outcome
-        return outcome
-
-    def _effects(self, events: list[DomainEvent]) -> list[DomainEvent]:
-        """Publish `events` and carry out what they ask: stop attempts, reset GPUs."""
-        with self._lock:
-            for event in events:
-                self._publisher.publish(event)
-            for event in events:
-                if not isinstance(event, JobEvent):
-                    continue
-                stop = (
-                    event.stop
-                    if isinstance(event, JobCancelled | JobRequeued | JobAborted)
-                    else None
-                )
-                if stop is not None:
-                    self._stop_attempt(event.job_id, stop.epoch, stop.nodes)
-            if self._replication is not None:
-                self._release_down_nodes(events)
-                for e in events:  # back in service (an operator's online): a fresh grace
-                    if isinstance(e, NodeStateChanged) and e.new is NodeState.READY:
-                        self._beats[e.node] = max(self._beats.get(e.node, 0.0), self._now())
-            self._start_due_resets()
-            return events
+        return self._commands.execute(command)
 
     def _stop_attempt(self, job_id: str, epoch: int, nodes: tuple[str, ...]) -> None:
-        """Stop an attempt; when no runner knows it, it has ended: record that — unless,
-        replicated, one of its nodes may still run it (its agent has not spoken to this
-        leader yet and the node is not DOWN): that agent's hello settles it."""
-        if self._runner.stop(job_id, epoch, self._grace):
-            return
-        if self._replication is not None and not all(self._accounted(n) for n in nodes):
-            return
-        self._runs.pop((job_id, epoch), None)
-        why = "attempt was not running"
-        self._execute(FinishJob(job_id, epoch, None, self._now(), why))
-
-    def _accounted(self, node: str) -> bool:
-        return self._agents.accounted(node)
-
-    def _release_down_nodes(self, events: list[DomainEvent]) -> None:
-        self._health.release_down_nodes(events)
-
-    def _save_hardware(self, events: list[DomainEvent]) -> None:
-        if self._hardware is None:
-            return
-        now = self._now()
-        records = []
-        for e in events:
-            if isinstance(e, GpuStateChanged):
-                records.append(HardwareRecord("gpu", e.uuid, str(e.new), e.reason, now))
-            elif isinstance(e, NodeStateChanged):
-                records.append(HardwareRecord("node", e.node, str(e.new), e.reason, now))
-        if records:
-            self._hardware.save_hardware(records)
+        self._commands.stop_attempt(job_id, epoch, nodes)
 
     def _now(self) -> float:
         return self._clock.now()
@@ -1073,26 +547,3 @@ class ControlPlane:
 
     def transfer_leader(self, server_id: int, *, actor: str) -> ClusterInfo:
         return self._membership.transfer_leader(server_id, actor=actor)
-
-
-def _first_gpu(node: Node, indices: tuple[int, ...]) -> Gpu | None:
-    return node.gpu(indices[0]) if indices else None
-
-
-def request_of(spec: JobSpec) -> GpuRequest:
-    """The placement request of a job: its shape (a share of one GPU below 1000 milli-GPU,
-    CPU milli-cores, GPU memory) and its placement wishes (models, vendor: MPS is NVIDIA's)."""
-    vendor = spec.vendor or ("nvidia" if spec.sharing == "mps" else None)
-    return GpuRequest(
-        gpus=spec.gpus,
-        gpu_milli=spec.gpu_milli if spec.gpus else 1000,
-        gpu_memory_bytes=spec.gpu_memory_bytes or 0,
-        cpu_milli=spec.cpu_milli,
-        vendors=frozenset({vendor}) if vendor else frozenset(),
-        tasks=spec.tasks,
-        models=frozenset(spec.gpu_models),
-        nvlink=Affinity(spec.nvlink),
-        numa=Affinity(spec.numa),
-        same_rack=Affinity(spec.same_rack),
-        spread=spec.spread,
-    )

@@ -1,9 +1,10 @@
 """What the control plane's concerns share: `Shared` and `Run`.
 
 `ControlPlane` builds one `Shared` and hands it to each collaborator (`leadership`, `health`,
-`agents`, `admin`, `membership`, `lifecycle`, `jobs`). Its fields carry the names the control
-plane gives them (`shared.lock` is `ControlPlane._lock`), so a method moved out of it reads
-the same with `self._s.x` for `self._x`.
+`agents`, `admin`, `membership`, `lifecycle`, `jobs`, `scheduling`, `launching`, `commands`).
+Its fields carry the names the control plane gives them (`shared.lock` is
+`ControlPlane._lock`), so a method moved out of it reads the same with `self._s.x` for
+`self._x`.
 
 Thread-safety: read `state` and change the bookkeeping (`runs`, `agents_seen`, `nominated`,
 `leading`, `leader_since`) under `lock`; `execute` takes the lock itself (replicated, it

@@ -1,0 +1,302 @@
+"""Launching: binding a cycle's placements and starting every task of each bound attempt.
+
+Embedded, each bind is one command and its launch follows under the lock. Replicated, a
+cycle's binds are proposed together (one commit round), the bound jobs launched (the jobs of
+different first nodes at once: each launch waits for its agent), then the starts recorded
+together. A task's exit comes back through `on_exit`: the attempt's exit is recorded when its
+last task has ended (a gang fails whole).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+
+import structlog
+
+from gpu_platform.application.agent_hub import AgentUnavailable
+from gpu_platform.application.control.shared import LOG_NAME, Run, Shared
+from gpu_platform.application.sharing import launch_fields
+from gpu_platform.domain.cluster_state import BindJob, Command, FinishJob, RequeueJob, StartJob
+from gpu_platform.domain.errors import DomainError, NotFound
+from gpu_platform.domain.events import DomainEvent, JobBound
+from gpu_platform.domain.model.gpu import Gpu
+from gpu_platform.domain.model.job import Job, JobState
+from gpu_platform.domain.model.job_array import array_env
+from gpu_platform.domain.model.node import Node
+from gpu_platform.domain.placement import GangPlacement
+from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
+from gpu_platform.ports.outbound.job_runner import ExitReport, GangEnv, LaunchError, LaunchSpec
+from gpu_platform.ports.outbound.trace_context import JobTraceContext
+
+__all__ = ["Launching"]
+
+log = structlog.get_logger(LOG_NAME)
+
+_LAUNCHERS = 16  # launches of one cycle awaited at once (each waits on its agent)
+
+CommitAll = Callable[[list[Command]], list[list[DomainEvent] | DomainError]]
+Lost = Callable[..., None]  # (job_id, epoch, ranks, why, *, ended): the agents' `lost`
+
+
+class Launching:
+    """Binds and launches. `pin` pins tasks to their NUMA nodes' CPUs; `traces` gives each
+    job's traceparent; `commit_all`, `effects` and `lock_let_go` are the plane's command path
+    (replicated); `lost` is the agents' handling of tasks lost with their node."""
+
+    _launcher: ThreadPoolExecutor | None = None  # a cycle's launches at once (made on first use)
+
+    def __init__(
+        self,
+        shared: Shared,
+        *,
+        pin: bool,
+        traces: JobTraceContext,
+        commit_all: CommitAll,
+        effects: Callable[[list[DomainEvent]], list[DomainEvent]],
+        lock_let_go: Callable[[], contextlib.AbstractContextManager[None]],
+        lost: Lost,
+    ) -> None:
+        self._s = shared
+        self._pin = pin
+        self._traces = traces
+        self._commit_all = commit_all
+        self._effects = effects
+        self._lock_let_go = lock_let_go
+        self._lost = lost
+        self._matrices: dict[str, TopologyMatrix] = {}
+
+    def shutdown(self) -> None:
+        """Stop the launch threads (launches under way finish)."""
+        if self._launcher is not None:
+            self._launcher.shutdown(wait=False)
+
+    def bind_all(
+        self,
+        jobs: Mapping[str, Job],
+        binds: Mapping[str, GangPlacement],
+        borrowing: frozenset[str] | set[str],
+    ) -> int:
+        """Replicated: propose every bind of the cycle at once (Raft appends and fsyncs them
+        together), launch each bound job, then record the starts together. Returns how many
+        jobs were launched."""
+        commands: list[Command] = []
+        for job_id, placed in binds.items():
+            self._s.nominated.discard(job_id)
+            commands.append(self._bind_command(jobs[job_id], placed, job_id in borrowing))
+        launches: list[tuple[Job, GangPlacement, JobBound]] = []
+        for (job_id, placed), outcome in zip(
+            binds.items(), self._commit_all(commands), strict=True
+        ):
+            if isinstance(outcome, DomainError):
+                # the lock is let go while commits are awaited: the job may have been
+                # cancelled meanwhile; the replica re-validated the bind and refused it
+                log.info("bind refused", job_id=job_id, error=str(outcome))
+                continue
+            bound = next(e for e in self._effects(outcome) if isinstance(e, JobBound))
+            launches.append((jobs[job_id], placed, bound))
+        starts: list[Command] = [s for s in self._launch_all(launches) if s is not None]
+        for outcome in self._commit_all(starts):
+            if isinstance(outcome, DomainError):
+                log.info("start not recorded", error=str(outcome))
+            else:
+                self._effects(outcome)
+        return len(starts)
+
+    def _launch_all(
+        self, launches: list[tuple[Job, GangPlacement, JobBound]]
+    ) -> list[StartJob | None]:
+        """`_launch` each bound job; on agents, the jobs of different first nodes at once: a
+        launch waits for its agent's answer, so one after another a cycle would take one
+        round trip per job. One agent's launches stay in cycle order."""
+        by_node: dict[str, list[int]] = {}
+        for n, (_, _, bound) in enumerate(launches):
+            by_node.setdefault(bound.allocation.nodes[0], []).append(n)
+        if len(by_node) <= 1 or self._s.hub is None:
+            return [self._launch(*launch) for launch in launches]
+        if self._launcher is None:
+            self._launcher = ThreadPoolExecutor(_LAUNCHERS, thread_name_prefix="launch")
+        out: list[StartJob | None] = [None] * len(launches)
+
+        def launch_on(indices: list[int]) -> None:
+            with self._s.lock:  # each lets the lock go while its agent answers
+                for n in indices:
+                    out[n] = self._launch(*launches[n])
+
+        with self._lock_let_go():
+            groups = [self._launcher.submit(launch_on, group) for group in by_node.values()]
+            wait_futures(groups)
+        for group in groups:
+            group.result()  # a launch's error, once every group has finished
+        return out
+
+    def _bind_command(self, job: Job, placed: GangPlacement, borrowing: bool) -> BindJob:
+        slots = [(t.node, tuple(s.gpu.index for s in t.gpus)) for t in placed.tasks]
+        (node, indices), peers = slots[0], tuple(slots[1:])
+        return BindJob(job.id, node, indices, self._s.now(), peers=peers, borrowing=borrowing)
+
+    def bind_and_launch(self, job: Job, placed: GangPlacement, *, borrowing: bool = False) -> None:
+        events = self._s.execute(self._bind_command(job, placed, borrowing))
+        bound = next(e for e in events if isinstance(e, JobBound))
+        start = self._launch(job, placed, bound)
+        if start is not None:
+            self._s.execute(start)
+
+    def _launch(self, job: Job, placed: GangPlacement, bound: JobBound) -> StartJob | None:
+        """Start every task of a bound attempt; the StartJob to record when all run, else
+        None (the attempt was recorded ended or re-queued here)."""
+        alloc = bound.allocation
+        vendors = [str(s.gpu.vendor) for t in placed.tasks for s in t.gpus]
+        run = self._s.runs[(job.id, alloc.epoch)] = Run(len(alloc.tasks))
+        unavailable = False
+        for rank, spec in enumerate(self._task_specs(job, bound, vendors[0] if vendors else "")):
+            try:
+                self._s.runner.start(spec, self.on_exit)
+            except LaunchError as exc:
+                run.launch_error = f"launch failed: {exc}"
+                unavailable = isinstance(exc, AgentUnavailable)
+                break
+            run.live.add(rank)
+        if unavailable:  # no fault of the job: it waits for another placement
+            why = run.launch_error
+            self._s.execute(RequeueJob(job.id, alloc.epoch, self._s.now(), why))
+            if not run.live:  # nothing runs: the GPUs are free at once
+                self._s.runs.pop((job.id, alloc.epoch), None)
+                self._s.execute(FinishJob(job.id, alloc.epoch, None, self._s.now(), why))
+            return None
+        if not run.launch_error:
+            return StartJob(job.id, alloc.epoch, self._s.now())
+        if not run.live or not self._s.runner.stop(job.id, alloc.epoch, self._s.grace):
+            del self._s.runs[(job.id, alloc.epoch)]
+            self._s.execute(FinishJob(job.id, alloc.epoch, None, self._s.now(), run.launch_error))
+        return None
+
+    def _task_specs(self, job: Job, bound: JobBound, vendor: str) -> list[LaunchSpec]:
+        """One LaunchSpec per task, rank order. A gang's tasks get torchrun's rendezvous: rank
+        0's node is the master (its `address` label, else loopback: in single-server mode the
+        in-process runner starts every task on this host)."""
+        alloc = bound.allocation
+        tasks = alloc.tasks
+        node_order = list(alloc.nodes)
+        master = dict(self._s.state.node(tasks[0].node).labels).get("address", "127.0.0.1")
+        specs = []
+        for rank, slot in enumerate(tasks):
+            node = self._s.state.node(slot.node)
+            cpus: tuple[int, ...] = ()
+            if self._pin and slot.numa_nodes:
+                local = {n.id: n.cpus for n in node.numa_nodes}
+                cpus = tuple(sorted(c for numa in slot.numa_nodes for c in local.get(numa, ())))
+            same_node = [r for r, t in enumerate(tasks) if t.node == slot.node]
+            gang = None
+            if len(tasks) > 1:
+                gang = GangEnv(
+                    world_size=len(tasks),
+                    local_rank=same_node.index(rank),
+                    local_world_size=len(same_node),
+                    node_rank=node_order.index(slot.node),
+                    master_addr=master,
+                )
+            specs.append(
+                LaunchSpec(
+                    job_id=job.id,
+                    epoch=alloc.epoch,
+                    attempt=bound.attempt,
+                    argv=job.spec.command,
+                    env=job.spec.env if job.array is None else job.spec.env + array_env(job.array),
+                    gpu_indices=slot.gpu_indices,
+                    gpu_uuids=slot.gpu_uuids,
+                    cwd=job.spec.cwd,
+                    vendor=vendor or "nvidia",
+                    cpus=cpus,
+                    mems=slot.numa_nodes if cpus else (),
+                    memory_bytes=job.spec.memory_bytes,
+                    time_limit_s=job.spec.time_limit_s,
+                    user=job.spec.user,
+                    nics=self._nearest_nics(node, slot.gpu_indices),
+                    rank=rank,
+                    gang=gang,
+                    node=slot.node,
+                    tenant=job.spec.tenant,
+                    traceparent=self._traces.traceparent(job.id) or "",
+                    mig_profile=job.spec.mig_profile,
+                    image=job.spec.image,
+                    mounts=job.spec.mounts,
+                    **launch_fields(job.id, job.spec, _first_gpu(node, slot.gpu_indices)),
+                )
+            )
+        return specs
+
+    def _nearest_nics(self, node: Node, gpus: tuple[int, ...]) -> tuple[str, ...]:
+        """RDMA NICs closest to the job's GPUs (NCCL's choice), in GPU order, no repeats."""
+        if node.topology is None or not gpus:
+            return ()
+        matrix = self._matrices.get(node.name)
+        if matrix is None:
+            rdma = [n.name for n in node.topology.nics if n.kind == "rdma"]
+            matrix = self._matrices[node.name] = build_matrix(node.topology, rdma)
+        out: list[str] = []
+        for gpu in gpus:
+            if gpu in matrix.gpus:
+                out += [n for n in matrix.nearest_nics(gpu) if n not in out]
+        return tuple(out)
+
+    def on_exit(self, report: ExitReport) -> None:
+        """A task ended. The attempt's exit is recorded when its last task has ended: with the
+        first failing task's code and reason (the rest of a gang is stopped at once). A task its
+        node's lease fence stopped was lost with the node, not failed: the job is re-queued."""
+        if report.fenced:
+            self._lost(report.job_id, report.epoch, {report.rank}, report.reason, ended=True)
+            self._s.wake.set()
+            return
+        with self._s.lock:
+            key = (report.job_id, report.epoch)
+            self._record_start(report)
+            run = self._s.runs.get(key)
+            if run is None:  # not started by this incarnation's bookkeeping: report it as is
+                self._s.execute(FinishJob(*key, report.exit_code, self._s.now(), report.reason))
+                self._s.wake.set()
+                return
+            run.live.discard(report.rank)
+            failed = report.exit_code != 0
+            if failed and run.failure is None and not run.launch_error:
+                run.failure = report
+                if run.live:
+                    log.warning(
+                        "gang task failed: stopping the whole gang",
+                        job_id=report.job_id,
+                        epoch=report.epoch,
+                        rank=report.rank,
+                        reason=report.reason,
+                    )
+                    self._s.runner.stop(report.job_id, report.epoch, self._s.grace)
+            if run.live:
+                return
+            del self._s.runs[key]
+            code, reason = report.exit_code, report.reason
+            if run.launch_error:
+                code, reason = None, run.launch_error
+            elif run.failure is not None:
+                code, reason = run.failure.exit_code, run.failure.reason
+                if run.tasks > 1:
+                    reason = f"task {run.failure.rank} {reason}; the gang was stopped whole"
+            self._s.execute(FinishJob(*key, code, self._s.now(), reason))
+        self._s.wake.set()
+
+    def _record_start(self, report: ExitReport) -> None:
+        """A task ended whose start was never recorded (its leader failed between bind and
+        start): it did run, so record the start first — its exit code then counts."""
+        if self._s.replication is None:
+            return
+        try:
+            job = self._s.state.job(report.job_id)
+        except NotFound:
+            return
+        alloc = job.allocation
+        if job.state is JobState.SCHEDULED and alloc is not None and alloc.epoch == report.epoch:
+            self._s.execute(StartJob(job.id, report.epoch, self._s.now()))
+
+
+def _first_gpu(node: Node, indices: tuple[int, ...]) -> Gpu | None:
+    return node.gpu(indices[0]) if indices else None
