@@ -496,6 +496,7 @@ def _running_control_plane(
         schedule_interval_s=settings.schedule_interval_seconds,
         pin_cpus=settings.cpu_pinning == "on"
         or (settings.cpu_pinning == "auto" and not inventory.simulated),
+        gang_port_base=settings.gang_port_base,
         hardware=hardware,
         gpu_reset=_gpu_reset(runner, health),
         injector=_injector(runner, health, inventory),
