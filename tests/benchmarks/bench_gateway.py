@@ -6,6 +6,12 @@ model-server replica (the baseline) and through the gateway of a real `gpu-platf
                    concurrent clients: p50/p99 latency and requests/s, each beside the direct
                    call; extra: added_p50_us, added_p99_us, throughput_ratio
     gateway.ttft   streamed chat (stream: true, 16 events): time to the first event, same setup
+
+Each of them twice: with a replica that answers at once (`token_delay_ms` 0, no such param in
+the row: the CPU-bound worst case, where the gateway's CPU is taken from the replica and the
+client on the same cores), and with one that takes TOKEN_DELAY_MS per token, as a small model
+decoding on one GPU does (the delay is a sleep: GPU time, no host CPU), so the rows show what a
+caller of a real engine would see.
     gateway.upstream_client   the client side alone: one request after another to the
                    replica from httpx.AsyncClient (what the gateway used before), httpcore,
                    bare asyncio streams (the floor) and the gateway's UpstreamPool (what it
@@ -48,6 +54,10 @@ BODY = {
     "max_tokens": 16,
 }
 STREAM_BODY = {**BODY, "stream": True}
+# Per-token decode time of the realistic rows: a 7-8B model in bf16 on one H100 decodes about
+# 60-100 tokens/s per sequence with a few dozen sequences batched, i.e. 10-16 ms per token.
+# 16 tokens at 15 ms keep a whole answer at 0.24 s, so the rows stay short.
+TOKEN_DELAY_MS = 15.0
 
 
 def _start_server(tmp: Path, routes_file: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -80,12 +90,12 @@ def _start_server(tmp: Path, routes_file: Path) -> tuple[subprocess.Popen[bytes]
 
 
 async def _load(
-    url: str, clients: int, total: int, stream: bool
+    url: str, clients: int, total: int, stream: bool, model: str = "bench"
 ) -> tuple[list[float], float, list[str]]:
     """`total` requests from `clients` concurrent workers: (latencies in µs, requests/s, the
     failures). For streams the latency is the time to the first event."""
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    body = STREAM_BODY if stream else BODY
+    body = {**(STREAM_BODY if stream else BODY), "model": model}
     samples: list[float] = []
     failures: list[str] = []
     left = total
@@ -140,8 +150,13 @@ def _pair(
     clients: int,
     total: int,
     stream: bool,
+    token_delay_ms: float = 0.0,
 ) -> dict[str, Any]:
     replica_pid, server_pid = pids
+    model = "bench-decode" if token_delay_ms else "bench"
+    params: dict[str, Any] = {"clients": clients}
+    if token_delay_ms:
+        params["token_delay_ms"] = token_delay_ms
     direct: list[float] = []
     through: list[float] = []
     direct_rate = gateway_rate = 0.0
@@ -150,10 +165,10 @@ def _pair(
     gateway_failures: list[str] = []
     for _ in range(2):  # interleaved halves, so drift in the machine's load hits both
         before = _cpu_s(replica_pid)
-        d, dr, df = asyncio.run(_load(direct_url, clients, total // 2, stream))
+        d, dr, df = asyncio.run(_load(direct_url, clients, total // 2, stream, model))
         replica_cpu += _cpu_s(replica_pid) - before
         before = _cpu_s(server_pid)
-        g, gr, gf = asyncio.run(_load(gateway_url, clients, total // 2, stream))
+        g, gr, gf = asyncio.run(_load(gateway_url, clients, total // 2, stream, model))
         server_cpu += _cpu_s(server_pid) - before
         direct += d
         through += g
@@ -161,11 +176,11 @@ def _pair(
         gateway_failures += gf
         direct_rate += dr / 2
         gateway_rate += gr / 2
-    base = result(name, {"clients": clients, "path": "direct"}, direct)
+    base = result(name, {**params, "path": "direct"}, direct)
     base["ops_per_s"] = direct_rate
     row = result(
         name,
-        {"clients": clients, "path": "gateway"},
+        {**params, "path": "gateway"},
         through,
         baseline=baseline("direct to the replica", {**base, "ops_per_s": direct_rate}),
         extra={
@@ -270,20 +285,34 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     per_client = 4 if smoke else (30 if quick else 150)
     rows: list[dict[str, Any]] = []
     replica = spawn_model_server("bench", replica_id="bench-1")
+    decode = spawn_model_server(
+        "bench-decode", replica_id="bench-decode-1", token_delay_ms=TOKEN_DELAY_MS
+    )
     with tempfile.TemporaryDirectory() as tmp:
         routes = StaticModelRoutes()
         routes.set_model("bench", "default", [ReplicaAddress("bench-1", replica.url)])
+        routes.set_model("bench-decode", "default", [ReplicaAddress("bench-decode-1", decode.url)])
         routes_file = Path(tmp) / "routes.json"
         routes.write(routes_file)
         proc, url = _start_server(Path(tmp), routes_file)
-        pids = (replica.process.pid, proc.pid)
         try:
-            for clients in (1,) if smoke else (1, 16, 64):  # smoke: the test suite's run
-                total = max(200 if not smoke else 20, per_client * clients)
-                rows.append(_pair("gateway.chat", replica.url, url, pids, clients, total, False))
-            for clients in (1,) if smoke else (1, 16):
-                total = max(200 if not smoke else 20, per_client * clients)
-                rows.append(_pair("gateway.ttft", replica.url, url, pids, clients, total, True))
+            fan = (1,) if smoke else (1, 16, 64)  # smoke: the test suite's run
+            for name, stream in (("gateway.chat", False), ("gateway.ttft", True)):
+                for clients in fan:
+                    total = max(200 if not smoke else 20, per_client * clients)
+                    pids = (replica.process.pid, proc.pid)
+                    rows.append(_pair(name, replica.url, url, pids, clients, total, stream))
+            # with decode time: fewer requests, each takes 16 x TOKEN_DELAY_MS (0.24 s); the
+            # smoke run sends 2 non-streamed requests each way (about 3 s)
+            per_client = 8 if quick else 30
+            kinds = (("gateway.chat", False), ("gateway.ttft", True))
+            for name, stream in kinds[:1] if smoke else kinds:
+                for clients in fan:
+                    total = 2 if smoke else max(40, per_client * clients)
+                    pids = (decode.process.pid, proc.pid)
+                    rows.append(
+                        _pair(name, decode.url, url, pids, clients, total, stream, TOKEN_DELAY_MS)
+                    )
             rows += _clients(replica.url, 20 if smoke else (300 if quick else 1500))
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -293,6 +322,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 proc.kill()
                 proc.wait()
             replica.stop()
+            decode.stop()
     return rows
 
 
