@@ -17,7 +17,10 @@ caller of a real engine would see.
                    bare asyncio streams (the floor) and the gateway's UpstreamPool (what it
                    uses now); extra: cpu_us_per_request
 
-The server serves its gateway on a port of its own (`gateway_port`).
+The server serves its gateway on a port of its own (`gateway_port`). Extra of each gateway row:
+gateway_cpu_us_per_request (the server process's CPU over the gateway phases, per request) and
+gateway_net_cpu_us_per_request (the same less what the idle server spends in that time: where
+answers take long, the control plane's background work would otherwise dominate).
 
 The client is one httpx.AsyncClient in this process; client, gateway and replica share the
 machine's cores, so at 64 clients the figures include that contention on both sides.
@@ -58,6 +61,7 @@ STREAM_BODY = {**BODY, "stream": True}
 # 60-100 tokens/s per sequence with a few dozen sequences batched, i.e. 10-16 ms per token.
 # 16 tokens at 15 ms keep a whole answer at 0.24 s, so the rows stay short.
 TOKEN_DELAY_MS = 15.0
+IDLE_CPU = {"server": 0.0}  # CPU seconds per second of the idle server, measured at its start
 
 
 def _start_server(tmp: Path, routes_file: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -160,7 +164,7 @@ def _pair(
     direct: list[float] = []
     through: list[float] = []
     direct_rate = gateway_rate = 0.0
-    replica_cpu = server_cpu = 0.0
+    replica_cpu = server_cpu = gateway_s = 0.0
     direct_failures: list[str] = []
     gateway_failures: list[str] = []
     for _ in range(2):  # interleaved halves, so drift in the machine's load hits both
@@ -170,6 +174,7 @@ def _pair(
         before = _cpu_s(server_pid)
         g, gr, gf = asyncio.run(_load(gateway_url, clients, total // 2, stream, model))
         server_cpu += _cpu_s(server_pid) - before
+        gateway_s += (total // 2) / gr
         direct += d
         through += g
         direct_failures += df
@@ -190,6 +195,11 @@ def _pair(
             # CPU the gateway's server process spent per request (with its control plane's
             # background work), and the replica's per direct request (includes warm-up)
             "gateway_cpu_us_per_request": round(server_cpu / len(through) * 1e6),
+            # the same less the server's CPU when idle (its control plane's ticks) over the
+            # gateway phases' time: what the requests cost where answers take long
+            "gateway_net_cpu_us_per_request": round(
+                (server_cpu - IDLE_CPU["server"] * gateway_s) / len(through) * 1e6
+            ),
             "replica_cpu_us_per_request": round(replica_cpu / len(direct) * 1e6),
             "load_average": [round(x, 2) for x in os.getloadavg()],
             "failed": {"direct": len(direct_failures), "gateway": len(gateway_failures)},
@@ -296,6 +306,10 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         routes.write(routes_file)
         proc, url = _start_server(Path(tmp), routes_file)
         try:
+            time.sleep(0.5 if smoke else 2)  # settled after its start
+            before = _cpu_s(proc.pid)
+            time.sleep(0.5 if smoke else 3)
+            IDLE_CPU["server"] = (_cpu_s(proc.pid) - before) / (0.5 if smoke else 3)
             fan = (1,) if smoke else (1, 16, 64)  # smoke: the test suite's run
             for name, stream in (("gateway.chat", False), ("gateway.ttft", True)):
                 for clients in fan:

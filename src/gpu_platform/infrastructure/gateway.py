@@ -65,8 +65,18 @@ def install_gateway(
 ) -> None:
     if settings.gateway != "on" or settings.gateway_port is not None:
         return  # off, or served by GatewayServer on its own port
-    app.add_middleware(
-        OpenAiGateway,
+    handler = _handler(settings, routes, access, metrics, ledger)
+    app.add_middleware(OpenAiGateway, handler=handler)
+
+
+def _handler(
+    settings: Settings,
+    routes: ModelRoutes,
+    access: AccessService,
+    metrics: GatewayMetrics,
+    ledger: ServingLedger,
+) -> GatewayHandler:
+    return GatewayHandler(
         routes=routes,
         access=access,
         settings=gateway_settings(settings),
@@ -88,13 +98,7 @@ class GatewayServer:
         tls_options: dict[str, Any] | None = None,
     ) -> None:
         assert settings.gateway_port is not None
-        self.handler = GatewayHandler(
-            routes=routes,
-            access=access,
-            settings=gateway_settings(settings),
-            metrics=metrics,
-            ledger=ledger,
-        )
+        self.handler = _handler(settings, routes, access, metrics, ledger)
         self._host = settings.host
         self._port = settings.gateway_port
         self._tls = _ssl_context(tls_options) if tls_options else None

@@ -12,17 +12,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gpu_platform.adapters.inbound.gateway.exchange import Headers
-from gpu_platform.adapters.inbound.gateway.handler import (
-    GATEWAY_PATHS,
-    GatewayHandler,
-    GatewaySettings,
-    too_large,
-)
+from gpu_platform.adapters.inbound.gateway.handler import GATEWAY_PATHS, GatewayHandler, too_large
 from gpu_platform.adapters.inbound.gateway.relay import Outcome
-from gpu_platform.application.gateway.ledger import ServingLedger
-from gpu_platform.ports.inbound.access import AccessService
-from gpu_platform.ports.inbound.model_routes import ModelRoutes
-from gpu_platform.ports.outbound.gateway_metrics import GatewayMetrics
 
 __all__ = ["AsgiExchange", "OpenAiGateway"]
 
@@ -33,22 +24,11 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class OpenAiGateway:
-    """Starlette middleware: ``app.add_middleware(OpenAiGateway, routes=..., access=...)``."""
+    """Starlette middleware: ``app.add_middleware(OpenAiGateway, handler=GatewayHandler(...))``."""
 
-    def __init__(
-        self,
-        app: App,
-        *,
-        routes: ModelRoutes,
-        access: AccessService,
-        settings: GatewaySettings | None = None,
-        metrics: GatewayMetrics | None = None,
-        ledger: ServingLedger | None = None,
-    ) -> None:
+    def __init__(self, app: App, *, handler: GatewayHandler) -> None:
         self.app = app
-        self.handler = GatewayHandler(
-            routes=routes, access=access, settings=settings, metrics=metrics, ledger=ledger
-        )
+        self.handler = handler
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] in GATEWAY_PATHS:
