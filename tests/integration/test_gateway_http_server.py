@@ -11,18 +11,26 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO
 
+import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
 from gpu_platform.adapters.inbound.gateway import GatewayHandler, GatewayHttpServer, GatewaySettings
 from gpu_platform.adapters.outbound.observability.gateway_metrics import PrometheusGatewayMetrics
 from gpu_platform.application.auth import OpenAccess
+from gpu_platform.application.gateway.ledger import ServingLedger
+from gpu_platform.infrastructure.config import Settings
+from gpu_platform.infrastructure.gateway import GatewayServer
 from gpu_platform.ports.inbound.model_routes import ReplicaAddress
+from gpu_platform.ports.outbound.gateway_metrics import NoGatewayMetrics
+from gpu_platform.testing.member_pki import MemberPki
 from gpu_platform.testing.model_routes import StaticModelRoutes
 from gpu_platform.testing.model_server import ModelServerProcess, spawn_model_server
 from gpu_platform.testing.scripted_replica import ScriptedReplica
@@ -213,3 +221,31 @@ def test_http_1_0_gets_its_answer_and_then_the_connection_closes(served: Served)
         status, headers, _ = _response(reader)
         assert status == 200 and headers["connection"] == "close"
         assert reader.read() == b""
+
+
+def test_with_tls_the_gateway_port_serves_clients_with_a_certificate_of_the_ca(
+    tmp_path: Path, served: Served
+) -> None:
+    pki = MemberPki(tmp_path)
+    settings = Settings(gateway_port=0, data_dir=tmp_path / "data")
+    routes = StaticModelRoutes()
+    routes.set_model("tiny", "default", [ReplicaAddress("t1", served.replica.url)])
+    server_files = pki.tls("server", "1")
+    gateway = GatewayServer(
+        settings, routes, OpenAccess(), NoGatewayMetrics(), ServingLedger(),
+        server_files.uvicorn_options(),
+    )  # fmt: skip
+    gateway.start()
+    try:
+        client_files = pki.plain("client")
+        trust = ssl.create_default_context(cafile=str(pki.ca))
+        trust.load_cert_chain(str(client_files.cert), str(client_files.key))
+        url = f"https://127.0.0.1:{gateway.port}"
+        with httpx.Client(base_url=url, verify=trust, timeout=10) as client:
+            answer = client.post("/v1/chat/completions", content=_chat())
+            assert answer.status_code == 200 and answer.json()["system_fingerprint"] == "t1"
+        anonymous = ssl.create_default_context(cafile=str(pki.ca))  # no client certificate
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"{url}/v1/models", verify=anonymous, timeout=10)
+    finally:
+        gateway.stop()
