@@ -31,6 +31,7 @@ import json
 import ssl
 from collections import deque
 from http import HTTPStatus
+from typing import cast
 from urllib.parse import unquote
 
 import httptools
@@ -127,8 +128,7 @@ class _Connection(asyncio.Protocol):
     # asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # (uvloop's are not subclasses)
         peer = transport.get_extra_info("peername")
         self.client = peer[0] if isinstance(peer, tuple) else ""
         self.server.connections.add(self)
