@@ -6,12 +6,21 @@ model-server replica (the baseline) and through the gateway of a real `gpu-platf
                    concurrent clients: p50/p99 latency and requests/s, each beside the direct
                    call; extra: added_p50_us, added_p99_us, throughput_ratio
     gateway.ttft   streamed chat (stream: true, 16 events): time to the first event, same setup
+
+Each of them twice: with a replica that answers at once (`token_delay_ms` 0, no such param in
+the row: the CPU-bound worst case, where the gateway's CPU is taken from the replica and the
+client on the same cores), and with one that takes TOKEN_DELAY_MS per token, as a small model
+decoding on one GPU does (the delay is a sleep: GPU time, no host CPU), so the rows show what a
+caller of a real engine would see.
     gateway.upstream_client   the client side alone: one request after another to the
                    replica from httpx.AsyncClient (what the gateway used before), httpcore,
                    bare asyncio streams (the floor) and the gateway's UpstreamPool (what it
                    uses now); extra: cpu_us_per_request
 
-The server serves its gateway on a port of its own (`gateway_port`).
+The server serves its gateway on a port of its own (`gateway_port`). Extra of each gateway row:
+gateway_cpu_us_per_request (the server process's CPU over the gateway phases, per request) and
+gateway_net_cpu_us_per_request (the same less what the idle server spends in that time: where
+answers take long, the control plane's background work would otherwise dominate).
 
 The client is one httpx.AsyncClient in this process; client, gateway and replica share the
 machine's cores, so at 64 clients the figures include that contention on both sides.
@@ -48,6 +57,11 @@ BODY = {
     "max_tokens": 16,
 }
 STREAM_BODY = {**BODY, "stream": True}
+# Per-token decode time of the realistic rows: a 7-8B model in bf16 on one H100 decodes about
+# 60-100 tokens/s per sequence with a few dozen sequences batched, i.e. 10-16 ms per token.
+# 16 tokens at 15 ms keep a whole answer at 0.24 s, so the rows stay short.
+TOKEN_DELAY_MS = 15.0
+IDLE_CPU = {"server": 0.0}  # CPU seconds per second of the idle server, measured at its start
 
 
 def _start_server(tmp: Path, routes_file: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -80,12 +94,12 @@ def _start_server(tmp: Path, routes_file: Path) -> tuple[subprocess.Popen[bytes]
 
 
 async def _load(
-    url: str, clients: int, total: int, stream: bool
+    url: str, clients: int, total: int, stream: bool, model: str = "bench"
 ) -> tuple[list[float], float, list[str]]:
     """`total` requests from `clients` concurrent workers: (latencies in µs, requests/s, the
     failures). For streams the latency is the time to the first event."""
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    body = STREAM_BODY if stream else BODY
+    body = {**(STREAM_BODY if stream else BODY), "model": model}
     samples: list[float] = []
     failures: list[str] = []
     left = total
@@ -140,32 +154,38 @@ def _pair(
     clients: int,
     total: int,
     stream: bool,
+    token_delay_ms: float = 0.0,
 ) -> dict[str, Any]:
     replica_pid, server_pid = pids
+    model = "bench-decode" if token_delay_ms else "bench"
+    params: dict[str, Any] = {"clients": clients}
+    if token_delay_ms:
+        params["token_delay_ms"] = token_delay_ms
     direct: list[float] = []
     through: list[float] = []
     direct_rate = gateway_rate = 0.0
-    replica_cpu = server_cpu = 0.0
+    replica_cpu = server_cpu = gateway_s = 0.0
     direct_failures: list[str] = []
     gateway_failures: list[str] = []
     for _ in range(2):  # interleaved halves, so drift in the machine's load hits both
         before = _cpu_s(replica_pid)
-        d, dr, df = asyncio.run(_load(direct_url, clients, total // 2, stream))
+        d, dr, df = asyncio.run(_load(direct_url, clients, total // 2, stream, model))
         replica_cpu += _cpu_s(replica_pid) - before
         before = _cpu_s(server_pid)
-        g, gr, gf = asyncio.run(_load(gateway_url, clients, total // 2, stream))
+        g, gr, gf = asyncio.run(_load(gateway_url, clients, total // 2, stream, model))
         server_cpu += _cpu_s(server_pid) - before
+        gateway_s += (total // 2) / gr
         direct += d
         through += g
         direct_failures += df
         gateway_failures += gf
         direct_rate += dr / 2
         gateway_rate += gr / 2
-    base = result(name, {"clients": clients, "path": "direct"}, direct)
+    base = result(name, {**params, "path": "direct"}, direct)
     base["ops_per_s"] = direct_rate
     row = result(
         name,
-        {"clients": clients, "path": "gateway"},
+        {**params, "path": "gateway"},
         through,
         baseline=baseline("direct to the replica", {**base, "ops_per_s": direct_rate}),
         extra={
@@ -175,6 +195,11 @@ def _pair(
             # CPU the gateway's server process spent per request (with its control plane's
             # background work), and the replica's per direct request (includes warm-up)
             "gateway_cpu_us_per_request": round(server_cpu / len(through) * 1e6),
+            # the same less the server's CPU when idle (its control plane's ticks) over the
+            # gateway phases' time: what the requests cost where answers take long
+            "gateway_net_cpu_us_per_request": round(
+                (server_cpu - IDLE_CPU["server"] * gateway_s) / len(through) * 1e6
+            ),
             "replica_cpu_us_per_request": round(replica_cpu / len(direct) * 1e6),
             "load_average": [round(x, 2) for x in os.getloadavg()],
             "failed": {"direct": len(direct_failures), "gateway": len(gateway_failures)},
@@ -270,20 +295,38 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     per_client = 4 if smoke else (30 if quick else 150)
     rows: list[dict[str, Any]] = []
     replica = spawn_model_server("bench", replica_id="bench-1")
+    decode = spawn_model_server(
+        "bench-decode", replica_id="bench-decode-1", token_delay_ms=TOKEN_DELAY_MS
+    )
     with tempfile.TemporaryDirectory() as tmp:
         routes = StaticModelRoutes()
         routes.set_model("bench", "default", [ReplicaAddress("bench-1", replica.url)])
+        routes.set_model("bench-decode", "default", [ReplicaAddress("bench-decode-1", decode.url)])
         routes_file = Path(tmp) / "routes.json"
         routes.write(routes_file)
         proc, url = _start_server(Path(tmp), routes_file)
-        pids = (replica.process.pid, proc.pid)
         try:
-            for clients in (1,) if smoke else (1, 16, 64):  # smoke: the test suite's run
-                total = max(200 if not smoke else 20, per_client * clients)
-                rows.append(_pair("gateway.chat", replica.url, url, pids, clients, total, False))
-            for clients in (1,) if smoke else (1, 16):
-                total = max(200 if not smoke else 20, per_client * clients)
-                rows.append(_pair("gateway.ttft", replica.url, url, pids, clients, total, True))
+            time.sleep(0.5 if smoke else 2)  # settled after its start
+            before = _cpu_s(proc.pid)
+            time.sleep(0.5 if smoke else 3)
+            IDLE_CPU["server"] = (_cpu_s(proc.pid) - before) / (0.5 if smoke else 3)
+            fan = (1,) if smoke else (1, 16, 64)  # smoke: the test suite's run
+            for name, stream in (("gateway.chat", False), ("gateway.ttft", True)):
+                for clients in fan:
+                    total = max(200 if not smoke else 20, per_client * clients)
+                    pids = (replica.process.pid, proc.pid)
+                    rows.append(_pair(name, replica.url, url, pids, clients, total, stream))
+            # with decode time: fewer requests, each takes 16 x TOKEN_DELAY_MS (0.24 s); the
+            # smoke run sends 2 non-streamed requests each way (about 3 s)
+            per_client = 8 if quick else 30
+            kinds = (("gateway.chat", False), ("gateway.ttft", True))
+            for name, stream in kinds[:1] if smoke else kinds:
+                for clients in fan:
+                    total = 2 if smoke else max(40, per_client * clients)
+                    pids = (decode.process.pid, proc.pid)
+                    rows.append(
+                        _pair(name, decode.url, url, pids, clients, total, stream, TOKEN_DELAY_MS)
+                    )
             rows += _clients(replica.url, 20 if smoke else (300 if quick else 1500))
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -293,6 +336,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 proc.kill()
                 proc.wait()
             replica.stop()
+            decode.stop()
     return rows
 
 

@@ -74,7 +74,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
         for rid in ("t1", "t2", "t3"):
             replicas[rid] = spawn_model_server("tiny", replica_id=rid)
         for rid in ("s1", "s2"):  # slow streams, for killing one mid-stream
-            replicas[rid] = spawn_model_server("slow", replica_id=rid, delay_ms=40)
+            replicas[rid] = spawn_model_server("slow", replica_id=rid, token_delay_ms=40)
         replicas["o1"] = spawn_model_server("other", replica_id="o1")
         routes = StaticModelRoutes()
         tiny = [ReplicaAddress(r, replicas[r].url) for r in ("t1", "t2", "t3")]

@@ -1,20 +1,24 @@
 """Wiring of the OpenAI-compatible gateway: its settings, its model routes, and where it is
 served: in front of the REST app (outermost, so its requests skip the REST middleware), or,
-with `gateway_port` set, on a port of its own, served by a uvicorn server on its own thread and
-event loop (httptools when installed), so the REST API and dashboard never share its loop."""
+with `gateway_port` set, on a port of its own, served by the gateway's lean HTTP/1.1 server
+(`GatewayHttpServer`) on its own thread and event loop, so the REST API and dashboard never
+share its loop."""
 
 from __future__ import annotations
 
-import importlib.util
+import asyncio
+import ssl
 import threading
-import time
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI
 
-from gpu_platform.adapters.inbound.gateway import GatewaySettings, OpenAiGateway
-from gpu_platform.adapters.inbound.gateway.errors import GatewayError, send_error
+from gpu_platform.adapters.inbound.gateway import (
+    GatewayHandler,
+    GatewayHttpServer,
+    GatewaySettings,
+    OpenAiGateway,
+)
 from gpu_platform.adapters.outbound.model_routes_file import (
     CombinedModelRoutes,
     JsonFileModelRoutes,
@@ -61,8 +65,18 @@ def install_gateway(
 ) -> None:
     if settings.gateway != "on" or settings.gateway_port is not None:
         return  # off, or served by GatewayServer on its own port
-    app.add_middleware(
-        OpenAiGateway,
+    handler = _handler(settings, routes, access, metrics, ledger)
+    app.add_middleware(OpenAiGateway, handler=handler)
+
+
+def _handler(
+    settings: Settings,
+    routes: ModelRoutes,
+    access: AccessService,
+    metrics: GatewayMetrics,
+    ledger: ServingLedger,
+) -> GatewayHandler:
+    return GatewayHandler(
         routes=routes,
         access=access,
         settings=gateway_settings(settings),
@@ -71,15 +85,8 @@ def install_gateway(
     )
 
 
-async def _not_found(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """What the gateway's own port answers outside the OpenAI paths."""
-    if scope["type"] == "http":
-        path = scope["path"]
-        await send_error(send, GatewayError(404, "unknown_url", f"no such path: {path}"))
-
-
 class GatewayServer:
-    """The gateway on `gateway_port`: a uvicorn server on its own thread and event loop."""
+    """The gateway on `gateway_port`: a GatewayHttpServer on its own thread and event loop."""
 
     def __init__(
         self,
@@ -91,50 +98,61 @@ class GatewayServer:
         tls_options: dict[str, Any] | None = None,
     ) -> None:
         assert settings.gateway_port is not None
-        self.gateway = OpenAiGateway(
-            _not_found,
-            routes=routes,
-            access=access,
-            settings=gateway_settings(settings),
-            metrics=metrics,
-            ledger=ledger,
-        )
-        fast = importlib.util.find_spec("httptools") is not None
-        config = uvicorn.Config(
-            self.gateway,
-            host=settings.host,
-            port=settings.gateway_port,
-            http="httptools" if fast else "h11",
-            loop="asyncio",
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-            timeout_keep_alive=75,  # as nginx: a client rarely reuses a connection being closed
-            timeout_graceful_shutdown=5,
-            **(tls_options or {}),
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="gateway", daemon=True)
+        self.handler = _handler(settings, routes, access, metrics, ledger)
+        self._host = settings.host
+        self._port = settings.gateway_port
+        self._tls = _ssl_context(tls_options) if tls_options else None
+        self._http = GatewayHttpServer(self.handler, keep_alive_s=75.0)  # as nginx
+        self._loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="gateway", daemon=True)
+
+    def _run(self) -> None:
+        loop = self._loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._http.start(self._host, self._port, self._tls))
+        except BaseException as exc:  # reported by start()
+            self._error = exc
+            self._started.set()
+            loop.close()
+            return
+        self._started.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
 
     def start(self, timeout_s: float = 30.0) -> None:
         """Serve; returns once the port accepts connections (raises if it could not bind)."""
         self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if not self._server.started:
+        if not self._started.wait(timeout_s) or self._error is not None:
             self.stop()
-            raise RuntimeError("the gateway's port could not be opened (see the log)")
+            raise RuntimeError(f"the gateway's port could not be opened: {self._error}")
 
     @property
     def port(self) -> int:
         """The port it listens on (the one it was given, or the one it got for 0)."""
-        for server in self._server.servers:
-            for sock in server.sockets:
-                return int(sock.getsockname()[1])
-        return self._server.config.port
+        return self._http.port
 
     def stop(self) -> None:
-        self._server.should_exit = True
-        if self._thread.is_alive():
+        if not self._thread.is_alive():
+            return
+        done = asyncio.run_coroutine_threadsafe(self._http.stop(grace_s=5.0), self._loop)
+        try:
+            done.result(10)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
+
+
+def _ssl_context(options: dict[str, Any]) -> ssl.SSLContext:
+    """The server side of TLS from TlsFiles.uvicorn_options (the REST port's settings)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(options["ssl_certfile"], options["ssl_keyfile"])
+    if options.get("ssl_ca_certs"):
+        context.load_verify_locations(options["ssl_ca_certs"])
+        context.verify_mode = options.get("ssl_cert_reqs", ssl.CERT_REQUIRED)
+    return context

@@ -1,6 +1,6 @@
 """A small OpenAI-compatible model server: a real process for tests, demos and benchmarks.
 
-    python -m gpu_platform.testing.model_server --port 0 --model tiny [--delay-ms 5]
+    python -m gpu_platform.testing.model_server --port 0 --model tiny [--token-delay-ms 15]
     python -m gpu_platform.testing.model_server --port-env PORT --model tiny   # as a service
 
 It prints ``listening on http://HOST:PORT`` (one line, flushed) once it accepts connections,
@@ -12,8 +12,11 @@ Endpoints: ``GET /health``, ``GET /v1/models``, ``POST /v1/chat/completions`` an
 ``stream_options.include_usage`` the last chunk carries usage), ``POST /v1/embeddings``.
 
 Tokens are deterministic: the reply to a prompt is the same on every replica, so tests can
-compare. ``max_tokens`` (default 8) tokens are produced, ``--delay-ms`` apart when streaming
-(and in total before a non-streamed answer). Every answer names the replica in
+compare. ``max_tokens`` (default 8) tokens are produced. ``--token-delay-ms`` models a GPU's
+decode time, which costs the host no CPU: each token (the first one too, standing for the
+prefill) is ready that long after the one before, so a stream's events come that far apart and
+a non-streamed answer comes after ``max_tokens`` times the delay (a sleep on the event loop:
+deterministic, and free of CPU while it waits). Every answer names the replica in
 ``system_fingerprint`` (``--replica-id``, default ``pid-<pid>``), and in an
 ``X-Replica-Id`` header, so a test can see where the gateway sent it.
 """
@@ -52,7 +55,7 @@ class ModelServerConfig:
     host: str
     port: int
     models: tuple[str, ...]
-    delay_s: float  # between streamed tokens; the same total before a whole answer
+    token_delay_s: float  # before each token (the first one too); 0: answers at once
     replica_id: str
 
 
@@ -157,8 +160,8 @@ class _Server:
             with_usage = bool(isinstance(options, dict) and options.get("include_usage"))
             await self._stream(writer, chat, str(model), tokens, usage if with_usage else None)
             return True
-        if self.config.delay_s:
-            await asyncio.sleep(self.config.delay_s * len(tokens))
+        if self.config.token_delay_s and tokens:
+            await asyncio.sleep(self.config.token_delay_s * len(tokens))
         text = "".join(tokens)
         ident = self._id("chatcmpl" if chat else "cmpl")
         choice: dict[str, Any]
@@ -229,8 +232,8 @@ class _Server:
             await writer.drain()
 
         for i, token in enumerate(tokens):
-            if i and self.config.delay_s:
-                await asyncio.sleep(self.config.delay_s)
+            if self.config.token_delay_s:
+                await asyncio.sleep(self.config.token_delay_s)
             last = i == len(tokens) - 1
             choice: dict[str, Any]
             if chat:
@@ -282,13 +285,13 @@ class ModelServerProcess:
 
 
 def spawn_model_server(
-    *models: str, replica_id: str, delay_ms: float = 0.0, timeout_s: float = 15.0
+    *models: str, replica_id: str, token_delay_ms: float = 0.0, timeout_s: float = 15.0
 ) -> ModelServerProcess:
     """Start a model server on a free loopback port and wait for its listening line."""
     argv = [sys.executable, "-m", "gpu_platform.testing.model_server", "--port", "0"]
     for model in models:
         argv += ["--model", model]
-    argv += ["--delay-ms", str(delay_ms), "--replica-id", replica_id]
+    argv += ["--token-delay-ms", str(token_delay_ms), "--replica-id", replica_id]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE)
     assert process.stdout is not None
     deadline = time.monotonic() + timeout_s
@@ -311,7 +314,14 @@ def _parse(argv: Sequence[str] | None) -> ModelServerConfig:
     parser.add_argument("--port", type=int, default=None, help="0 picks a free port")
     parser.add_argument("--port-env", default=None, help="read the port from this variable")
     parser.add_argument("--model", action="append", required=True, help="repeat for several")
-    parser.add_argument("--delay-ms", type=float, default=0.0, help="between streamed tokens")
+    parser.add_argument(
+        "--token-delay-ms",
+        "--delay-ms",
+        dest="token_delay_ms",
+        type=float,
+        default=0.0,
+        help="modelled decode time per token (the first one too); 0: answer at once",
+    )
     parser.add_argument("--replica-id", default=f"pid-{os.getpid()}")
     args = parser.parse_args(argv)
     port = args.port
@@ -323,7 +333,7 @@ def _parse(argv: Sequence[str] | None) -> ModelServerConfig:
     if port is None:
         parser.error("give --port or --port-env")
     return ModelServerConfig(
-        args.host, port, tuple(args.model), args.delay_ms / 1000.0, args.replica_id
+        args.host, port, tuple(args.model), args.token_delay_ms / 1000.0, args.replica_id
     )
 
 

@@ -7,6 +7,9 @@ Modes (what it does with each request, once the request's head and body are read
     mute    says nothing and keeps the connection open (504 after the read timeout), and
             counts the connections the other side closed (`closed_by_peer`)
     short   announces a 1000-byte body, sends 10 bytes, closes (502, nothing relayed)
+    hold    starts a chunked event stream with one event, then holds the rest until
+            `release` is set (then two more events and the end), or until the other side
+            closes (counted in `closed_by_peer`): shows what is relayed before the stream ends
 """
 
 from __future__ import annotations
@@ -18,7 +21,11 @@ from typing import Literal
 
 __all__ = ["ScriptedReplica"]
 
-Mode = Literal["close", "mute", "short"]
+Mode = Literal["close", "mute", "short", "hold"]
+
+_HOLD_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+)
 
 
 class ScriptedReplica:
@@ -29,6 +36,7 @@ class ScriptedReplica:
         self.url = ""
         self.requests = 0
         self.closed_by_peer = 0
+        self.release = threading.Event()  # mode "hold": let the held stream finish
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
@@ -76,7 +84,27 @@ class ScriptedReplica:
                 await writer.drain()
             elif self.mode == "mute" and not await reader.read(1):  # the peer closed
                 self.closed_by_peer += 1
+            elif self.mode == "hold":
+                await self._hold(reader, writer)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
         finally:
             writer.close()
+
+    async def _hold(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(_HOLD_HEAD + _event(b'{"n":1}'))
+        await writer.drain()
+        while not self.release.is_set():
+            try:
+                if not await asyncio.wait_for(reader.read(1), 0.01):  # the peer closed
+                    self.closed_by_peer += 1
+                    return
+            except TimeoutError:
+                pass
+        writer.write(_event(b'{"n":2}') + _event(b"[DONE]") + b"0\r\n\r\n")
+        await writer.drain()
+
+
+def _event(data: bytes) -> bytes:
+    line = b"data: " + data + b"\n\n"
+    return b"%x\r\n%s\r\n" % (len(line), line)

@@ -13,14 +13,9 @@
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["GatewayError", "send_error", "send_json"]
-
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+__all__ = ["GatewayError"]
 
 _TYPES = {429: "rate_limit_error", 502: "api_error", 503: "api_error", 504: "api_error"}
 
@@ -40,21 +35,3 @@ class GatewayError(Exception):
     def body(self) -> dict[str, Any]:
         kind = _TYPES.get(self.status, "invalid_request_error")
         return {"error": {"message": self.message, "type": kind, "param": None, "code": self.code}}
-
-
-async def send_json(
-    send: Send, status: int, payload: Any, extra: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    data = json.dumps(payload, separators=(",", ":")).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data))]
-    if extra:
-        headers.extend(extra)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": data, "more_body": False})
-
-
-async def send_error(send: Send, error: GatewayError) -> None:
-    extra = None
-    if error.retry_after_s is not None:
-        extra = [(b"retry-after", b"%d" % max(1, math.ceil(error.retry_after_s)))]
-    await send_json(send, error.status, error.body(), extra)

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from gpu_platform.adapters.inbound.gateway.errors import GatewayError
+from gpu_platform.adapters.inbound.gateway.exchange import Exchange
 from gpu_platform.adapters.inbound.gateway.upstream import (
     UpstreamError,
     UpstreamPool,
@@ -35,8 +34,6 @@ from gpu_platform.application.gateway.routing import ReplicaBalancer
 from gpu_platform.ports.inbound.model_routes import ModelRoute
 
 __all__ = ["Outcome", "Relay", "usage_in"]
-
-Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 _HOP = frozenset(
     {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer", b"upgrade"}
@@ -86,14 +83,14 @@ class Relay:
         route: ModelRoute,
         path: str,
         body: bytes,
-        send: Send,
+        exchange: Exchange,
         *,
         stream: bool,
         session: bytes | None,
         started: float,
         outcome: Outcome,
     ) -> None:
-        """Relay the answer of a replica of `route` to `send`, filling in `outcome`; raises
+        """Relay the answer of a replica of `route` to `exchange`, filling in `outcome`; raises
         GatewayError (nothing sent yet) when no replica takes the request."""
         balancer = self.balancer
         tried: list[str] = []
@@ -124,7 +121,7 @@ class Relay:
                 balancer.answered(replica.replica_id)
                 complete = False
                 try:
-                    complete = await _relay(response, send, stream, started, outcome)
+                    complete = await _relay(response, exchange, stream, started, outcome)
                 finally:
                     response.release(complete)  # closed unless read to the end
                 return
@@ -138,13 +135,15 @@ class Relay:
 
 
 async def _relay(
-    response: UpstreamResponse, send: Send, stream: bool, started: float, outcome: Outcome
+    response: UpstreamResponse, out: Exchange, stream: bool, started: float, outcome: Outcome
 ) -> bool:
-    """Send the answer on; True when the replica's answer was read to its end."""
+    """Send the answer on; True when the replica's answer was read to its end. Each piece goes
+    to the client as soon as it is read (the first with the head), so a stream's first event
+    never waits for its second."""
     headers = [(k, v) for k, v in response.headers if k not in _HOP]
     length = response.length
     try:
-        first = await response.read()  # often the whole body: one send, no empty last message
+        first = await response.read()  # often the whole body: head and body in one write
         if not stream and length is not None and length <= _WHOLE:
             while len(first) < length:  # a whole answer or a 502, never a torn one
                 first += await response.read()
@@ -153,29 +152,30 @@ async def _relay(
     except UpstreamError as exc:
         raise GatewayError(502, "upstream_error", str(exc)) from None
     outcome.first_byte_s = time.perf_counter() - started
-    await send({"type": "http.response.start", "status": response.status, "headers": headers})
     outcome.status = response.status
     previous = b""
     last = first
     events = first.count(b"data: ") if stream else 0
-    try:
-        chunk = await response.read() if first else b""
-        if not chunk:
-            outcome.complete = True
-            await send({"type": "http.response.body", "body": first, "more_body": False})
-        else:
-            await send({"type": "http.response.body", "body": first, "more_body": True})
+    if not first or response.length == 0:  # all of it
+        outcome.complete = True
+        await out.start(response.status, headers, first, False)
+    else:
+        await out.start(response.status, headers, first, True)
+        try:
+            chunk = await response.read()
             while chunk:
                 if stream:
                     events += chunk.count(b"data: ")
                 previous, last = last, chunk
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                if response.length == 0:
+                    break
+                await out.send(chunk, True)
                 chunk = await response.read()
-            outcome.complete = True
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-    except UpstreamError:
-        outcome.status = 0  # the replica broke off: leave the client's response unfinished
-        return False
+        except UpstreamError:
+            outcome.status = 0  # the replica broke off: leave the client's response unfinished
+            return False
+        outcome.complete = True
+        await out.send(chunk, False)
     if response.status < 300:
         found = usage_in(previous + last)
         if found is not None:

@@ -58,11 +58,14 @@ class UpstreamBroken(UpstreamError):
     """The replica broke off, or its answer is not HTTP/1.x."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # hashed by identity (the pool keeps a set of them)
 class _Connection:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     idle_since: float = 0.0
+    deadline: float = 0.0  # while a read waits: when it times out (the loop's clock)
+    task: asyncio.Task[object] | None = None  # the task waiting on it
+    expired: bool = False  # the watchdog cancelled `task` for the read timeout
 
     def close(self) -> None:
         self.writer.close()
@@ -107,21 +110,26 @@ class UpstreamResponse:
         left = self._length
         if left == 0:
             return b""
+        pool = self._pool
+        pool._arm(conn)
         try:
-            async with asyncio.timeout(self._timeout):
-                if left is None:  # until EOF
-                    return await conn.reader.read(_CHUNK)
-                if left > 0:
-                    data = await conn.reader.read(min(left, _CHUNK))
-                    if not data:
-                        raise UpstreamBroken(f"the answer ended {left} bytes short")
-                    self._length = left - len(data)
-                    return data
-                return await self._chunk(conn.reader)
-        except TimeoutError:
+            if left is None:  # until EOF
+                return await conn.reader.read(_CHUNK)
+            if left > 0:
+                data = await conn.reader.read(min(left, _CHUNK))
+                if not data:
+                    raise UpstreamBroken(f"the answer ended {left} bytes short")
+                self._length = left - len(data)
+                return data
+            return await self._chunk(conn.reader)
+        except asyncio.CancelledError:
+            if not _expired(conn):
+                raise
             raise UpstreamTimeout(f"no data from the replica in {self._timeout:g} s") from None
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
             raise UpstreamBroken(f"the replica broke off: {exc!r}") from None
+        finally:
+            pool._reading.discard(conn)
 
     async def _chunk(self, reader: asyncio.StreamReader) -> bytes:
         while True:
@@ -176,6 +184,29 @@ class UpstreamPool:
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
         self._targets: dict[tuple[str, str], _Target] = {}
         self._closed = False
+        # read timeouts: one watchdog timer for all reads (a timer per read costs more)
+        self._reading: set[_Connection] = set()
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._tick_s = min(1.0, max(0.01, read_timeout_s / 8))
+
+    def _arm(self, conn: _Connection) -> None:
+        """`conn`'s read in the current task times out after read_timeout_s."""
+        loop = asyncio.get_running_loop()
+        conn.deadline = loop.time() + self.read_timeout_s
+        conn.task = asyncio.current_task()
+        self._reading.add(conn)
+        if self._watchdog is None:
+            self._watchdog = loop.call_later(self._tick_s, self._watch)
+
+    def _watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for conn in [c for c in self._reading if c.deadline <= now]:
+            self._reading.discard(conn)
+            if conn.task is not None and not conn.task.done():
+                conn.expired = True
+                conn.task.cancel()
+        self._watchdog = loop.call_later(self._tick_s, self._watch) if self._reading else None
 
     def _target(self, base_url: str, path: str) -> _Target:
         target = self._targets.get((base_url, path))
@@ -237,10 +268,12 @@ class UpstreamPool:
                 if reused:
                     raise _Stale from None
                 raise UpstreamUnreachable(f"cannot send to {key[0]}:{key[1]}: {exc}") from None
+            self._arm(conn)
             try:
-                async with asyncio.timeout(self.read_timeout_s):
-                    head = await _read_head(conn.reader)
-            except TimeoutError:
+                head = await _read_head(conn.reader)
+            except asyncio.CancelledError:
+                if not _expired(conn):
+                    raise
                 raise UpstreamTimeout(
                     f"no answer from the replica in {self.read_timeout_s:g} s"
                 ) from None
@@ -248,6 +281,8 @@ class UpstreamPool:
                 if reused and (not isinstance(exc, asyncio.IncompleteReadError) or not exc.partial):
                     raise _Stale from None
                 raise UpstreamBroken(f"the replica broke off before answering: {exc!r}") from None
+            finally:
+                self._reading.discard(conn)
             response = _parse_head(self, key, conn, head)
             ok = True
             return response
@@ -285,6 +320,9 @@ class UpstreamPool:
 
     async def aclose(self) -> None:
         self._closed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         idle, self._idle = self._idle, {}
         for conns in idle.values():
             for conn in conns:
@@ -293,6 +331,16 @@ class UpstreamPool:
 
 class _Stale(Exception):
     """A reused connection that the replica had already closed."""
+
+
+def _expired(conn: _Connection) -> bool:
+    """Whether a CancelledError on `conn`'s read is the watchdog's (then it is taken back)."""
+    if not conn.expired:
+        return False
+    conn.expired = False
+    if conn.task is not None:
+        conn.task.uncancel()
+    return True
 
 
 async def _read_head(reader: asyncio.StreamReader) -> bytes:

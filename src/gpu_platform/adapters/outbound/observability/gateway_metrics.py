@@ -8,6 +8,8 @@ gpu_platform_gateway_tokens_total{model,tenant,kind}        (kind: prompt | comp
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 __all__ = ["PrometheusGatewayMetrics"]
@@ -48,15 +50,27 @@ class PrometheusGatewayMetrics:
             registry=registry,
         )
 
+        # labelled children by label values: `labels()` costs a lock and a lookup per call
+        self._children: dict[tuple[Any, ...], Any] = {}
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        key = (id(metric), *values)
+        child = self._children.get(key)
+        if child is None:
+            if len(self._children) > 10000:  # models and tenants come and go
+                self._children.clear()
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     def request_done(self, model: str, tenant: str, code: int, seconds: float) -> None:
-        self.requests.labels(model, tenant, str(code)).inc()
-        self.latency.labels(model).observe(seconds)
+        self._child(self.requests, model, tenant, str(code)).inc()
+        self._child(self.latency, model).observe(seconds)
 
     def first_token(self, model: str, seconds: float) -> None:
-        self.ttft.labels(model).observe(seconds)
+        self._child(self.ttft, model).observe(seconds)
 
     def tokens(self, model: str, tenant: str, prompt: int, completion: int) -> None:
         if prompt:
-            self.token_counts.labels(model, tenant, "prompt").inc(prompt)
+            self._child(self.token_counts, model, tenant, "prompt").inc(prompt)
         if completion:
-            self.token_counts.labels(model, tenant, "completion").inc(completion)
+            self._child(self.token_counts, model, tenant, "completion").inc(completion)
