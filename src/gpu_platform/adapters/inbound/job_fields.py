@@ -1,4 +1,5 @@
-"""A job's fields on the wire, mapped once for REST, gRPC and the CLI.
+"""A job's fields on the wire, mapped once for REST and gRPC (the CLI speaks REST: its
+submit body goes through `JobSubmit`, which refuses an unknown field).
 
 Submitting: the REST body (`rest.job_schemas.JobSubmit`) and the proto message
 (`SubmitJobRequest`) carry the fields of `domain.model.job.JobSpec` under the same names,
@@ -49,6 +50,20 @@ GRPC_LACKS: tuple[str, ...] = ("max_attempts", "retry_backoff_s")
 # a job as read back shows its spec, but not its environment and working directory
 JOB_SPEC_FIELDS: tuple[str, ...] = tuple(n for n in BODY_FIELDS if n not in ("env", "cwd"))
 _LISTS = ("command", "depends_on", "gpu_models", "mounts")
+# a job's own fields and a GPU's, as they are
+_JOB_FIELDS = (
+    "not_before",
+    "attempt",
+    "faults",
+    "interruptions",
+    "submitted_at",
+    "started_at",
+    "finished_at",
+    "exit_code",
+    "reason",
+    "borrowing",
+)
+_GPU_FIELDS = ("node", "index", "uuid", "model", "memory_bytes", "numa_node", "pci_bus_id")
 
 
 def spec_values(spec: JobSpec) -> dict[str, Any]:
@@ -104,20 +119,6 @@ def job_values(job: Job, why: PendingReason | None = None) -> dict[str, Any]:
     }
 
 
-_JOB_FIELDS = (
-    "not_before",
-    "attempt",
-    "faults",
-    "interruptions",
-    "submitted_at",
-    "started_at",
-    "finished_at",
-    "exit_code",
-    "reason",
-    "borrowing",
-)
-
-
 def _slot(t: Any) -> dict[str, Any]:
     """A task's slot (or an allocation's task 0): node, GPU indices and uuids, NUMA nodes."""
     return {
@@ -171,9 +172,6 @@ def gpu_values(info: GpuInfo) -> dict[str, Any]:
             for s in info.shares
         ],
     }
-
-
-_GPU_FIELDS = ("node", "index", "uuid", "model", "memory_bytes", "numa_node", "pci_bus_id")
 
 
 def status_values(s: ClusterStatus) -> dict[str, Any]:
