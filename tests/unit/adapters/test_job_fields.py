@@ -31,14 +31,8 @@ from gpu_platform.adapters.inbound.job_fields import (
     spec_values,
     status_values,
 )
-from gpu_platform.adapters.inbound.rest.schemas import (
-    ArrayOut,
-    ArraySubmit,
-    ClusterStatusOut,
-    GpuOut,
-    JobOut,
-    JobSubmit,
-)
+from gpu_platform.adapters.inbound.rest.cluster_schemas import ClusterStatusOut, GpuOut
+from gpu_platform.adapters.inbound.rest.job_schemas import ArrayOut, ArraySubmit, JobOut, JobSubmit
 from gpu_platform.domain.errors import InvalidRequest
 from gpu_platform.domain.model.gpu import Gpu, GpuState, Vendor
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
