@@ -9,6 +9,7 @@ from dataclasses import asdict
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from gpu_platform.adapters.inbound.job_fields import gpu_values, status_values
 from gpu_platform.adapters.inbound.rest.job_schemas import NonEmpty
 from gpu_platform.adapters.inbound.rest.sharing_schemas import ShareOut
 from gpu_platform.domain.model.audit import AuditRecord
@@ -84,22 +85,7 @@ class GpuOut(BaseModel):
 
     @classmethod
     def of(cls, info: GpuInfo) -> GpuOut:
-        g = info.gpu
-        return cls(
-            node=g.node,
-            index=g.index,
-            uuid=g.uuid,
-            vendor=str(g.vendor),
-            model=g.model,
-            memory_bytes=g.memory_bytes,
-            numa_node=g.numa_node,
-            pci_bus_id=g.pci_bus_id,
-            state=str(info.state),
-            job_id=info.job_id,
-            reason=info.reason,
-            hot=info.hot,
-            shares=[ShareOut.of(s) for s in info.shares],
-        )
+        return cls.model_validate(gpu_values(info))
 
 
 class ClusterStatusOut(BaseModel):
@@ -115,17 +101,7 @@ class ClusterStatusOut(BaseModel):
 
     @classmethod
     def of(cls, s: ClusterStatus) -> ClusterStatusOut:
-        return cls(
-            inventory_source=s.inventory_source,
-            simulated=s.simulated,
-            nodes=s.nodes,
-            gpus_total=s.gpus_total,
-            gpus_free=s.gpus_free,
-            jobs_by_state=s.jobs_by_state,
-            notes=list(s.notes),
-            gpus_shared=s.gpus_shared,
-            shares=s.shares,
-        )
+        return cls.model_validate(status_values(s))
 
 
 class JobUsageOut(BaseModel):

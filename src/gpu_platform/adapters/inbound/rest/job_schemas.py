@@ -17,6 +17,7 @@ from pydantic import (
     field_validator,
 )
 
+from gpu_platform.adapters.inbound.job_fields import array_values, job_values, spec_from_values
 from gpu_platform.adapters.inbound.rest.sharing_schemas import ShareFieldsIn, ShareFieldsOut
 from gpu_platform.domain.model.job import MAX_TASKS, Job, JobSpec
 from gpu_platform.domain.model.spec_checks import ENV_KEY_PATTERN
@@ -139,30 +140,7 @@ class JobSubmit(ShareFieldsIn):
     )
 
     def to_spec(self, default_tenant: str = "default") -> JobSpec:
-        return JobSpec(
-            command=tuple(self.command),
-            name=self.name,
-            tenant=self.tenant or default_tenant,
-            priority=self.priority,
-            env=tuple(sorted(self.env.items())),
-            cwd=self.cwd,
-            memory_bytes=self.memory_bytes,
-            time_limit_s=self.time_limit_s,
-            user=self.user,
-            max_attempts=self.max_attempts,
-            retry_backoff_s=self.retry_backoff_s,
-            tasks=self.tasks,
-            preemptible=self.preemptible,
-            depends_on=tuple(self.depends_on),
-            gpu_models=tuple(self.gpu_models),
-            nvlink=self.nvlink,
-            numa=self.numa,
-            same_rack=self.same_rack,
-            mig_profile=self.mig_profile,
-            image=self.image,
-            mounts=tuple(self.mounts),
-            **self.share_spec(self.gpus),
-        )
+        return spec_from_values(self.model_dump(), default_tenant)
 
 
 class ArraySubmit(JobSubmit):
@@ -205,23 +183,7 @@ class ArrayOut(BaseModel):
 
     @classmethod
     def of(cls, info: ArrayInfo) -> ArrayOut:
-        spec = info.spec
-        return cls(
-            id=info.id,
-            array=info.array.text,
-            count=info.array.count,
-            throttle=info.array.throttle,
-            tasks_by_state=info.states,
-            waiting=info.waiting,
-            task_ids=f"{info.id}_{info.array.first}",
-            submitted_at=info.submitted_at,
-            name=spec.name,
-            tenant=spec.tenant,
-            command=list(spec.command),
-            gpus=spec.gpus,
-            tasks=spec.tasks,
-            priority=spec.priority,
-        )
+        return cls.model_validate(array_values(info))
 
 
 class TaskSlotOut(BaseModel):
@@ -298,64 +260,4 @@ class JobOut(ShareFieldsOut):
 
     @classmethod
     def of(cls, job: Job, why: PendingReason | None = None) -> JobOut:
-        a = job.allocation
-        return cls(
-            id=job.id,
-            name=job.spec.name,
-            state=str(job.state),
-            command=list(job.spec.command),
-            gpus=job.spec.gpus,
-            tasks=job.spec.tasks,
-            preemptible=job.spec.preemptible,
-            depends_on=list(job.spec.depends_on),
-            gpu_models=list(job.spec.gpu_models),
-            nvlink=job.spec.nvlink,
-            numa=job.spec.numa,
-            same_rack=job.spec.same_rack,
-            mig_profile=job.spec.mig_profile,
-            image=job.spec.image,
-            mounts=list(job.spec.mounts),
-            **ShareFieldsOut.of_spec(job.spec),
-            memory_bytes=job.spec.memory_bytes,
-            time_limit_s=job.spec.time_limit_s,
-            user=job.spec.user,
-            tenant=job.spec.tenant,
-            priority=job.spec.priority,
-            max_attempts=job.spec.max_attempts,
-            retry_backoff_s=job.spec.retry_backoff_s,
-            not_before=job.not_before,
-            attempt=job.attempt,
-            faults=job.faults,
-            interruptions=job.interruptions,
-            submitted_at=job.submitted_at,
-            started_at=job.started_at,
-            finished_at=job.finished_at,
-            exit_code=job.exit_code,
-            reason=job.reason,
-            allocation=None
-            if a is None
-            else AllocationOut(
-                node=a.node,
-                gpu_indices=list(a.gpu_indices),
-                gpu_uuids=list(a.gpu_uuids),
-                numa_nodes=list(a.numa_nodes),
-                epoch=a.epoch,
-                tasks=[
-                    TaskSlotOut(
-                        node=t.node,
-                        gpu_indices=list(t.gpu_indices),
-                        gpu_uuids=list(t.gpu_uuids),
-                        numa_nodes=list(t.numa_nodes),
-                    )
-                    for t in a.tasks
-                ],
-            ),
-            history=[HistoryOut(at=t, state=str(s), reason=r) for t, s, r in job.history],
-            borrowing=job.borrowing,
-            pending=None if why is None else PendingOut(code=str(why.code), message=why.message),
-            array=None
-            if job.array is None
-            else ArrayTaskOut(
-                id=job.array.array_id, index=job.array.index, array=job.array.array.text
-            ),
-        )
+        return cls.model_validate(job_values(job, why))
