@@ -211,6 +211,11 @@ def test_serve_answers_grpc_beside_rest(server_factory: Callable[..., Server]) -
         job = jobs.SubmitJob(pb.SubmitJobRequest(command=["true"], gpus=1), timeout=10)
         done = server.wait_job(job.id, lambda j: j["state"] == "COMPLETED")
         assert jobs.GetJob(pb.GetJobRequest(id=job.id), timeout=10).state == done["state"]
+        # the restart policy travels over gRPC as over REST
+        retried = pb.SubmitJobRequest(command=["true"], max_attempts=5, retry_backoff_s=1.5)
+        read = jobs.GetJob(pb.GetJobRequest(id=jobs.SubmitJob(retried, timeout=10).id), timeout=10)
+        assert (read.max_attempts, read.retry_backoff_s) == (5, 1.5)
+        assert server.get(f"/v1/jobs/{read.id}")["max_attempts"] == 5
         status = pb_grpc.ClusterServiceStub(channel).GetStatus(pb.GetStatusRequest(), timeout=10)
         assert status.simulated and status.gpus_total == 8
 

@@ -22,7 +22,6 @@ from gpu_platform.adapters.inbound.grpc.convert import (
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.job_fields import (
     BODY_FIELDS,
-    GRPC_LACKS,
     SPEC_FIELDS,
     array_values,
     gpu_values,
@@ -60,8 +59,8 @@ def test_every_wire_names_exactly_the_fields_of_a_job_spec() -> None:
     assert set(SPEC_FIELDS) - set(BODY_FIELDS) == {"client_token", "spread"}
     assert set(JobSubmit.model_fields) == set(BODY_FIELDS)
     assert set(ArraySubmit.model_fields) == set(BODY_FIELDS) | {"array"}
-    # the proto lacks two fields; the token is its request_id
-    assert _fields(pb.SubmitJobRequest) == set(BODY_FIELDS) - set(GRPC_LACKS) | {"request_id"}
+    # the token is its request_id
+    assert _fields(pb.SubmitJobRequest) == set(BODY_FIELDS) | {"request_id"}
 
 
 def test_rest_and_grpc_name_every_field_of_a_job_and_its_views() -> None:
@@ -69,18 +68,17 @@ def test_rest_and_grpc_name_every_field_of_a_job_and_its_views() -> None:
     names = set(job_values(job))
     assert set(JobOut.model_fields) == names
     flat = {"array_id", "array_index", "array"}
-    rest_only = {"max_attempts", "retry_backoff_s", "not_before"}
-    assert _fields(pb.Job) == names - rest_only - {"array"} | flat
+    assert _fields(pb.Job) == names - {"array"} | flat
     array = set(array_values(ArrayInfo("a-1", SPEC, ArraySpec((0, 1)), 0.0, {}, "")))
     assert set(ArrayOut.model_fields) == array
-    assert _fields(pb.JobArray) == array - {"task_ids"}
+    assert _fields(pb.JobArray) == array
     gpu = set(
         gpu_values(
             GpuInfo(Gpu("GPU-1", 0, "n1", Vendor.NVIDIA, "A100", 1), GpuState.AVAILABLE, None)
         )
     )
     assert set(GpuOut.model_fields) == gpu
-    assert _fields(pb.Gpu) == gpu - {"reason", "hot"}
+    assert _fields(pb.Gpu) == gpu
     status = set(status_values(ClusterStatus("sim", True, 1, 1, 1, {}, ())))
     assert set(ClusterStatusOut.model_fields) == status == _fields(pb.ClusterStatus)
 
@@ -110,9 +108,7 @@ def request_of(spec: JobSpec) -> pb.SubmitJobRequest:
 @given(job_specs())
 def test_a_spec_comes_back_unchanged_from_the_grpc_message(spec: JobSpec) -> None:
     wire = pb.SubmitJobRequest.FromString(request_of(spec).SerializeToString())
-    defaults = JobSpec(("x",))
-    lacking = {name: getattr(defaults, name) for name in GRPC_LACKS}  # the proto's gaps
-    assert spec_from_pb(wire, "someone-else") == replace(spec, **lacking)
+    assert spec_from_pb(wire, "someone-else") == spec
 
 
 def test_an_empty_tenant_on_the_wire_is_the_callers() -> None:

@@ -4,8 +4,7 @@ submit body goes through `JobSubmit`, which refuses an unknown field).
 Submitting: the REST body (`rest.job_schemas.JobSubmit`) and the proto message
 (`SubmitJobRequest`) carry the fields of `domain.model.job.JobSpec` under the same names,
 `BODY_FIELDS`: every field but `client_token` (REST's `Idempotency-Key` header, gRPC's
-`request_id`) and `spread` (set by the services' reconciler, never by a client); the proto
-lacks `max_attempts` and `retry_backoff_s` (`GRPC_LACKS`: a gRPC job gets the defaults).
+`request_id`) and `spread` (set by the services' reconciler, never by a client).
 `spec_values` gives a spec's values in wire form (lists, `env` a dict); `spec_from_values`
 builds a spec back from such values, where an absent or None value is the spec's default
 (gRPC passes only the fields a message has set: `grpc.convert`). The rule "a share of one GPU
@@ -14,7 +13,7 @@ implies gpus 1" lives here, for both.
 Reading: `job_values`, `array_values`, `gpu_values` and `status_values` give a job (with why
 it waits), an array, a GPU and the cluster's status as plain values, nested ones as dicts,
 None for "not set". REST validates them into its read models; gRPC drops the Nones (proto3:
-not set) and the few fields its messages lack, and flattens a job's `array`. A field added to
+not set) and flattens a job's `array`. A field added to
 a view but not to a proto message fails there (the message refuses an unknown keyword); the
 tests pin every wire's names against these (tests/unit/adapters/test_job_fields.py).
 """
@@ -33,7 +32,6 @@ from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, Gpu
 
 __all__ = [
     "BODY_FIELDS",
-    "GRPC_LACKS",
     "JOB_SPEC_FIELDS",
     "SPEC_FIELDS",
     "array_values",
@@ -46,7 +44,6 @@ __all__ = [
 
 SPEC_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(JobSpec))
 BODY_FIELDS: tuple[str, ...] = tuple(n for n in SPEC_FIELDS if n not in ("client_token", "spread"))
-GRPC_LACKS: tuple[str, ...] = ("max_attempts", "retry_backoff_s")
 # a job as read back shows its spec, but not its environment and working directory
 JOB_SPEC_FIELDS: tuple[str, ...] = tuple(n for n in BODY_FIELDS if n not in ("env", "cwd"))
 _LISTS = ("command", "depends_on", "gpu_models", "mounts")

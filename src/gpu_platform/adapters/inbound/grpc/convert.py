@@ -1,8 +1,7 @@
 """Domain/read models <-> protobuf messages, over the field mapping shared with REST
 (`adapters.inbound.job_fields`). What stays here is proto3's shape: a field not set is absent
 (an optional one unset, a plain one at its zero value), so a request passes only the fields it
-has set and a read model drops its Nones; a job's array is three flat fields; and the few
-fields a message lacks (REST-only) are left out by name."""
+has set and a read model drops its Nones; and a job's array is three flat fields."""
 
 from __future__ import annotations
 
@@ -22,11 +21,6 @@ from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, Gpu
 
 __all__ = ["array_to_pb", "gpu_to_pb", "job_to_pb", "spec_from_pb", "status_to_pb"]
 
-# read-model fields REST shows and these messages lack
-_NOT_IN_JOB = ("max_attempts", "retry_backoff_s", "not_before")
-_NOT_IN_GPU = ("reason", "hot")
-_NOT_IN_ARRAY = ("task_ids",)
-
 
 def spec_from_pb(req: pb.SubmitJobRequest, default_tenant: str = "default") -> JobSpec:
     """The spec of `req`: the fields it has set (an unset one is the spec's default), its
@@ -37,7 +31,7 @@ def spec_from_pb(req: pb.SubmitJobRequest, default_tenant: str = "default") -> J
 
 
 def job_to_pb(job: Job, why: PendingReason | None = None) -> pb.Job:
-    values = _without(job_values(job, why), _NOT_IN_JOB)
+    values = job_values(job, why)
     task = values.pop("array")
     if task is not None:
         values.update(array_id=task["id"], array_index=task["index"], array=task["array"])
@@ -45,7 +39,7 @@ def job_to_pb(job: Job, why: PendingReason | None = None) -> pb.Job:
 
 
 def gpu_to_pb(info: GpuInfo) -> pb.Gpu:
-    return pb.Gpu(**_set(_without(gpu_values(info), _NOT_IN_GPU)))
+    return pb.Gpu(**_set(gpu_values(info)))
 
 
 def status_to_pb(s: ClusterStatus) -> pb.ClusterStatus:
@@ -53,13 +47,7 @@ def status_to_pb(s: ClusterStatus) -> pb.ClusterStatus:
 
 
 def array_to_pb(info: ArrayInfo) -> pb.JobArray:
-    return pb.JobArray(**_without(array_values(info), _NOT_IN_ARRAY))
-
-
-def _without(values: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    for name in names:
-        del values[name]
-    return values
+    return pb.JobArray(**array_values(info))
 
 
 def _set(values: dict[str, Any]) -> dict[str, Any]:

@@ -70,6 +70,8 @@ class SubmitJobRequest(_message.Message):
     CPU_MILLI_FIELD_NUMBER: _builtins.int
     VENDOR_FIELD_NUMBER: _builtins.int
     SHARING_FIELD_NUMBER: _builtins.int
+    MAX_ATTEMPTS_FIELD_NUMBER: _builtins.int
+    RETRY_BACKOFF_S_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     """whole GPUs on one node"""
     name: _builtins.str
@@ -109,6 +111,10 @@ class SubmitJobRequest(_message.Message):
     """nvidia | amd | intel ("" = any)"""
     sharing: _builtins.str
     """mps | timeslice ("" = mps on NVIDIA, else timeslice)"""
+    max_attempts: _builtins.int
+    """attempts a job's faults may end before it fails (unset = 3)"""
+    retry_backoff_s: _builtins.float
+    """wait before a re-queued attempt, doubling (unset = 0)"""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """argv; command[0] is the program"""
@@ -156,10 +162,12 @@ class SubmitJobRequest(_message.Message):
         cpu_milli: _builtins.int = ...,
         vendor: _builtins.str = ...,
         sharing: _builtins.str = ...,
+        max_attempts: _builtins.int | None = ...,
+        retry_backoff_s: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_gpu_milli", b"_gpu_milli", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "preemptible", b"preemptible", "request_id", b"request_id", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_gpu_milli", b"_gpu_milli", "_image", b"_image", "_max_attempts", b"_max_attempts", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_retry_backoff_s", b"_retry_backoff_s", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "cwd", b"cwd", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "image", b"image", "max_attempts", b"max_attempts", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "preemptible", b"preemptible", "request_id", b"request_id", "retry_backoff_s", b"retry_backoff_s", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_gpu_milli", b"_gpu_milli", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cpu_milli", b"cpu_milli", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "gpu_models", b"gpu_models", "gpus", b"gpus", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "mounts", b"mounts", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "preemptible", b"preemptible", "priority", b"priority", "request_id", b"request_id", "same_rack", b"same_rack", "sharing", b"sharing", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user", "vendor", b"vendor"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cwd", b"_cwd", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_gpu_milli", b"_gpu_milli", "_image", b"_image", "_max_attempts", b"_max_attempts", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_preemptible", b"_preemptible", "_request_id", b"_request_id", "_retry_backoff_s", b"_retry_backoff_s", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "command", b"command", "cpu_milli", b"cpu_milli", "cwd", b"cwd", "depends_on", b"depends_on", "env", b"env", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "gpu_models", b"gpu_models", "gpus", b"gpus", "image", b"image", "max_attempts", b"max_attempts", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "mounts", b"mounts", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "preemptible", b"preemptible", "priority", b"priority", "request_id", b"request_id", "retry_backoff_s", b"retry_backoff_s", "same_rack", b"same_rack", "sharing", b"sharing", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user", "vendor", b"vendor"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cwd: _TypeAlias = _typing.Literal["cwd"]  # noqa: Y015
     _WhichOneofArgType__cwd: _TypeAlias = _typing.Literal["_cwd", b"_cwd"]  # noqa: Y015
@@ -169,6 +177,8 @@ class SubmitJobRequest(_message.Message):
     _WhichOneofArgType__gpu_milli: _TypeAlias = _typing.Literal["_gpu_milli", b"_gpu_milli"]  # noqa: Y015
     _WhichOneofReturnType__image: _TypeAlias = _typing.Literal["image"]  # noqa: Y015
     _WhichOneofArgType__image: _TypeAlias = _typing.Literal["_image", b"_image"]  # noqa: Y015
+    _WhichOneofReturnType__max_attempts: _TypeAlias = _typing.Literal["max_attempts"]  # noqa: Y015
+    _WhichOneofArgType__max_attempts: _TypeAlias = _typing.Literal["_max_attempts", b"_max_attempts"]  # noqa: Y015
     _WhichOneofReturnType__memory_bytes: _TypeAlias = _typing.Literal["memory_bytes"]  # noqa: Y015
     _WhichOneofArgType__memory_bytes: _TypeAlias = _typing.Literal["_memory_bytes", b"_memory_bytes"]  # noqa: Y015
     _WhichOneofReturnType__mig_profile: _TypeAlias = _typing.Literal["mig_profile"]  # noqa: Y015
@@ -177,6 +187,8 @@ class SubmitJobRequest(_message.Message):
     _WhichOneofArgType__preemptible: _TypeAlias = _typing.Literal["_preemptible", b"_preemptible"]  # noqa: Y015
     _WhichOneofReturnType__request_id: _TypeAlias = _typing.Literal["request_id"]  # noqa: Y015
     _WhichOneofArgType__request_id: _TypeAlias = _typing.Literal["_request_id", b"_request_id"]  # noqa: Y015
+    _WhichOneofReturnType__retry_backoff_s: _TypeAlias = _typing.Literal["retry_backoff_s"]  # noqa: Y015
+    _WhichOneofArgType__retry_backoff_s: _TypeAlias = _typing.Literal["_retry_backoff_s", b"_retry_backoff_s"]  # noqa: Y015
     _WhichOneofReturnType__time_limit_s: _TypeAlias = _typing.Literal["time_limit_s"]  # noqa: Y015
     _WhichOneofArgType__time_limit_s: _TypeAlias = _typing.Literal["_time_limit_s", b"_time_limit_s"]  # noqa: Y015
     _WhichOneofReturnType__user: _TypeAlias = _typing.Literal["user"]  # noqa: Y015
@@ -190,6 +202,8 @@ class SubmitJobRequest(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__image) -> _WhichOneofReturnType__image | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_attempts) -> _WhichOneofReturnType__max_attempts | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_bytes) -> _WhichOneofReturnType__memory_bytes | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__mig_profile) -> _WhichOneofReturnType__mig_profile | None: ...
@@ -197,6 +211,8 @@ class SubmitJobRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__preemptible) -> _WhichOneofReturnType__preemptible | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__request_id) -> _WhichOneofReturnType__request_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__retry_backoff_s) -> _WhichOneofReturnType__retry_backoff_s | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__time_limit_s) -> _WhichOneofReturnType__time_limit_s | None: ...
     @_typing.overload
@@ -347,6 +363,9 @@ class Job(_message.Message):
     CPU_MILLI_FIELD_NUMBER: _builtins.int
     VENDOR_FIELD_NUMBER: _builtins.int
     SHARING_FIELD_NUMBER: _builtins.int
+    MAX_ATTEMPTS_FIELD_NUMBER: _builtins.int
+    RETRY_BACKOFF_S_FIELD_NUMBER: _builtins.int
+    NOT_BEFORE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     state: _builtins.str
@@ -387,6 +406,10 @@ class Job(_message.Message):
     cpu_milli: _builtins.int
     vendor: _builtins.str
     sharing: _builtins.str
+    max_attempts: _builtins.int
+    retry_backoff_s: _builtins.float
+    not_before: _builtins.float
+    """queued, not placed before this (a retry's backoff)"""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -446,10 +469,13 @@ class Job(_message.Message):
         cpu_milli: _builtins.int = ...,
         vendor: _builtins.str = ...,
         sharing: _builtins.str = ...,
+        max_attempts: _builtins.int = ...,
+        retry_backoff_s: _builtins.float = ...,
+        not_before: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array_id", b"array_id", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpu_memory_bytes", b"gpu_memory_bytes", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "pending", b"pending", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_not_before", b"_not_before", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array_id", b"array_id", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpu_memory_bytes", b"gpu_memory_bytes", "image", b"image", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "not_before", b"not_before", "pending", b"pending", "started_at", b"started_at", "time_limit_s", b"time_limit_s", "user", b"user"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array", b"array", "array_id", b"array_id", "array_index", b"array_index", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "cpu_milli", b"cpu_milli", "depends_on", b"depends_on", "exit_code", b"exit_code", "faults", b"faults", "finished_at", b"finished_at", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "gpu_models", b"gpu_models", "gpus", b"gpus", "history", b"history", "id", b"id", "image", b"image", "interruptions", b"interruptions", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "mounts", b"mounts", "name", b"name", "numa", b"numa", "nvlink", b"nvlink", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "same_rack", b"same_rack", "sharing", b"sharing", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user", "vendor", b"vendor"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_allocation", b"_allocation", "_array_id", b"_array_id", "_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_gpu_memory_bytes", b"_gpu_memory_bytes", "_image", b"_image", "_memory_bytes", b"_memory_bytes", "_mig_profile", b"_mig_profile", "_not_before", b"_not_before", "_pending", b"_pending", "_started_at", b"_started_at", "_time_limit_s", b"_time_limit_s", "_user", b"_user", "allocation", b"allocation", "array", b"array", "array_id", b"array_id", "array_index", b"array_index", "attempt", b"attempt", "borrowing", b"borrowing", "command", b"command", "cpu_milli", b"cpu_milli", "depends_on", b"depends_on", "exit_code", b"exit_code", "faults", b"faults", "finished_at", b"finished_at", "gpu_memory_bytes", b"gpu_memory_bytes", "gpu_milli", b"gpu_milli", "gpu_models", b"gpu_models", "gpus", b"gpus", "history", b"history", "id", b"id", "image", b"image", "interruptions", b"interruptions", "max_attempts", b"max_attempts", "memory_bytes", b"memory_bytes", "mig_profile", b"mig_profile", "mounts", b"mounts", "name", b"name", "not_before", b"not_before", "numa", b"numa", "nvlink", b"nvlink", "pending", b"pending", "preemptible", b"preemptible", "priority", b"priority", "reason", b"reason", "retry_backoff_s", b"retry_backoff_s", "same_rack", b"same_rack", "sharing", b"sharing", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "tasks", b"tasks", "tenant", b"tenant", "time_limit_s", b"time_limit_s", "user", b"user", "vendor", b"vendor"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__allocation: _TypeAlias = _typing.Literal["allocation"]  # noqa: Y015
     _WhichOneofArgType__allocation: _TypeAlias = _typing.Literal["_allocation", b"_allocation"]  # noqa: Y015
@@ -467,6 +493,8 @@ class Job(_message.Message):
     _WhichOneofArgType__memory_bytes: _TypeAlias = _typing.Literal["_memory_bytes", b"_memory_bytes"]  # noqa: Y015
     _WhichOneofReturnType__mig_profile: _TypeAlias = _typing.Literal["mig_profile"]  # noqa: Y015
     _WhichOneofArgType__mig_profile: _TypeAlias = _typing.Literal["_mig_profile", b"_mig_profile"]  # noqa: Y015
+    _WhichOneofReturnType__not_before: _TypeAlias = _typing.Literal["not_before"]  # noqa: Y015
+    _WhichOneofArgType__not_before: _TypeAlias = _typing.Literal["_not_before", b"_not_before"]  # noqa: Y015
     _WhichOneofReturnType__pending: _TypeAlias = _typing.Literal["pending"]  # noqa: Y015
     _WhichOneofArgType__pending: _TypeAlias = _typing.Literal["_pending", b"_pending"]  # noqa: Y015
     _WhichOneofReturnType__started_at: _TypeAlias = _typing.Literal["started_at"]  # noqa: Y015
@@ -491,6 +519,8 @@ class Job(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__memory_bytes) -> _WhichOneofReturnType__memory_bytes | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__mig_profile) -> _WhichOneofReturnType__mig_profile | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__not_before) -> _WhichOneofReturnType__not_before | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__pending) -> _WhichOneofReturnType__pending | None: ...
     @_typing.overload
@@ -741,6 +771,7 @@ class JobArray(_message.Message):
     GPUS_FIELD_NUMBER: _builtins.int
     TASKS_FIELD_NUMBER: _builtins.int
     PRIORITY_FIELD_NUMBER: _builtins.int
+    TASK_IDS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     array: _builtins.str
     """indices and throttle, e.g. 0-999%64"""
@@ -755,6 +786,8 @@ class JobArray(_message.Message):
     gpus: _builtins.int
     tasks: _builtins.int
     priority: _builtins.int
+    task_ids: _builtins.str
+    """the first task's id (the others: the array id, _index)"""
     @_builtins.property
     def tasks_by_state(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
     @_builtins.property
@@ -775,10 +808,11 @@ class JobArray(_message.Message):
         gpus: _builtins.int = ...,
         tasks: _builtins.int = ...,
         priority: _builtins.int = ...,
+        task_ids: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["array", b"array", "command", b"command", "count", b"count", "gpus", b"gpus", "id", b"id", "name", b"name", "priority", b"priority", "submitted_at", b"submitted_at", "tasks", b"tasks", "tasks_by_state", b"tasks_by_state", "tenant", b"tenant", "throttle", b"throttle", "waiting", b"waiting"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["array", b"array", "command", b"command", "count", b"count", "gpus", b"gpus", "id", b"id", "name", b"name", "priority", b"priority", "submitted_at", b"submitted_at", "task_ids", b"task_ids", "tasks", b"tasks", "tasks_by_state", b"tasks_by_state", "tenant", b"tenant", "throttle", b"throttle", "waiting", b"waiting"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -885,6 +919,8 @@ class Gpu(_message.Message):
     STATE_FIELD_NUMBER: _builtins.int
     JOB_ID_FIELD_NUMBER: _builtins.int
     SHARES_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    HOT_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     index: _builtins.int
     uuid: _builtins.str
@@ -896,6 +932,10 @@ class Gpu(_message.Message):
     state: _builtins.str
     job_id: _builtins.str
     """empty when free (a shared GPU: its first sharer)"""
+    reason: _builtins.str
+    """why it is not AVAILABLE ("" = none)"""
+    hot: _builtins.bool
+    """over its temperature threshold"""
     @_builtins.property
     def shares(self) -> _containers.RepeatedCompositeFieldContainer[Global___ShareHolder]:
         """jobs sharing this GPU"""
@@ -914,10 +954,12 @@ class Gpu(_message.Message):
         state: _builtins.str = ...,
         job_id: _builtins.str = ...,
         shares: _abc.Iterable[Global___ShareHolder] | None = ...,
+        reason: _builtins.str = ...,
+        hot: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "job_id", b"job_id", "memory_bytes", b"memory_bytes", "model", b"model", "node", b"node", "numa_node", b"numa_node", "pci_bus_id", b"pci_bus_id", "shares", b"shares", "state", b"state", "uuid", b"uuid", "vendor", b"vendor"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hot", b"hot", "index", b"index", "job_id", b"job_id", "memory_bytes", b"memory_bytes", "model", b"model", "node", b"node", "numa_node", b"numa_node", "pci_bus_id", b"pci_bus_id", "reason", b"reason", "shares", b"shares", "state", b"state", "uuid", b"uuid", "vendor", b"vendor"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
