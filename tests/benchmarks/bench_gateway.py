@@ -140,6 +140,68 @@ async def _load(
     return samples, total / elapsed, failures
 
 
+async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, int]:
+    """One HTTP/1.1 answer off a kept-alive connection: (status, ns when its first body byte
+    arrived). Content-Length or chunked bodies, which is what the replica and gateway send."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    first = 0
+    status = int(head.split(b" ", 2)[1])
+    lower = head.lower()
+    if b"content-length:" in lower:
+        length = int(lower.split(b"content-length:", 1)[1].split(b"\r\n", 1)[0])
+        await reader.readexactly(length)
+        return status, time.perf_counter_ns()
+    while True:  # chunked
+        size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
+        await reader.readexactly(size + 2)
+        first = first or time.perf_counter_ns()
+        if size == 0:
+            return status, first
+
+
+async def _load_lean(
+    url: str, clients: int, total: int, stream: bool, model: str = "bench"
+) -> tuple[list[float], float, list[str]]:
+    """As `_load`, from a client that costs little CPU: one kept-alive connection per worker
+    on bare asyncio streams (what the gateway's own upstream pool does), so that on a small
+    machine the load generator takes fewer of the cores the replica and the gateway need."""
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    body = json.dumps({**(STREAM_BODY if stream else BODY), "model": model}).encode()
+    request = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    samples: list[float] = []
+    failures: list[str] = []
+    left = 0
+
+    async def worker() -> None:
+        nonlocal left
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            while left > 0:
+                left -= 1
+                t0 = time.perf_counter_ns()
+                writer.write(request)
+                status, first = await _read_answer(reader)
+                samples.append((first - t0) / 1000)
+                if status != 200:
+                    failures.append(f"HTTP {status}")
+        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            failures.append(repr(exc))
+        finally:
+            writer.close()
+
+    left = min(total, 4 * clients)
+    await asyncio.gather(*(worker() for _ in range(clients)))  # warm
+    samples.clear()
+    failures.clear()
+    left = total
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    return samples, total / (time.perf_counter() - started), failures
+
+
 def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of process `pid` so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -155,12 +217,16 @@ def _pair(
     total: int,
     stream: bool,
     token_delay_ms: float = 0.0,
+    lean: bool = False,
 ) -> dict[str, Any]:
     replica_pid, server_pid = pids
     model = "bench-decode" if token_delay_ms else "bench"
     params: dict[str, Any] = {"clients": clients}
     if token_delay_ms:
         params["token_delay_ms"] = token_delay_ms
+    if lean:
+        params["client"] = "asyncio-streams"
+    load = _load_lean if lean else _load
     direct: list[float] = []
     through: list[float] = []
     direct_rate = gateway_rate = 0.0
@@ -169,10 +235,10 @@ def _pair(
     gateway_failures: list[str] = []
     for _ in range(2):  # interleaved halves, so drift in the machine's load hits both
         before = _cpu_s(replica_pid)
-        d, dr, df = asyncio.run(_load(direct_url, clients, total // 2, stream, model))
+        d, dr, df = asyncio.run(load(direct_url, clients, total // 2, stream, model))
         replica_cpu += _cpu_s(replica_pid) - before
         before = _cpu_s(server_pid)
-        g, gr, gf = asyncio.run(_load(gateway_url, clients, total // 2, stream, model))
+        g, gr, gf = asyncio.run(load(gateway_url, clients, total // 2, stream, model))
         server_cpu += _cpu_s(server_pid) - before
         gateway_s += (total // 2) / gr
         direct += d
@@ -326,6 +392,16 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                     pids = (decode.process.pid, proc.pid)
                     rows.append(
                         _pair(name, decode.url, url, pids, clients, total, stream, TOKEN_DELAY_MS)
+                    )
+            # 64 clients again from the lean client (the httpx client alone spends ~1.5 ms of
+            # CPU per request, most of what a request costs here): zero delay, then decode
+            for name, stream in kinds[:1] if smoke else kinds:
+                for delay, target in ((0.0, replica), (TOKEN_DELAY_MS, decode)):
+                    clients = 4 if smoke else 64
+                    total = 8 if smoke else (per_client if delay else 30) * clients
+                    pids = (target.process.pid, proc.pid)
+                    rows.append(
+                        _pair(name, target.url, url, pids, clients, total, stream, delay, True)
                     )
             rows += _clients(replica.url, 20 if smoke else (300 if quick else 1500))
         finally:

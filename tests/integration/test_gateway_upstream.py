@@ -98,6 +98,36 @@ def test_a_chunked_answer_comes_back_byte_for_byte_however_it_is_cut(
     asyncio.run(main())
 
 
+def test_chunks_that_arrived_together_are_read_as_one_piece_trailers_dropped() -> None:
+    events = [b'data: {"n": %d}\n\n' % i for i in range(18)]
+
+    async def answer(writer: asyncio.StreamWriter) -> bool:
+        wire = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events)
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.05)  # the events come in one later write, trailers and all
+        writer.write(wire + b"0\r\nx-usage: 1\r\n\r\n")
+        return True
+
+    async def main() -> None:
+        server, url, connections = await _serve(answer)
+        pool = UpstreamPool()
+        try:
+            response = await pool.post(url, "/v1/chat/completions", b'{"model": "m"}')
+            parts = []
+            while part := await response.read():
+                parts.append(part)
+            response.release(True)
+            assert parts == [b"".join(events)]  # one piece: one send to the client, not 18
+            assert await _fetch(pool, url) == (200, b"".join(events))
+            assert len(connections) == 1  # the trailers were read off: the connection is reused
+        finally:
+            await pool.aclose()
+            server.close()
+
+    asyncio.run(main())
+
+
 def test_a_sized_answer_and_one_read_to_eof_come_back_whole() -> None:
     async def sized(writer: asyncio.StreamWriter) -> bool:
         writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 5\r\nX-A: b\r\n\r\nhello")

@@ -81,7 +81,17 @@ class _Target:
 class UpstreamResponse:
     """An answer whose head has been read; iterate `body()` once, then `release()`."""
 
-    __slots__ = ("_conn", "_key", "_length", "_pool", "_reusable", "_timeout", "headers", "status")
+    __slots__ = (
+        "_buf",
+        "_conn",
+        "_key",
+        "_length",
+        "_pool",
+        "_reusable",
+        "_timeout",
+        "headers",
+        "status",
+    )
 
     def __init__(
         self,
@@ -98,6 +108,7 @@ class UpstreamResponse:
         self._conn: _Connection | None = conn
         self._length = length
         self._reusable = reusable
+        self._buf = bytearray()  # chunked: bytes read but not yet parsed into chunks
         self._timeout = pool.read_timeout_s
         self.status = status
         self.headers = headers  # as the replica sent them, names lower-cased
@@ -132,22 +143,38 @@ class UpstreamResponse:
             pool._reading.discard(conn)
 
     async def _chunk(self, reader: asyncio.StreamReader) -> bytes:
+        """The data of every whole chunk that has arrived (at least one): a stream's events
+        that came in one read go on in one piece, none waits for a later one."""
+        buf = self._buf
+        out = bytearray()
         while True:
-            line = await reader.readuntil(b"\r\n")
-            try:
-                size = int(line.split(b";", 1)[0], 16)
-            except ValueError:
-                raise UpstreamBroken(f"bad chunk size line {line[:40]!r}") from None
-            if size == 0:
-                while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers, dropped
-                    pass
-                self._length = 0
-                return b""
-            data = await reader.readexactly(size + 2)
-            if data[-2:] != b"\r\n":
-                raise UpstreamBroken("a chunk does not end in CRLF")
-            if size:
-                return data[:-2]
+            while (end := buf.find(b"\r\n")) >= 0:
+                try:
+                    size = int(bytes(buf[:end]).split(b";", 1)[0], 16)
+                except ValueError:
+                    raise UpstreamBroken(f"bad chunk size line {bytes(buf[:40])!r}") from None
+                if size == 0:  # the last chunk, then trailers (dropped) and an empty line
+                    at = end if buf[end + 2 : end + 4] == b"\r\n" else buf.find(b"\r\n\r\n", end)
+                    if at < 0:
+                        break
+                    del buf[: at + 4]
+                    self._reusable = self._reusable and not buf  # nothing may follow it
+                    self._length = 0
+                    return bytes(out)
+                if len(buf) < end + size + 4:
+                    break
+                if buf[end + size + 2 : end + size + 4] != b"\r\n":
+                    raise UpstreamBroken("a chunk does not end in CRLF")
+                out += buf[end + 2 : end + size + 2]
+                del buf[: end + size + 4]
+            if out:
+                return bytes(out)
+            if len(buf) > _CHUNK and buf.find(b"\r\n") < 0:
+                raise UpstreamBroken(f"bad chunk size line {bytes(buf[:40])!r}")
+            data = await reader.read(_CHUNK)
+            if not data:
+                raise asyncio.IncompleteReadError(bytes(buf), None)
+            buf += data
 
     @property
     def length(self) -> int | None:
