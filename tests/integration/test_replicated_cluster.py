@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import re
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_gr
 from gpu_platform.testing.cluster_procs import JobStoreClients, ReplicatedCluster, wait_until
 from gpu_platform.testing.linearizability import Verdict, check
 from gpu_platform.testing.linearizability_models import JobOp, JobStoreModel
+from tests.integration.test_gang_processes import RENDEZVOUS
 
 WAIT = 90.0
 pytestmark = pytest.mark.timeout(600)
@@ -91,6 +94,16 @@ def test_jobs_run_on_agents_and_followers_send_clients_to_the_leader(
     assert err.value.code() is grpc.StatusCode.UNAVAILABLE
     trailing = dict(err.value.trailing_metadata() or ())
     assert trailing["gpu-platform-leader"] == f"127.0.0.1:{c.grpc[lead]}"
+
+    # a gang across both agents: each task is started by its own agent, and all of them are
+    # given one MASTER_ADDR:MASTER_PORT, where they really meet (two 8-GPU tasks: two nodes)
+    gang = c.submit([sys.executable, "-c", RENDEZVOUS], gpus=8, tasks=2)
+    assert wait_until(lambda: _state(c, gang["id"]) in ("COMPLETED", "FAILED"), WAIT)
+    done = c.job(gang["id"])
+    assert done["state"] == "COMPLETED", (done["reason"], done["allocation"])
+    assert len({t["node"] for t in done["allocation"]["tasks"]}) == 2
+    ranks = c.client.get(c.url(c.wait_leader()) + f"/v1/jobs/{gang['id']}/logs").text
+    assert [line.split()[0] for line in ranks.splitlines()] == ["rank=0", "rank=1"], ranks
 
 
 def test_leader_kill_during_submissions_loses_no_acknowledged_job(
@@ -274,8 +287,15 @@ def test_servers_export_raft_series_and_agents_export_dcgm_series(
 def test_membership_status_on_every_server(cluster: ReplicatedCluster) -> None:
     c = cluster
     lead = c.wait_leader()
+    seen: dict[int, dict[str, Any] | None] = {}
+
+    def knows_leader(i: int) -> bool:  # a loaded server may miss one 2 s poll: ask again
+        seen[i] = info = c.cluster(i)
+        return info is not None and info["leader_id"] == lead
+
     for i in c.alive():
-        info = c.cluster(i)
+        assert wait_until(partial(knows_leader, i), WAIT), seen.get(i)
+        info = seen[i]
         assert info is not None and info["mode"] == "replicated"
         assert info["leader_id"] == lead
         assert sorted(s["id"] for s in info["servers"] if s["voter"]) == [1, 2, 3]

@@ -43,6 +43,7 @@ from gpu_platform.application.control.launching import Launching
 from gpu_platform.application.control.leadership import Leadership
 from gpu_platform.application.control.lifecycle import Lifecycle, ShutdownPolicy
 from gpu_platform.application.control.membership import Membership
+from gpu_platform.application.control.rendezvous import DEFAULT_GANG_PORT_BASE
 from gpu_platform.application.control.scheduling import Scheduling, request_of
 from gpu_platform.application.control.shared import Run as _Run
 from gpu_platform.application.control.shared import Shared
@@ -119,6 +120,7 @@ class ControlPlane:
         shutdown_policy: ShutdownPolicy = "requeue",
         schedule_interval_s: float = 1.0,
         pin_cpus: bool = False,
+        gang_port_base: int = DEFAULT_GANG_PORT_BASE,
         hardware: HardwareStore | None = None,
         gpu_reset: GpuReset | None = None,
         injector: FaultInjector | None = None,
@@ -223,6 +225,7 @@ class ControlPlane:
             effects=self._commands.effects,
             lock_let_go=self._commands.lock_let_go,
             lost=self._agents.lost,
+            gang_port_base=gang_port_base,
         )
         self._scheduling = Scheduling(
             self._s,

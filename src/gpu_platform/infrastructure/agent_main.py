@@ -32,17 +32,17 @@ from gpu_platform.infrastructure.agent_metrics import agent_registry, serve_agen
 from gpu_platform.infrastructure.bound_ports import forget_ports, report_ports
 from gpu_platform.infrastructure.cluster_token import cluster_token
 from gpu_platform.infrastructure.config import ConfigError, Settings, load_settings
-from gpu_platform.infrastructure.container import (
+from gpu_platform.infrastructure.logging import configure_logging
+from gpu_platform.infrastructure.replicated import agent_node
+from gpu_platform.infrastructure.server import lock_data_dir
+from gpu_platform.infrastructure.wiring_node import (
     HealthParts,
     job_isolation,
     process_runner,
     select_discovery,
     select_health,
-    tls_files,
 )
-from gpu_platform.infrastructure.logging import configure_logging
-from gpu_platform.infrastructure.replicated import agent_node
-from gpu_platform.infrastructure.server import lock_data_dir
+from gpu_platform.infrastructure.wiring_servers import tls_files
 from gpu_platform.ports.outbound.gpu_discovery import GpuTelemetry
 
 __all__ = ["run_agent"]

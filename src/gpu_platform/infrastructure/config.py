@@ -90,6 +90,13 @@ class Settings(BaseSettings):
         description="Pin jobs to the CPUs and memory of their GPUs' NUMA nodes: auto = on for "
         "real inventories, off for simulated ones (their NUMA layout is not this host's).",
     )
+    gang_port_base: int = Field(
+        29500,
+        ge=1024,
+        le=65535 - 2048,
+        description="Gangs rendezvous on MASTER_PORT = this + rank 0's first GPU index (ports "
+        "this .. this+2047 are the gangs'; keep them free on every node).",
+    )
     visible_devices: Literal["index", "uuid"] = Field(
         "index", description="How visible-device masks name GPUs: node-local indices or UUIDs."
     )

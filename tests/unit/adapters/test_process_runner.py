@@ -289,3 +289,23 @@ def test_an_mps_client_gets_its_compute_share_and_pinned_memory_limit(
     )
     assert wait_for(lambda: bool(reports))
     assert runner.read_log("j-1", 1, 1000) == "30 0=3072MB\n"
+
+
+def test_a_gang_s_rank_zero_refuses_to_start_on_a_master_port_that_is_taken(
+    runner: ProcessJobRunner,
+) -> None:
+    import socket
+
+    from gpu_platform.ports.outbound.job_runner import GangEnv
+
+    with socket.create_server(("", 0)) as taken:
+        port = taken.getsockname()[1]
+        gang = GangEnv(2, 0, 1, 0, "127.0.0.1", master_port=port)
+        with pytest.raises(LaunchError, match=f"MASTER_PORT {port} is taken"):
+            runner.start(spec(("true",), gang=gang), lambda _: None)
+        # rank 1 only connects there: it is given the same port and starts
+        reports: list[ExitReport] = []
+        code = "import os; print(os.environ['MASTER_PORT'])"
+        runner.start(spec((sys.executable, "-c", code), gang=gang, rank=1), reports.append)
+        assert wait_for(lambda: bool(reports))
+    assert runner.read_log("j-1", 1, 1000, rank=1) == f"{port}\n"

@@ -22,6 +22,7 @@ import structlog
 
 from gpu_platform.application.agent_hub import AgentUnavailable
 from gpu_platform.application.control.finishing import Finishing
+from gpu_platform.application.control.rendezvous import DEFAULT_GANG_PORT_BASE, master_endpoint
 from gpu_platform.application.control.shared import LOG_NAME, Run, Shared
 from gpu_platform.application.sharing import launch_fields
 from gpu_platform.domain.cluster_state import BindJob, Command, FinishJob, RequeueJob, StartJob
@@ -64,9 +65,11 @@ class Launching:
         effects: Callable[[list[DomainEvent]], list[DomainEvent]],
         lock_let_go: Callable[[], contextlib.AbstractContextManager[None]],
         lost: Lost,
+        gang_port_base: int = DEFAULT_GANG_PORT_BASE,
     ) -> None:
         self._s = shared
         self._pin = pin
+        self._gang_port_base = gang_port_base
         self._traces = traces
         self._commit_all = commit_all
         self._effects = effects
@@ -180,13 +183,14 @@ class Launching:
         return False
 
     def _task_specs(self, job: Job, bound: JobBound, vendor: str) -> list[LaunchSpec]:
-        """One LaunchSpec per task, rank order. A gang's tasks get torchrun's rendezvous: rank
-        0's node is the master (its `address` label, else loopback: in single-server mode the
-        in-process runner starts every task on this host)."""
+        """One LaunchSpec per task, rank order. A gang's tasks get torchrun's rendezvous
+        (`rendezvous.master_endpoint`: rank 0's node and a port every task is given)."""
         alloc = bound.allocation
         tasks = alloc.tasks
         node_order = list(alloc.nodes)
-        master = dict(self._s.state.node(tasks[0].node).labels).get("address", "127.0.0.1")
+        master, port = master_endpoint(
+            job.id, self._s.state.node(tasks[0].node), tasks, self._gang_port_base
+        )
         specs = []
         for rank, slot in enumerate(tasks):
             node = self._s.state.node(slot.node)
@@ -203,6 +207,7 @@ class Launching:
                     local_world_size=len(same_node),
                     node_rank=node_order.index(slot.node),
                     master_addr=master,
+                    master_port=port,
                 )
             specs.append(
                 LaunchSpec(

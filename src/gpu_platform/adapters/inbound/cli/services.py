@@ -71,7 +71,10 @@ def _spec(
     env: list[str] | None,
     **given: Any,
 ) -> dict[str, Any]:
-    spec = {k: base[k] for k in _FIELDS if k in base}
+    # imported here: `--help` and the other commands load no domain package
+    from gpu_platform.adapters.inbound.service_fields import SPEC_FIELDS
+
+    spec = {k: base[k] for k in SPEC_FIELDS if k in base}
     spec["name"] = name
     gpus, memory = given.pop("gpus", None), given.pop("gpu_memory", None)
     for key, value in given.items():
@@ -105,13 +108,6 @@ def _gpu_fields(gpus: str | None, memory: str | None) -> dict[str, Any]:
     except InvalidRequest as exc:
         raise fail(f"--{exc.field.replace('_', '-')}: {exc.reason}", 2) from None
     return fields
-
-
-_FIELDS = (
-    "name", "command", "replicas", "gpus", "gpu_milli", "gpu_memory_bytes", "tenant",
-    "priority", "preemptible", "port_env", "health_path", "engine", "model", "env",
-    "startup_timeout_s", "unhealthy_timeout_s", "backoff_s", "max_backoff_s", "drain_s",
-)  # fmt: skip
 
 
 def _gpus(s: dict[str, Any]) -> str:

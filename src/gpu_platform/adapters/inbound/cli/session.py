@@ -1,7 +1,9 @@
-"""What every client command shares: the token and CA from the root options, `-o`, failing."""
+"""What every client command shares: the token and CA from the root options, `-o`, failing,
+how a time is shown."""
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 from dataclasses import dataclass
 from typing import Annotated
@@ -11,7 +13,7 @@ from rich.console import Console
 
 from gpu_platform.adapters.inbound.cli.client import ApiClient
 
-__all__ = ["Output", "OutputOpt", "Session", "fail"]
+__all__ = ["Output", "OutputOpt", "Session", "fail", "when"]
 
 
 class Output(enum.StrEnum):
@@ -40,3 +42,10 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     """Print `error: message` on stderr; the caller raises the returned Exit(code)."""
     Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
+
+
+def when(ts: float | None) -> str:
+    """A Unix time as `YYYY-MM-DD HH:MM:SS UTC`; None as `-`."""
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -15,6 +15,7 @@ from gpu_platform.adapters.inbound.grpc.auth import current_principal
 from gpu_platform.adapters.inbound.grpc.server import _call
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
+from gpu_platform.adapters.inbound.service_fields import replica_values, spec_values
 from gpu_platform.domain.model.tenancy import Forbidden, Permission
 from gpu_platform.domain.services.model import ServiceSpec
 from gpu_platform.ports.inbound.services import ServiceInfo, ServicesApi
@@ -49,48 +50,12 @@ def service_spec_from_pb(m: pb.ServiceSpec, tenant: str) -> ServiceSpec:
 def service_to_pb(s: ServiceInfo) -> pb.Service:
     spec = s.spec
     return pb.Service(
-        spec=pb.ServiceSpec(
-            name=spec.name,
-            command=list(spec.command),
-            replicas=spec.replicas,
-            gpus=spec.gpus,
-            gpu_milli=spec.gpu_milli,
-            gpu_memory_bytes=spec.gpu_memory_bytes,
-            tenant=spec.tenant,
-            priority=spec.priority,
-            preemptible=spec.preemptible,
-            port_env=spec.port_env,
-            health_path=spec.health_path,
-            engine=spec.engine,
-            model=spec.model,
-            env=dict(spec.env),
-            startup_timeout_s=spec.startup_timeout_s,
-            unhealthy_timeout_s=spec.unhealthy_timeout_s,
-            backoff_s=spec.backoff_s,
-            max_backoff_s=spec.max_backoff_s,
-            drain_s=spec.drain_s,
-        ),
+        spec=pb.ServiceSpec(**spec_values(spec)),
         generation=s.generation,
         created_at=s.created_at,
         deleting=s.deleting,
         ready=s.ready,
-        replicas=[
-            pb.ServiceReplica(
-                replica_id=r.replica_id,
-                generation=r.generation,
-                state=r.state,
-                job_id=r.job_id,
-                node=r.node,
-                gpus=list(r.gpus),
-                address=r.address,
-                ready=r.ready,
-                draining=r.draining,
-                restarts=r.restarts,
-                detail=r.detail,
-                restart_at=r.not_before,
-            )
-            for r in s.replicas
-        ],
+        replicas=[pb.ServiceReplica(**replica_values(r)) for r in s.replicas],
     )
 
 

@@ -1,671 +1,88 @@
-"""Wire models: validation at the edge (422 names the field), conversion to/from the domain."""
+"""Wire models: validation at the edge (422 names the field), conversion to/from the domain.
+
+One module per resource: `job_schemas` (jobs and arrays), `cluster_schemas` (GPUs, status,
+usage, nodes, servers, operators' actions, audit), `access_schemas` (caller, tenants, tokens),
+`sharing_schemas` (GPU shares). This module re-exports them, and the problem types CONFLICT
+and NOT_FOUND, under their old import path.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Annotated, Literal
-
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StringConstraints,
-    ValidationInfo,
-    field_validator,
+from gpu_platform.adapters.inbound.rest.access_schemas import (
+    PrincipalOut,
+    TenantIn,
+    TenantName,
+    TenantOut,
+    TokenIn,
+    TokenIssuedOut,
+    TokenOut,
 )
-
+from gpu_platform.adapters.inbound.rest.cluster_schemas import (
+    AddServerIn,
+    AdminActionIn,
+    AuditOut,
+    ClusterOut,
+    ClusterStatusOut,
+    GpuOut,
+    InjectIn,
+    InjectOut,
+    JobUsageOut,
+    NodeOut,
+    QuotaIn,
+    QuotaOut,
+    ServerOut,
+    ServingUsageOut,
+    TransferIn,
+    UsageOut,
+)
+from gpu_platform.adapters.inbound.rest.job_schemas import (
+    AllocationOut,
+    ArrayOut,
+    ArraySubmit,
+    ArrayTaskOut,
+    HistoryOut,
+    JobOut,
+    JobSubmit,
+    NonEmpty,
+    PendingOut,
+    TaskSlotOut,
+)
 from gpu_platform.adapters.inbound.rest.problems import CONFLICT, NOT_FOUND
-from gpu_platform.adapters.inbound.rest.sharing_schemas import (
-    ShareFieldsIn,
-    ShareFieldsOut,
-    ShareOut,
-)
-from gpu_platform.domain.model.audit import AuditRecord
-from gpu_platform.domain.model.job import MAX_TASKS, Job, JobSpec
-from gpu_platform.domain.model.spec_checks import ENV_KEY_PATTERN
-from gpu_platform.domain.scheduling.model import PendingReason, Quota
-from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo
-from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo
-from gpu_platform.ports.inbound.usage import UsageReport
 
 __all__ = [
     "CONFLICT",
     "NOT_FOUND",
+    "AddServerIn",
     "AdminActionIn",
+    "AllocationOut",
     "ArrayOut",
     "ArraySubmit",
+    "ArrayTaskOut",
     "AuditOut",
+    "ClusterOut",
     "ClusterStatusOut",
     "GpuOut",
+    "HistoryOut",
     "InjectIn",
     "InjectOut",
     "JobOut",
     "JobSubmit",
+    "JobUsageOut",
     "NodeOut",
+    "NonEmpty",
+    "PendingOut",
     "PrincipalOut",
+    "QuotaIn",
+    "QuotaOut",
+    "ServerOut",
+    "ServingUsageOut",
+    "TaskSlotOut",
     "TenantIn",
+    "TenantName",
     "TenantOut",
     "TokenIn",
     "TokenIssuedOut",
     "TokenOut",
+    "TransferIn",
     "UsageOut",
 ]
-
-
-NonEmpty = Annotated[str, StringConstraints(min_length=1)]
-
-
-class JobSubmit(ShareFieldsIn):
-    """POST /v1/jobs body."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    command: list[NonEmpty] = Field(
-        min_length=1,
-        max_length=4096,
-        description="argv; command[0] is the program (total size capped by max_argv_bytes)",
-    )
-    gpus: int = Field(0, ge=0, le=4096, description="whole GPUs on one node, per task")
-    tasks: int = Field(
-        1, ge=1, le=MAX_TASKS, description="tasks of a gang (all start together or none)"
-    )
-    preemptible: StrictBool = Field(
-        True, description="may be stopped and re-queued for higher-priority work"
-    )
-    gpu_models: list[Annotated[str, StringConstraints(min_length=1, max_length=128)]] = Field(
-        default_factory=list, max_length=32, description="accepted GPU models (empty = any)"
-    )
-    nvlink: Literal["none", "preferred", "required"] = Field(
-        "preferred", description="every GPU pair of a task fabric-linked (NVLink/XGMI)"
-    )
-    numa: Literal["none", "preferred", "required"] = Field(
-        "preferred", description="a task's GPUs on one NUMA node"
-    )
-    same_rack: Literal["none", "preferred", "required"] = Field(
-        "preferred", description="a gang's nodes under one rack label"
-    )
-    depends_on: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
-        default_factory=list, max_length=64, description="jobs that must COMPLETE first"
-    )
-    mig_profile: str | None = Field(
-        None,
-        min_length=1,
-        max_length=32,
-        description="one MIG instance of this profile (e.g. 1g.10gb) on one GPU; needs gpus=1",
-    )
-    image: str | None = Field(
-        None,
-        min_length=1,
-        max_length=512,
-        pattern=r"^\S+$",
-        description="run the command in this container image (the node's container runtime)",
-    )
-    mounts: list[Annotated[str, StringConstraints(pattern=r"^/[^:]*:/[^:]*(:ro|:rw)?$")]] = Field(
-        default_factory=list, max_length=64, description="bind mounts HOST:CONTAINER[:ro]"
-    )
-    name: str = Field("", max_length=128)
-
-    @field_validator("mounts")
-    @classmethod
-    def _mounts_need_an_image(cls, mounts: list[str], info: ValidationInfo) -> list[str]:
-        if mounts and info.data.get("image") is None:
-            raise ValueError("mounts need an image: a bare process already sees the host's files")
-        return mounts
-
-    tenant: str | None = Field(
-        None,
-        min_length=1,
-        max_length=64,
-        pattern=r"^[A-Za-z0-9_.-]+$",
-        description="default: the caller's tenant; users may only name their own",
-    )
-    priority: int = Field(0, ge=-1000, le=1000)
-    env: dict[Annotated[str, StringConstraints(pattern=ENV_KEY_PATTERN)], str] = Field(
-        default_factory=dict,
-        max_length=1024,
-        json_schema_extra={"additionalProperties": False},  # keys must match the pattern
-        description="extra environment (count and size capped by max_env_vars/max_env_bytes)",
-    )
-    cwd: str | None = Field(None, description="working directory on the node")
-    memory_bytes: int | None = Field(None, gt=0, description="host memory cap in bytes")
-    time_limit_s: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="run-time limit per attempt, s"
-    )
-    user: str | None = Field(
-        None,
-        min_length=1,
-        max_length=64,
-        pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
-        description="run as this account on the node",
-    )
-    max_attempts: int = Field(
-        3,
-        ge=1,
-        le=100,
-        description="attempts ended by faults (GPU, XID, node loss) before the job ends FAILED;"
-        " preemptions, forced offlines and control-plane restarts do not count",
-    )
-    retry_backoff_s: float = Field(
-        0.0,
-        ge=0,
-        le=3600,
-        allow_inf_nan=False,
-        description="wait before a re-queued attempt, doubled per attempt",
-    )
-
-    def to_spec(self, default_tenant: str = "default") -> JobSpec:
-        return JobSpec(
-            command=tuple(self.command),
-            name=self.name,
-            tenant=self.tenant or default_tenant,
-            priority=self.priority,
-            env=tuple(sorted(self.env.items())),
-            cwd=self.cwd,
-            memory_bytes=self.memory_bytes,
-            time_limit_s=self.time_limit_s,
-            user=self.user,
-            max_attempts=self.max_attempts,
-            retry_backoff_s=self.retry_backoff_s,
-            tasks=self.tasks,
-            preemptible=self.preemptible,
-            depends_on=tuple(self.depends_on),
-            gpu_models=tuple(self.gpu_models),
-            nvlink=self.nvlink,
-            numa=self.numa,
-            same_rack=self.same_rack,
-            mig_profile=self.mig_profile,
-            image=self.image,
-            mounts=tuple(self.mounts),
-            **self.share_spec(self.gpus),
-        )
-
-
-class ArraySubmit(JobSubmit):
-    """POST /v1/arrays body: a job body plus `array`; one job per index."""
-
-    array: str = Field(
-        min_length=1,
-        max_length=4096,
-        description="Slurm's --array syntax: 0-999, 1,3,5 or 0-15:4, then %N for at most N "
-        "tasks running at once (indices below the server's max_array_size)",
-        examples=["0-999%64"],
-    )
-
-
-class ArrayTaskOut(BaseModel):
-    """The array a job is a task of (its id is `<array id>_<index>`)."""
-
-    id: str
-    index: int
-    array: str = Field(description="the array's indices and throttle, Slurm's syntax")
-
-
-class ArrayOut(BaseModel):
-    """A job array: the spec every task runs and how many tasks are in each state."""
-
-    id: str
-    array: str = Field(description="indices and throttle, Slurm's syntax (e.g. 0-999%64)")
-    count: int
-    throttle: int = Field(description="most tasks running at once (0 = no limit)")
-    tasks_by_state: dict[str, int]
-    waiting: str = Field(description="indices of the tasks still queued ('' = none)")
-    task_ids: str = Field(description="task job ids are <id>_<index>, e.g. the first one")
-    submitted_at: float
-    name: str
-    tenant: str
-    command: list[str]
-    gpus: int
-    tasks: int
-    priority: int
-
-    @classmethod
-    def of(cls, info: ArrayInfo) -> ArrayOut:
-        spec = info.spec
-        return cls(
-            id=info.id,
-            array=info.array.text,
-            count=info.array.count,
-            throttle=info.array.throttle,
-            tasks_by_state=info.states,
-            waiting=info.waiting,
-            task_ids=f"{info.id}_{info.array.first}",
-            submitted_at=info.submitted_at,
-            name=spec.name,
-            tenant=spec.tenant,
-            command=list(spec.command),
-            gpus=spec.gpus,
-            tasks=spec.tasks,
-            priority=spec.priority,
-        )
-
-
-class TaskSlotOut(BaseModel):
-    node: str
-    gpu_indices: list[int]
-    gpu_uuids: list[str]
-    numa_nodes: list[int]
-
-
-class AllocationOut(BaseModel):
-    """Task 0's node and GPUs (the only task of an ordinary job), and every task in `tasks`."""
-
-    node: str
-    gpu_indices: list[int]
-    gpu_uuids: list[str]
-    numa_nodes: list[int]
-    epoch: int
-    tasks: list[TaskSlotOut]
-
-
-class PendingOut(BaseModel):
-    """Why a QUEUED job waits (as of the last scheduling cycle)."""
-
-    code: str = Field(
-        description="quota, capacity, topology, reservation, dependency, preemption, "
-        "admission, backoff or array_throttle"
-    )
-    message: str
-
-
-class QuotaIn(BaseModel):
-    """PUT /v1/quotas/{tenant} body: Kueue-style nominal quota, borrowing and lending."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    gpus: int = Field(ge=0, le=1 << 20, description="guaranteed (nominal) GPUs")
-    cohort: str | None = Field(
-        None, min_length=1, max_length=64, description="tenants that lend idle quota"
-    )
-    borrowing_limit: int | None = Field(
-        None, ge=0, description="GPUs it may borrow beyond `gpus` (none = no limit)"
-    )
-    lending_limit: int | None = Field(
-        None, ge=0, description="GPUs of its idle quota others may borrow (none = all)"
-    )
-    gpu_memory_bytes: int | None = Field(None, ge=0, description="hard cap on GPU memory")
-    cpu_milli: int | None = Field(None, ge=0, description="hard cap on CPU milli-cores")
-
-    def to_quota(self) -> Quota:
-        return Quota(**self.model_dump(include=set(QuotaIn.model_fields)))
-
-
-class QuotaOut(QuotaIn):
-    tenant: str
-
-    @classmethod
-    def of(cls, tenant: str, q: Quota) -> QuotaOut:
-        return cls(tenant=tenant, **asdict(q))
-
-
-class HistoryOut(BaseModel):
-    at: float
-    state: str
-    reason: str
-
-
-class JobOut(ShareFieldsOut):
-    id: str
-    name: str
-    state: str
-    command: list[str]
-    gpus: int
-    tasks: int
-    preemptible: bool
-    depends_on: list[str]
-    gpu_models: list[str]
-    nvlink: str
-    numa: str
-    same_rack: str
-    mig_profile: str | None = None
-    image: str | None = None
-    mounts: list[str] = []
-    memory_bytes: int | None
-    time_limit_s: float | None
-    user: str | None
-    tenant: str
-    priority: int
-    max_attempts: int
-    retry_backoff_s: float
-    not_before: float
-    attempt: int
-    faults: int = 0
-    interruptions: int = 0
-    submitted_at: float
-    started_at: float | None
-    finished_at: float | None
-    exit_code: int | None
-    reason: str
-    allocation: AllocationOut | None
-    history: list[HistoryOut]
-    borrowing: bool = False
-    pending: PendingOut | None = None
-    array: ArrayTaskOut | None = Field(None, description="set for a task of a job array")
-
-    @classmethod
-    def of(cls, job: Job, why: PendingReason | None = None) -> JobOut:
-        a = job.allocation
-        return cls(
-            id=job.id,
-            name=job.spec.name,
-            state=str(job.state),
-            command=list(job.spec.command),
-            gpus=job.spec.gpus,
-            tasks=job.spec.tasks,
-            preemptible=job.spec.preemptible,
-            depends_on=list(job.spec.depends_on),
-            gpu_models=list(job.spec.gpu_models),
-            nvlink=job.spec.nvlink,
-            numa=job.spec.numa,
-            same_rack=job.spec.same_rack,
-            mig_profile=job.spec.mig_profile,
-            image=job.spec.image,
-            mounts=list(job.spec.mounts),
-            **ShareFieldsOut.of_spec(job.spec),
-            memory_bytes=job.spec.memory_bytes,
-            time_limit_s=job.spec.time_limit_s,
-            user=job.spec.user,
-            tenant=job.spec.tenant,
-            priority=job.spec.priority,
-            max_attempts=job.spec.max_attempts,
-            retry_backoff_s=job.spec.retry_backoff_s,
-            not_before=job.not_before,
-            attempt=job.attempt,
-            faults=job.faults,
-            interruptions=job.interruptions,
-            submitted_at=job.submitted_at,
-            started_at=job.started_at,
-            finished_at=job.finished_at,
-            exit_code=job.exit_code,
-            reason=job.reason,
-            allocation=None
-            if a is None
-            else AllocationOut(
-                node=a.node,
-                gpu_indices=list(a.gpu_indices),
-                gpu_uuids=list(a.gpu_uuids),
-                numa_nodes=list(a.numa_nodes),
-                epoch=a.epoch,
-                tasks=[
-                    TaskSlotOut(
-                        node=t.node,
-                        gpu_indices=list(t.gpu_indices),
-                        gpu_uuids=list(t.gpu_uuids),
-                        numa_nodes=list(t.numa_nodes),
-                    )
-                    for t in a.tasks
-                ],
-            ),
-            history=[HistoryOut(at=t, state=str(s), reason=r) for t, s, r in job.history],
-            borrowing=job.borrowing,
-            pending=None if why is None else PendingOut(code=str(why.code), message=why.message),
-            array=None
-            if job.array is None
-            else ArrayTaskOut(
-                id=job.array.array_id, index=job.array.index, array=job.array.array.text
-            ),
-        )
-
-
-class GpuOut(BaseModel):
-    node: str
-    index: int
-    uuid: str
-    vendor: str
-    model: str
-    memory_bytes: int
-    numa_node: int
-    pci_bus_id: str
-    state: str
-    job_id: str | None
-    reason: str
-    hot: bool
-    shares: list[ShareOut] = Field(default_factory=list, description="jobs sharing this GPU")
-
-    @classmethod
-    def of(cls, info: GpuInfo) -> GpuOut:
-        g = info.gpu
-        return cls(
-            node=g.node,
-            index=g.index,
-            uuid=g.uuid,
-            vendor=str(g.vendor),
-            model=g.model,
-            memory_bytes=g.memory_bytes,
-            numa_node=g.numa_node,
-            pci_bus_id=g.pci_bus_id,
-            state=str(info.state),
-            job_id=info.job_id,
-            reason=info.reason,
-            hot=info.hot,
-            shares=[ShareOut.of(s) for s in info.shares],
-        )
-
-
-class ClusterStatusOut(BaseModel):
-    inventory_source: str
-    simulated: bool
-    nodes: int
-    gpus_total: int
-    gpus_free: int
-    jobs_by_state: dict[str, int]
-    notes: list[str]
-    gpus_shared: int = Field(0, description="GPUs shared by jobs (shares of one GPU)")
-    shares: int = Field(0, description="shares on the shared GPUs, in all")
-
-    @classmethod
-    def of(cls, s: ClusterStatus) -> ClusterStatusOut:
-        return cls(
-            inventory_source=s.inventory_source,
-            simulated=s.simulated,
-            nodes=s.nodes,
-            gpus_total=s.gpus_total,
-            gpus_free=s.gpus_free,
-            jobs_by_state=s.jobs_by_state,
-            notes=list(s.notes),
-            gpus_shared=s.gpus_shared,
-            shares=s.shares,
-        )
-
-
-class JobUsageOut(BaseModel):
-    job_id: str
-    tenant: str
-    gpus: int
-    running_s: float
-    gpu_hours: float
-
-
-class ServingUsageOut(BaseModel):
-    """Gateway requests and tokens of one tenant since the server started (not windowed)."""
-
-    requests: int
-    prompt_tokens: int
-    completion_tokens: int
-
-
-class UsageOut(BaseModel):
-    since: float
-    until: float
-    gpu_hours: float
-    gpu_hours_by_tenant: dict[str, float]
-    jobs: list[JobUsageOut]
-    serving_by_tenant: dict[str, ServingUsageOut] = {}
-
-    @classmethod
-    def of(cls, r: UsageReport) -> UsageOut:
-        return cls(
-            since=r.since,
-            until=r.until,
-            gpu_hours=r.gpu_hours,
-            gpu_hours_by_tenant=r.gpu_hours_by_tenant,
-            jobs=[
-                JobUsageOut(
-                    job_id=j.job_id,
-                    tenant=j.tenant,
-                    gpus=j.gpus,
-                    running_s=j.running_s,
-                    gpu_hours=j.gpu_seconds / 3600,
-                )
-                for j in r.jobs
-            ],
-            serving_by_tenant={
-                name: ServingUsageOut(
-                    requests=u.requests,
-                    prompt_tokens=u.prompt_tokens,
-                    completion_tokens=u.completion_tokens,
-                )
-                for name, u in r.serving_by_tenant.items()
-            },
-        )
-
-
-class AdminActionIn(BaseModel):
-    """POST /v1/gpus/{node}/{index}/{action} and /v1/nodes/{node}/{action} body."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    reason: str = Field("", max_length=512, description="why; recorded in the audit log")
-    force: StrictBool = Field(False, description="offline only: stop and re-queue running jobs")
-
-
-class NodeOut(BaseModel):
-    name: str
-    state: str
-    reason: str
-    gpus: int
-    jobs: int
-
-    @classmethod
-    def of(cls, n: NodeInfo) -> NodeOut:
-        return cls(name=n.name, state=str(n.state), reason=n.reason, gpus=n.gpus, jobs=n.jobs)
-
-
-class ServerOut(BaseModel):
-    id: int
-    voter: bool
-    http_url: str
-    grpc_address: str
-    agent_address: str
-
-
-class ClusterOut(BaseModel):
-    """GET /v1/cluster: the control plane as the answering server sees it."""
-
-    mode: str
-    server_id: int
-    role: str
-    term: int
-    leader_id: int | None
-    commit: int
-    applied: int
-    servers: list[ServerOut]
-    agents: dict[str, float]
-
-    @classmethod
-    def of(cls, c: ClusterInfo) -> ClusterOut:
-        return cls(
-            mode=c.mode,
-            server_id=c.server_id,
-            role=c.role,
-            term=c.term,
-            leader_id=c.leader_id,
-            commit=c.commit,
-            applied=c.applied,
-            servers=[
-                ServerOut(**{k: getattr(s, k) for k in ServerOut.model_fields}) for s in c.servers
-            ],
-            agents=dict(c.agents),
-        )
-
-
-class AddServerIn(BaseModel):
-    """POST /v1/cluster/servers body: a new voter's Raft id and address."""
-
-    model_config = ConfigDict(extra="forbid")
-    id: int = Field(ge=1)
-    address: str = Field(min_length=3, max_length=255, pattern=r"^[^\s:]+:[0-9]{1,5}$")
-
-
-class TransferIn(BaseModel):
-    """POST /v1/cluster/leader body: the server to hand the lead to."""
-
-    model_config = ConfigDict(extra="forbid")
-    id: int = Field(ge=1)
-
-
-class InjectIn(BaseModel):
-    """POST /v1/debug/inject body: a fault script (docs/faults.md)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    script: NonEmpty = Field(max_length=8192)
-
-
-class InjectOut(BaseModel):
-    scheduled: list[str]
-
-
-class AuditOut(BaseModel):
-    at: float
-    actor: str
-    action: str
-    target: str
-    reason: str
-    outcome: str
-
-    @classmethod
-    def of(cls, a: AuditRecord) -> AuditOut:
-        return cls(
-            at=a.at,
-            actor=a.actor,
-            action=a.action,
-            target=a.target,
-            reason=a.reason,
-            outcome=a.outcome,
-        )
-
-
-class PrincipalOut(BaseModel):
-    name: str
-    tenant: str
-    role: str
-    token_id: str | None
-    auth: bool = Field(description="whether the server requires tokens")
-
-
-TenantName = Annotated[
-    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
-]
-
-
-class TenantIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: TenantName
-
-
-class TenantOut(BaseModel):
-    name: str
-    created_at: float
-
-
-class TokenIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=64, description="who holds it (the audit actor)")
-    tenant: TenantName
-    role: Literal["admin", "operator", "user", "viewer"] = "user"
-
-
-class TokenOut(BaseModel):
-    token_id: str
-    name: str
-    tenant: str
-    role: str
-    created_at: float
-    revoked_at: float | None
-
-
-class TokenIssuedOut(TokenOut):
-    token: str = Field(description="the secret; shown once, only its SHA-256 is stored")

@@ -22,6 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from gpu_platform.adapters.inbound.rest.auth import Auth
 from gpu_platform.adapters.inbound.rest.problems import CONFLICT, NOT_FOUND
+from gpu_platform.adapters.inbound.service_fields import (
+    replica_values,
+    spec_from_values,
+    spec_values,
+)
 from gpu_platform.domain.errors import InvalidRequest
 from gpu_platform.domain.model.tenancy import Forbidden, Permission, Principal
 from gpu_platform.domain.services.model import ENV_NAME_PATTERN, NAME_PATTERN, ServiceSpec
@@ -69,50 +74,10 @@ class ServiceIn(BaseModel):
 
     @classmethod
     def of(cls, spec: ServiceSpec) -> ServiceIn:
-        return cls(
-            name=spec.name,
-            command=list(spec.command),
-            replicas=spec.replicas,
-            gpus=spec.gpus,
-            gpu_milli=spec.gpu_milli,
-            gpu_memory_bytes=spec.gpu_memory_bytes,
-            tenant=spec.tenant,
-            priority=spec.priority,
-            preemptible=spec.preemptible,
-            port_env=spec.port_env,
-            health_path=spec.health_path,
-            engine=spec.engine,  # type: ignore[arg-type]
-            model=spec.model,
-            env=dict(spec.env),
-            startup_timeout_s=spec.startup_timeout_s,
-            unhealthy_timeout_s=spec.unhealthy_timeout_s,
-            backoff_s=spec.backoff_s,
-            max_backoff_s=spec.max_backoff_s,
-            drain_s=spec.drain_s,
-        )
+        return cls(**spec_values(spec))
 
     def to_spec(self, default_tenant: str) -> ServiceSpec:
-        return ServiceSpec(
-            name=self.name,
-            command=tuple(self.command),
-            replicas=self.replicas,
-            gpus=self.gpus,
-            gpu_milli=self.gpu_milli,
-            gpu_memory_bytes=self.gpu_memory_bytes,
-            tenant=self.tenant or default_tenant,
-            priority=self.priority,
-            preemptible=self.preemptible,
-            port_env=self.port_env,
-            health_path=self.health_path,
-            engine=self.engine,
-            model=self.model,
-            env=tuple(sorted(self.env.items())),
-            startup_timeout_s=self.startup_timeout_s,
-            unhealthy_timeout_s=self.unhealthy_timeout_s,
-            backoff_s=self.backoff_s,
-            max_backoff_s=self.max_backoff_s,
-            drain_s=self.drain_s,
-        )
+        return spec_from_values(self.model_dump(), default_tenant)
 
 
 class ScaleIn(BaseModel):
@@ -137,20 +102,7 @@ class ReplicaOut(BaseModel):
 
     @classmethod
     def of(cls, r: ReplicaInfo) -> ReplicaOut:
-        return cls(
-            replica_id=r.replica_id,
-            generation=r.generation,
-            state=r.state,
-            job_id=r.job_id,
-            node=r.node,
-            gpus=list(r.gpus),
-            address=r.address,
-            ready=r.ready,
-            draining=r.draining,
-            restarts=r.restarts,
-            detail=r.detail,
-            restart_at=r.not_before or None,
-        )
+        return cls(**replica_values(r))
 
 
 class ServiceOut(BaseModel):

@@ -1,5 +1,5 @@
 """Wire fields of GPU sharing (docs/allocation.md, "Shares of one GPU"): mixed into the job
-body and the job and GPU read models of `schemas.py`."""
+body and the job and GPU read models (`job_schemas.py`, `cluster_schemas.py`)."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ import structlog
 from gpu_platform.adapters.outbound.process.accounts import check_outside
 from gpu_platform.adapters.outbound.process.runner import (
     attempt_log_path,
-    free_port,
+    master_port,
     read_tail,
     task_environment,
     write_capped,
@@ -273,12 +273,8 @@ class ContainerJobRunner:
         return mounts
 
     def _port_of(self, spec: LaunchSpec) -> int:
-        if spec.gang is not None and spec.gang.master_port:
-            return spec.gang.master_port
-        if spec.gang is None:
-            return free_port()
         with self._lock:
-            return self._ports.setdefault((spec.job_id, spec.epoch), free_port())
+            return master_port(spec, self._ports)
 
     def _pump(self, container_id: str, path: Path) -> None:
         try:

@@ -67,6 +67,7 @@ __all__ = [
     "ProcessJobRunner",
     "attempt_log_path",
     "free_port",
+    "master_port",
     "pump_log",
     "read_tail",
     "task_environment",
@@ -77,6 +78,7 @@ __all__ = [
 log = structlog.get_logger(__name__)
 _SHIM = str(Path(__file__).with_name("_shim.py"))
 MARKER = "GPU_PLATFORM_ATTEMPT"
+TASK_MARKER = "GPU_PLATFORM_TASK"  # <job>:<epoch>:<rank>: one task's processes, escapees too
 FENCED = "stopped by the node's lease fence: its agent lost touch with the leader"
 _MASKS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
           "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")  # fmt: skip
@@ -137,6 +139,7 @@ def task_environment(
         env.setdefault("TRACEPARENT", spec.traceparent)
     env["GPU_PLATFORM_JOB_ID"] = spec.job_id
     env[MARKER] = f"{spec.job_id}:{spec.epoch}"
+    env[TASK_MARKER] = f"{spec.job_id}:{spec.epoch}:{spec.rank}"
     return env
 
 
@@ -279,13 +282,8 @@ class ProcessJobRunner:
         return env
 
     def _port_of(self, spec: LaunchSpec) -> int:
-        """The attempt's MASTER_PORT: the gang's, else one picked here and shared by its tasks."""
-        if spec.gang is not None and spec.gang.master_port:
-            return spec.gang.master_port
-        if spec.gang is None:
-            return free_port()
         with self._lock:
-            return self._ports.setdefault((spec.job_id, spec.epoch), free_port())
+            return master_port(spec, self._ports)
 
     @staticmethod
     def _unit(job_id: str, epoch: int, rank: int) -> str:
@@ -414,11 +412,8 @@ class ProcessJobRunner:
         code = attempt.proc.wait()
         _signal_group(attempt.proc.pid, signal.SIGKILL)  # nothing of the attempt outlives it
         fenced = self.fence is not None and self.fence.unregister(attempt.proc.pid)
-        with self._lock:
-            key = (spec.job_id, spec.epoch, spec.rank)
-            alone = not any(k[:2] == key[:2] and k != key for k in self._live)
-        if alone and not attempt.cgroups:  # no cgroup to empty: escapees go by their marker
-            _kill_marked(spec.job_id, spec.epoch)
+        if not attempt.cgroups:  # no cgroup to empty: escapees go by their task's marker
+            _kill_marked(spec.job_id, spec.epoch, spec.rank)
         for timer in (attempt.kill_timer, attempt.limit_timer):
             if timer is not None:
                 timer.cancel()
@@ -453,10 +448,14 @@ class ProcessJobRunner:
             log.error("could not remove isolation", unit=name, error=str(exc))
 
 
-def _kill_marked(job_id: str, epoch: int) -> int:
-    """SIGKILL every process whose environment carries this attempt's marker (those that left
-    its process group and session too); the number killed."""
-    needle = f"{MARKER}={job_id}:{epoch}".encode()
+def _kill_marked(job_id: str, epoch: int, rank: int | None = None) -> int:
+    """SIGKILL every process whose environment carries this attempt's marker, or only this
+    task's (`rank`; other tasks of a gang may run on this host under another agent): those
+    that left its process group and session too. The number killed."""
+    if rank is None:
+        needle = f"{MARKER}={job_id}:{epoch}".encode()
+    else:
+        needle = f"{TASK_MARKER}={job_id}:{epoch}:{rank}".encode()
     killed = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -496,3 +495,25 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def master_port(spec: LaunchSpec, picked: dict[tuple[str, int], int]) -> int:
+    """The attempt's MASTER_PORT: the one the leader named for the gang (rank 0 checks that it
+    can listen there, so a taken port fails the launch instead of hanging the gang), else one
+    picked here, shared through `picked` by the attempt's tasks."""
+    gang = spec.gang
+    if gang is None:
+        return free_port()
+    if not gang.master_port:
+        return picked.setdefault((spec.job_id, spec.epoch), free_port())
+    if spec.rank == 0:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("", gang.master_port))
+            except OSError as exc:
+                raise LaunchError(
+                    f"MASTER_PORT {gang.master_port} is taken on this node ({exc.strerror}): "
+                    "keep the gang port range (setting gang_port_base) free"
+                ) from exc
+    return gang.master_port
