@@ -23,6 +23,8 @@ from gpu_platform.domain.cluster_state import (
     BindJob,
     ClusterState,
     Command,
+    FinishJob,
+    JobBatch,
     NodeHeartbeat,
     RegisterNode,
     ReportThermal,
@@ -49,7 +51,7 @@ def via_json(record: dict[str, typing.Any]) -> dict[str, typing.Any]:
 
 
 def test_every_command_of_the_union_has_a_wire_name_and_a_test_strategy() -> None:
-    assert len(ALL_COMMANDS) == 36  # 28 + 8 service commands
+    assert len(ALL_COMMANDS) == 37  # 29 + 8 service commands
     assert set(COMMAND_TYPES.values()) == ALL_COMMANDS
     assert set(command_strategies()) == ALL_COMMANDS
 
@@ -112,6 +114,26 @@ def test_a_gang_bind_keeps_its_peers_as_tuples() -> None:
     assert back == cmd
     assert isinstance(back, BindJob)
     assert isinstance(back.peers[0][1], tuple)
+
+
+def test_a_bind_written_before_bind_and_start_were_one_command_decodes_as_a_bind_only() -> None:
+    old = {"v": 1, "type": "BindJob", "job_id": "j", "node": "n0", "gpu_indices": [1]}
+    old |= {"now": 2.0, "peers": [], "borrowing": False}  # the record as it was written
+    assert decode_command(old) == BindJob("j", "n0", (1,), 2.0, start=False)
+
+
+def test_a_job_batch_keeps_its_items_as_commands() -> None:
+    batch = JobBatch((BindJob("j", "n0", (0,), 1.0, start=True), FinishJob("k", 3, 0, 2.0)))
+    assert decode_command(via_json(encode_command(batch))) == batch
+
+
+def test_a_batch_inside_a_batch_or_a_submit_in_one_is_refused_by_name() -> None:
+    inner = encode_command(JobBatch((StartJob("j", 1, 1.0),)))
+    with pytest.raises(ValueError, match="JobBatch cannot be an item"):
+        decode_command({"v": 1, "type": "JobBatch", "items": [inner]})
+    submit = encode_command(SubmitJob("j", JobSpec(command=("true",)), 1.0))
+    with pytest.raises(ValueError, match="SubmitJob cannot be an item"):
+        decode_command({"v": 1, "type": "JobBatch", "items": [submit]})
 
 
 def _busy_state() -> ClusterState:

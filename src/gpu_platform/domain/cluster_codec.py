@@ -39,6 +39,7 @@ from gpu_platform.domain.cluster_state import (
     DeleteRunAsGrant,
     FinishJob,
     IssueToken,
+    JobBatch,
     NodeHeartbeat,
     RegisterNode,
     RemoveNode,
@@ -57,6 +58,7 @@ from gpu_platform.domain.cluster_state import (
     SubmitJob,
 )
 from gpu_platform.domain.faults.policy import FaultPolicy
+from gpu_platform.domain.job_batches import BATCHABLE
 from gpu_platform.domain.model.job import Job, JobSpec
 from gpu_platform.domain.model.job_array import ArraySpec, parse_stored_array
 from gpu_platform.domain.model.node import Node
@@ -120,6 +122,7 @@ COMMAND_TYPES: dict[str, type[Any]] = {
         AnnounceServer,
         SubmitArray,
         CancelArray,
+        JobBatch,
         *SERVICE_COMMANDS,
         CreateTenant,
         IssueToken,
@@ -148,6 +151,8 @@ def _encode_value(value: object) -> object:
         return encode_service_spec(value)
     if isinstance(value, tuple):
         return [_encode_value(v) for v in value]
+    if isinstance(value, BATCHABLE):  # a JobBatch's item
+        return encode_command(value)
     return value
 
 
@@ -161,6 +166,17 @@ def _decode_quota_field(value: object) -> Quota | None:
     return None if value is None else decode_quota(_mapping(value, "quota"))
 
 
+def _decode_items(value: object) -> tuple[object, ...]:
+    """A JobBatch's items: a list of job command records (no batch inside a batch)."""
+    if not isinstance(value, list):
+        raise ValueError(f"items must be a list, got {type(value).__name__}")
+    items = tuple(decode_command(v) for v in value)
+    bad = next((i for i in items if not isinstance(i, BATCHABLE)), None)
+    if bad is not None:
+        raise ValueError(f"JobBatch: {type(bad).__name__} cannot be an item")
+    return items
+
+
 #: Fields holding value objects; every other field is a scalar or nested tuples of scalars.
 _VALUE_FIELDS: dict[tuple[str, str], Callable[[Any], object]] = {
     ("SubmitJob", "spec"): lambda v: decode_spec(_mapping(v, "spec")),
@@ -171,6 +187,7 @@ _VALUE_FIELDS: dict[tuple[str, str], Callable[[Any], object]] = {
     ("CreateService", "spec"): lambda v: decode_service_spec(_mapping(v, "spec")),
     ("UpdateService", "spec"): lambda v: decode_service_spec(_mapping(v, "spec")),
     ("IssueToken", "role"): lambda v: Role(str(v)),
+    ("JobBatch", "items"): _decode_items,
 }
 
 

@@ -21,8 +21,10 @@ nodes.
 Membership (`domain.membership`): nodes arrive by RegisterNode (a replicated cluster starts
 `empty`), tenant quotas by SetQuota, API server addresses by AnnounceServer. Job arrays
 (`domain.job_arrays`): SubmitArray creates every task of an array in one command, CancelArray
-cancels them all. Tenants, tokens and revocations (`domain.access_state`): CreateTenant,
-IssueToken, RevokeToken, BootstrapAdmin; run-as grants: SetRunAsGrant, DeleteRunAsGrant.
+cancels them all. Job commands live in `domain.job_commands`; a JobBatch
+(`domain.job_batches`) applies many of them as one command. Tenants, tokens and revocations
+(`domain.access_state`): CreateTenant, IssueToken, RevokeToken, BootstrapAdmin; run-as
+grants: SetRunAsGrant, DeleteRunAsGrant.
 `parts()` and `from_parts()` expose the whole state as plain values for snapshots
 (`domain.cluster_codec`).
 
@@ -91,6 +93,16 @@ from gpu_platform.domain.faults.policy import (
 from gpu_platform.domain.faults.recovery import LIVE, SICK, FaultHandlers
 from gpu_platform.domain.gpu_shares import ShareBook, check_share_request
 from gpu_platform.domain.job_arrays import ArrayHandlers, CancelArray, SubmitArray
+from gpu_platform.domain.job_batches import BatchHandlers, JobBatch, JobItem
+from gpu_platform.domain.job_commands import (
+    AbortJob,
+    BindJob,
+    CancelJob,
+    FinishJob,
+    RequeueJob,
+    StartJob,
+    SubmitJob,
+)
 from gpu_platform.domain.membership import (
     AnnounceServer,
     MembershipHandlers,
@@ -124,6 +136,7 @@ __all__ = [
     "DeleteRunAsGrant",
     "FinishJob",
     "IssueToken",
+    "JobBatch",
     "NodeHeartbeat",
     "RegisterNode",
     "RemoveNode",
@@ -141,72 +154,6 @@ __all__ = [
     "SubmitArray",
     "SubmitJob",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class SubmitJob:
-    job_id: str
-    spec: JobSpec
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class BindJob:
-    """Bind task 0 to `gpu_indices` on `node`, and tasks 1..N-1 of a gang to `peers`
-    ((node, GPU indices) in rank order): all tasks or none."""
-
-    job_id: str
-    node: str
-    gpu_indices: tuple[int, ...]
-    now: float
-    peers: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    borrowing: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class StartJob:
-    job_id: str
-    epoch: int
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class FinishJob:
-    """The attempt `epoch` ended with `exit_code` (None: it never started or was signalled)."""
-
-    job_id: str
-    epoch: int
-    exit_code: int | None
-    now: float
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class CancelJob:
-    job_id: str
-    now: float
-    reason: str = "cancelled by user"
-
-
-@dataclass(frozen=True, slots=True)
-class AbortJob:
-    """Fail the job now while attempt `epoch` may still run (fault, shutdown policy)."""
-
-    job_id: str
-    epoch: int
-    now: float
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class RequeueJob:
-    """Attempt `epoch` was lost or preempted; put the job back in the queue. Not the job's
-    fault: it counts as an interruption, never against `JobSpec.max_attempts`."""
-
-    job_id: str
-    epoch: int
-    now: float
-    reason: str
 
 
 Command = (
@@ -232,6 +179,7 @@ Command = (
     | AnnounceServer
     | SubmitArray
     | CancelArray
+    | JobBatch
     | ServiceCommand
     | AccessCommand
 )
@@ -300,7 +248,7 @@ class _JobTable(dict[str, Job]):
         super().__setitem__(job_id, job)
 
 
-class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandlers):
+class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandlers, BatchHandlers):
     """Nodes, GPUs, jobs and allocations; mutated only through `apply`.
 
     `hardware` restores persisted GPU and node states (records naming unknown GPUs or nodes
@@ -558,6 +506,8 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandl
         match command:
             case SubmitJob():
                 return self._submit(command)
+            case JobBatch():
+                return self._apply_batch(command)
             case BindJob():
                 return self._bind(command)
             case StartJob():
@@ -606,6 +556,9 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandl
             case SetRunAsGrant() | DeleteRunAsGrant():  # run-as grants, also access state
                 return list(self._apply_access(command))
         raise TypeError(f"unknown command {command!r}")  # pragma: no cover
+
+    def _apply_item(self, command: JobItem) -> list[DomainEvent]:
+        return self.apply(command)
 
     def _submit(self, cmd: SubmitJob) -> list[DomainEvent]:
         if cmd.job_id in self._jobs:
@@ -694,7 +647,10 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandl
             self._held[uuid] = job.id
         for name in allocation.nodes:
             self._touch(name)
-        return [JobBound(job.id, allocation, job.attempt)]
+        bound: list[DomainEvent] = [JobBound(job.id, allocation, job.attempt)]
+        if cmd.start:  # bind and start in one command (domain.job_commands)
+            return bound + self._start(StartJob(job.id, allocation.epoch, cmd.now))
+        return bound
 
     def _slot(self, job: Job, name: str, indices: tuple[int, ...]) -> TaskSlot:
         """Validate one task's GPUs on `name` for a bind; raise Conflict/NotFound if unusable."""

@@ -13,6 +13,7 @@ from gpu_platform.domain.scheduling.model import Quota
 __all__ = [
     "ArraySubmitted",
     "AttemptEnded",
+    "BatchItemRefused",
     "ClusterEvent",
     "DomainEvent",
     "EccAlertRaised",
@@ -122,6 +123,16 @@ class StaleReportIgnored:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchItemRefused:
+    """Item `index` of a job batch (`domain.job_batches`), a command for job `job_id`, was
+    refused (`error`: the refusal's class and message); the state is as if it was never sent."""
+
+    index: int
+    job_id: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class GpuStateChanged:
     """A GPU's own (health/admin) state moved; `reason` says why (a fault, an operator)."""
 
@@ -220,6 +231,13 @@ HardwareEvent = (
     GpuStateChanged | NodeStateChanged | XidReported | EccAlertRaised | GpuThermalChanged
 )
 
-ClusterEvent = NodeRegistered | NodeRemoved | QuotaChanged | ServerAnnounced | ArraySubmitted
+ClusterEvent = (
+    NodeRegistered
+    | NodeRemoved
+    | QuotaChanged
+    | ServerAnnounced
+    | ArraySubmitted
+    | BatchItemRefused
+)
 
 DomainEvent = JobEvent | HardwareEvent | ClusterEvent | AccessEvent

@@ -1,8 +1,9 @@
 """Hypothesis strategies for cluster-state commands (public: drive your own replicas with them).
 
-`command_strategies(...)` maps every `cluster_state.Command` class to a strategy; the names
-come from small pools (nodes `n0..`, jobs `j0..`, GPU indices 0..3, epochs 1..8) so that
-random sequences hit existing entities often and both accepted and refused commands occur.
+`command_strategies(...)` maps every `cluster_state.Command` class to a strategy (a JobBatch's
+items are drawn from the job commands' strategies; an empty batch, which is refused, occurs);
+the names come from small pools (nodes `n0..`, jobs `j0..`, GPU indices 0..3, epochs 1..8) so
+that random sequences hit existing entities often and both accepted and refused commands occur.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from gpu_platform.domain.cluster_state import (
     DeleteRunAsGrant,
     FinishJob,
     IssueToken,
+    JobBatch,
     NodeHeartbeat,
     RegisterNode,
     RemoveNode,
@@ -42,6 +44,7 @@ from gpu_platform.domain.cluster_state import (
     SubmitArray,
     SubmitJob,
 )
+from gpu_platform.domain.job_batches import BATCHABLE
 from gpu_platform.domain.model.job import JobSpec
 from gpu_platform.domain.model.job_array import ArraySpec
 from gpu_platform.domain.model.tenancy import Role
@@ -95,7 +98,7 @@ def command_strategies(
     epoch = st.integers(1, 8)
     indices = st.lists(index, min_size=0, max_size=3, unique=True).map(tuple)
     admin = st.sampled_from(["drain", "offline", "online"])
-    return {
+    strategies: dict[type[Any], st.SearchStrategy[Any]] = {
         SubmitJob: st.builds(SubmitJob, job, _specs(job_ids), _TIMES),
         BindJob: st.builds(
             BindJob,
@@ -105,6 +108,7 @@ def command_strategies(
             _TIMES,
             peers=st.lists(st.tuples(node, indices), max_size=1).map(tuple),
             borrowing=st.booleans(),
+            start=st.booleans(),
         ),
         StartJob: st.builds(StartJob, job, epoch, _TIMES),
         FinishJob: st.builds(
@@ -158,6 +162,9 @@ def command_strategies(
         **service_command_strategies(job_ids),
         **_access_strategies(),
     }
+    items = st.one_of(*(strategies[c] for c in BATCHABLE))
+    strategies[JobBatch] = st.builds(JobBatch, st.lists(items, max_size=4).map(tuple))
+    return strategies
 
 
 def _access_strategies() -> dict[type[Any], st.SearchStrategy[Any]]:

@@ -1,10 +1,14 @@
 """Launching: binding a cycle's placements and starting every task of each bound attempt.
 
-Embedded, each bind is one command and its launch follows under the lock. Replicated, a
-cycle's binds are proposed together (one commit round), the bound jobs launched (the jobs of
-different first nodes at once: each launch waits for its agent), then the starts recorded
-together. A task's exit comes back through `on_exit`: the attempt's exit is recorded when its
-last task has ended (a gang fails whole).
+A bind records the start too (`BindJob(start=True)`, issue 21: one command per job where
+there were two); the launch follows its commit, and a launch that fails is reported as
+before: re-queued when its node had no agent, else finished with the launch error (the job
+fails). Embedded, each bind is one command and its launch follows under the lock.
+Replicated, a cycle's binds are one `JobBatch` (one Raft entry), then the bound jobs are
+launched (the jobs of different first nodes at once: each launch waits for its agent). A
+task's exit comes back through `on_exit`: the attempt's exit is recorded when its last task
+has ended (a gang fails whole), replicated through `finishing` (exits reported together are
+committed together).
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ from concurrent.futures import wait as wait_futures
 import structlog
 
 from gpu_platform.application.agent_hub import AgentUnavailable
+from gpu_platform.application.control.finishing import Finishing
 from gpu_platform.application.control.rendezvous import DEFAULT_GANG_PORT_BASE, master_endpoint
 from gpu_platform.application.control.shared import LOG_NAME, Run, Shared
 from gpu_platform.application.sharing import launch_fields
 from gpu_platform.domain.cluster_state import BindJob, Command, FinishJob, RequeueJob, StartJob
 from gpu_platform.domain.errors import DomainError, NotFound
-from gpu_platform.domain.events import DomainEvent, JobBound
+from gpu_platform.domain.events import BatchItemRefused, DomainEvent, JobBound
+from gpu_platform.domain.job_batches import JobBatch, split_outcomes
 from gpu_platform.domain.model.gpu import Gpu
 from gpu_platform.domain.model.job import Job, JobState
 from gpu_platform.domain.model.job_array import array_env
@@ -70,6 +76,9 @@ class Launching:
         self._lock_let_go = lock_let_go
         self._lost = lost
         self._matrices: dict[str, TopologyMatrix] = {}
+        self.finishing = Finishing(
+            shared, commit_all=commit_all, effects=effects, lock_let_go=lock_let_go
+        )
 
     def shutdown(self) -> None:
         """Stop the launch threads (launches under way finish)."""
@@ -82,35 +91,33 @@ class Launching:
         binds: Mapping[str, GangPlacement],
         borrowing: frozenset[str] | set[str],
     ) -> int:
-        """Replicated: propose every bind of the cycle at once (Raft appends and fsyncs them
-        together), launch each bound job, then record the starts together. Returns how many
-        jobs were launched."""
-        commands: list[Command] = []
+        """Replicated: commit every bind (and start) of the cycle as one JobBatch, then
+        launch each bound job. Returns how many jobs were launched."""
+        if not binds:
+            return 0
+        commands: list[BindJob] = []
         for job_id, placed in binds.items():
             self._s.nominated.discard(job_id)
             commands.append(self._bind_command(jobs[job_id], placed, job_id in borrowing))
+        batch = JobBatch(tuple(commands))
+        (result,) = self._commit_all([batch])
+        if isinstance(result, DomainError):  # only a malformed batch; never expected
+            raise result
+        self._effects(result)
         launches: list[tuple[Job, GangPlacement, JobBound]] = []
         for (job_id, placed), outcome in zip(
-            binds.items(), self._commit_all(commands), strict=True
+            binds.items(), split_outcomes(batch, result), strict=True
         ):
-            if isinstance(outcome, DomainError):
+            if isinstance(outcome, BatchItemRefused):
                 # the lock is let go while commits are awaited: the job may have been
                 # cancelled meanwhile; the replica re-validated the bind and refused it
-                log.info("bind refused", job_id=job_id, error=str(outcome))
+                log.info("bind refused", job_id=job_id, error=outcome.error)
                 continue
-            bound = next(e for e in self._effects(outcome) if isinstance(e, JobBound))
+            bound = next(e for e in outcome if isinstance(e, JobBound))
             launches.append((jobs[job_id], placed, bound))
-        starts: list[Command] = [s for s in self._launch_all(launches) if s is not None]
-        for outcome in self._commit_all(starts):
-            if isinstance(outcome, DomainError):
-                log.info("start not recorded", error=str(outcome))
-            else:
-                self._effects(outcome)
-        return len(starts)
+        return sum(ran for ran in self._launch_all(launches))
 
-    def _launch_all(
-        self, launches: list[tuple[Job, GangPlacement, JobBound]]
-    ) -> list[StartJob | None]:
+    def _launch_all(self, launches: list[tuple[Job, GangPlacement, JobBound]]) -> list[bool]:
         """`_launch` each bound job; on agents, the jobs of different first nodes at once: a
         launch waits for its agent's answer, so one after another a cycle would take one
         round trip per job. One agent's launches stay in cycle order."""
@@ -121,7 +128,7 @@ class Launching:
             return [self._launch(*launch) for launch in launches]
         if self._launcher is None:
             self._launcher = ThreadPoolExecutor(_LAUNCHERS, thread_name_prefix="launch")
-        out: list[StartJob | None] = [None] * len(launches)
+        out: list[bool] = [False] * len(launches)
 
         def launch_on(indices: list[int]) -> None:
             with self._s.lock:  # each lets the lock go while its agent answers
@@ -138,18 +145,17 @@ class Launching:
     def _bind_command(self, job: Job, placed: GangPlacement, borrowing: bool) -> BindJob:
         slots = [(t.node, tuple(s.gpu.index for s in t.gpus)) for t in placed.tasks]
         (node, indices), peers = slots[0], tuple(slots[1:])
-        return BindJob(job.id, node, indices, self._s.now(), peers=peers, borrowing=borrowing)
+        now = self._s.now()
+        return BindJob(job.id, node, indices, now, peers=peers, borrowing=borrowing, start=True)
 
     def bind_and_launch(self, job: Job, placed: GangPlacement, *, borrowing: bool = False) -> None:
         events = self._s.execute(self._bind_command(job, placed, borrowing))
         bound = next(e for e in events if isinstance(e, JobBound))
-        start = self._launch(job, placed, bound)
-        if start is not None:
-            self._s.execute(start)
+        self._launch(job, placed, bound)
 
-    def _launch(self, job: Job, placed: GangPlacement, bound: JobBound) -> StartJob | None:
-        """Start every task of a bound attempt; the StartJob to record when all run, else
-        None (the attempt was recorded ended or re-queued here)."""
+    def _launch(self, job: Job, placed: GangPlacement, bound: JobBound) -> bool:
+        """Start every task of a bound (and started) attempt; True when all run, else False
+        (the attempt was recorded ended or re-queued here)."""
         alloc = bound.allocation
         vendors = [str(s.gpu.vendor) for t in placed.tasks for s in t.gpus]
         run = self._s.runs[(job.id, alloc.epoch)] = Run(len(alloc.tasks))
@@ -168,13 +174,13 @@ class Launching:
             if not run.live:  # nothing runs: the GPUs are free at once
                 self._s.runs.pop((job.id, alloc.epoch), None)
                 self._s.execute(FinishJob(job.id, alloc.epoch, None, self._s.now(), why))
-            return None
+            return False
         if not run.launch_error:
-            return StartJob(job.id, alloc.epoch, self._s.now())
+            return True
         if not run.live or not self._s.runner.stop(job.id, alloc.epoch, self._s.grace):
             del self._s.runs[(job.id, alloc.epoch)]
             self._s.execute(FinishJob(job.id, alloc.epoch, None, self._s.now(), run.launch_error))
-        return None
+        return False
 
     def _task_specs(self, job: Job, bound: JobBound, vendor: str) -> list[LaunchSpec]:
         """One LaunchSpec per task, rank order. A gang's tasks get torchrun's rendezvous
@@ -260,7 +266,9 @@ class Launching:
             self._record_start(report)
             run = self._s.runs.get(key)
             if run is None:  # not started by this incarnation's bookkeeping: report it as is
-                self._s.execute(FinishJob(*key, report.exit_code, self._s.now(), report.reason))
+                self.finishing.finish(
+                    FinishJob(*key, report.exit_code, self._s.now(), report.reason)
+                )
                 self._s.wake.set()
                 return
             run.live.discard(report.rank)
@@ -286,12 +294,13 @@ class Launching:
                 code, reason = run.failure.exit_code, run.failure.reason
                 if run.tasks > 1:
                     reason = f"task {run.failure.rank} {reason}; the gang was stopped whole"
-            self._s.execute(FinishJob(*key, code, self._s.now(), reason))
+            self.finishing.finish(FinishJob(*key, code, self._s.now(), reason))
         self._s.wake.set()
 
     def _record_start(self, report: ExitReport) -> None:
-        """A task ended whose start was never recorded (its leader failed between bind and
-        start): it did run, so record the start first — its exit code then counts."""
+        """A task ended whose start was never recorded (bound by a leader that recorded the
+        start apart and failed between the two): it did run, so record the start first —
+        its exit code then counts."""
         if self._s.replication is None:
             return
         try:

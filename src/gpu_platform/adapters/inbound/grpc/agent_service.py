@@ -241,8 +241,11 @@ class _Servicer(pb_grpc.AgentServiceServicer):
         session: _Session,
         loop: asyncio.AbstractEventLoop,
     ) -> None:
-        """Dispatch the agent's messages; the slow kinds in order on the worker pool."""
+        """Dispatch the agent's messages; the slow kinds in order on the worker pool, but
+        exits each at once: each waits for its finish's commit, and exits that wait together
+        are committed together (`application.control.finishing`)."""
         tail: asyncio.Future[None] | None = None
+        exits: set[asyncio.Future[None]] = set()
         hub = self._hub
         async for msg in requests:
             session.last_seen = time.monotonic()
@@ -263,11 +266,20 @@ class _Servicer(pb_grpc.AgentServiceServicer):
             elif kind == "health":
                 call = _bind(hub.finding, session, finding_from_json(msg.health.finding_json))
             elif kind == "exit":
-                call = _bind(hub.exited, session, msg.exit.seq, exit_from_pb(msg.exit))
+                done = _chain(
+                    loop,
+                    self._pool,
+                    None,
+                    _bind(hub.exited, session, msg.exit.seq, exit_from_pb(msg.exit)),
+                )
+                exits.add(done)
+                done.add_done_callback(exits.discard)
             if call is not None:
                 tail = _chain(loop, self._pool, tail, call)
         if tail is not None:
             await tail
+        if exits:
+            await asyncio.wait(exits)
 
 
 def _beat(hub: AgentHub, session: _Session, seq: int) -> None:

@@ -57,6 +57,9 @@ _MOVES: dict[type, int] = {
     JobAborted: 1,
     JobRequeued: 2,
 }
+# the state a bind or start moves into: one command may bind and start (`BindJob.start`), so
+# the job's history may already be past it when the bind's event is counted
+_INTO: dict[type, JobState] = {JobBound: JobState.SCHEDULED, JobStarted: JobState.RUNNING}
 
 
 def failure_reason(failure: Unschedulable) -> str:
@@ -152,7 +155,7 @@ class PrometheusSchedulerMetrics:
         if not moves:
             return
         job_id: str = getattr(event, "job_id")  # noqa: B009 - every moving event has one
-        self._count_transitions(job_id, moves)
+        self._count_transitions(job_id, moves, _INTO.get(type(event)))
         now = self._now
         if isinstance(event, JobRequeued):
             self.preemptions.labels(reason=preemption_reason(event.reason)).inc()
@@ -168,7 +171,7 @@ class PrometheusSchedulerMetrics:
             with self._lock:
                 self._requeued_at.pop(job_id, None)
 
-    def _count_transitions(self, job_id: str, moves: int) -> None:
+    def _count_transitions(self, job_id: str, moves: int, into: JobState | None = None) -> None:
         if self._jobs is None:
             return
         try:
@@ -177,6 +180,8 @@ class PrometheusSchedulerMetrics:
             log.warning("job transition not counted", job_id=job_id, error=str(exc))
             return
         states = [JobState.PENDING, *(state for _, state, _ in job.history)]
+        if into is not None and into in states:  # a bind that also started: its own move
+            states = states[: len(states) - states[::-1].index(into)]
         path = states[-moves - 1 :]
         for old, new in itertools.pairwise(path):
             self.transitions.labels(from_state=str(old), to_state=str(new)).inc()
