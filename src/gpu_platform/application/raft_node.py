@@ -87,6 +87,7 @@ from gpu_platform.application.raft_errors import (
     NotLeader,
     RaftNodeError,
 )
+from gpu_platform.application.raft_heartbeat import HeartbeatKeeper
 from gpu_platform.application.raft_membership import (
     PENDING,
     add_voter_change,
@@ -158,6 +159,9 @@ class RaftNodeConfig:
     max_size_per_msg: int = 1 << 20  # bytes per append message
     max_inflight_msgs: int = 256
     max_inbox_batch: int = 4096  # inbox items handled before the next Ready
+    # A leader's loop stalled (slow fsync) has its heartbeats repeated for up to this many
+    # ticks (`raft_heartbeat`); 0 = never.
+    heartbeat_cover_ticks: int = 40
     seed: int | None = None
     # A server joining a running cluster: bootstrap nothing (`voters` is ignored) and wait to
     # be added (`add_voter` on the leader) and brought up to date by it.
@@ -214,12 +218,19 @@ class RaftNode:
         self._running = False
         self._was_leader = False
         self._leader_term = 0  # the term this node last led in
+        self._role = Role.FOLLOWER
+        # Half an election timeout: a stall this long is logged (followers may time out).
+        self._slow_s = config.tick_interval * config.election_tick / 2
         self._bootstrap_if_empty()
         self._hard, _ = storage.initial_state()  # the durable hard state
         self._unsaved_commit: HardState | None = None  # a commit move not written yet
         snap = storage.snapshot()
         self.state_machine.restore(self._restore_addresses(snap))
         self._conf_state = snap.metadata.conf_state
+        # What status() shows: a change that needs a snapshot naming its members is shown
+        # once that snapshot is stored (`_conf_wait`: its index, 0 = none).
+        self._shown_conf = self._conf_state
+        self._conf_wait = 0
         self._applier = Applier(
             config.id,
             state_machine,
@@ -231,6 +242,8 @@ class RaftNode:
             on_snapshot=lambda made: self._inbox.put(("snapshot", made, None)),
             lost=self._lost,
         )
+        cover_s = config.tick_interval * config.heartbeat_cover_ticks
+        self._keeper = HeartbeatKeeper(config.id, transport, config.tick_interval, cover_s)
         rng = random.Random(config.seed if config.seed is not None else time.time_ns())
         self.rawnode = RawNode(self._raft_config(snap.metadata.index), storage, rng)
         self._status = self._snapshot_status()
@@ -275,6 +288,7 @@ class RaftNode:
         )
         self._running = True
         self._applier.start()
+        self._keeper.start()
         self._thread = threading.Thread(target=self._run, name=f"raft-{self.config.id}")
         self._thread.daemon = True
         self._thread.start()
@@ -392,7 +406,14 @@ class RaftNode:
                     self._append_batch()
                 now = time.monotonic()
                 if now >= next_tick:
+                    if now - next_tick > self._slow_s:  # no heartbeat went out meanwhile
+                        log.warning(
+                            "raft node %d: tick %.0f ms late (loop busy or starved of CPU)",
+                            self.config.id,
+                            (now - next_tick) * 1000,
+                        )
                     self.rawnode.tick()
+                    self._keeper.ticked()
                     next_tick = max(next_tick + interval, now)
                 self._process_ready()
                 self._status = self._snapshot_status()
@@ -408,6 +429,7 @@ class RaftNode:
             self._save_commit()
         except Exception:  # the storage failed (maybe why we stop): it is volatile state anyway
             log.exception("node %d: could not save the commit index on stop", self.config.id)
+        self._keeper.stop()
         self._applier.stop()  # what was committed and handed over is applied first
         self._stopped.set()
         err = NodeStopped()
@@ -522,9 +544,12 @@ class RaftNode:
             early, late = self._split_messages(rd)
             if early:
                 self.transport.send(early)
+                self._keeper.record(early)
             self._persist(rd)
             if late:
                 self.transport.send(late)
+                if rn.raft.state is Role.LEADER:
+                    self._keeper.record(late)
             self._hand_over(rd)
             if rd.soft_state is not None:
                 self._observe_leader(rd.soft_state)
@@ -555,14 +580,18 @@ class RaftNode:
             hs = self._unsaved_commit
         if rd.snapshot is not None or rd.entries_to_persist or hs is not None:
             sync = rd.must_sync or rd.snapshot is not None
+            t0 = time.monotonic()
             self.storage.save(hs, rd.entries_to_persist, rd.snapshot, sync=sync)
+            took = time.monotonic() - t0
+            if took > self._slow_s:
+                log.warning("raft node %d: storage write took %.0f ms", self.config.id, took * 1000)
             if hs is not None:
                 self._hard = hs
             self._unsaved_commit = None
         if rd.snapshot is not None:
             md = rd.snapshot.metadata
             data = self._restore_addresses(rd.snapshot)
-            self._conf_state = md.conf_state
+            self._conf_state = self._shown_conf = md.conf_state
             self._applier.submit(Restore(md.index, data))
 
     def _save_commit(self) -> None:
@@ -589,7 +618,11 @@ class RaftNode:
                 log.error("node %d: conf change %d refused: %s", self.config.id, e.index, exc)
                 outcomes[e.index] = InvalidMembershipChange(str(exc))
                 continue
-            if self._snapshot_lacks_members(e.index):
+            if not self._snapshot_lacks_members(e.index):
+                if not self._conf_wait:
+                    self._shown_conf = self._conf_state
+            else:
+                self._conf_wait = e.index
                 part = tuple(entries[start : n + 1])
                 self._applier.submit(Committed(part, self._conf_state, outcomes, True))
                 start, outcomes = n + 1, {}
@@ -638,14 +671,16 @@ class RaftNode:
         """Store the applier's snapshot (unless one as new arrived meanwhile), then compact."""
         s = self.storage
         try:
-            if made.index <= s.snapshot_metadata().index or made.index > s.last_index():
-                return
-            self._save_commit()  # the stored commit index must cover the snapshot's
-            s.create_snapshot(made.index, made.conf_state, made.pieces())
+            if made.index > s.snapshot_metadata().index and made.index <= s.last_index():
+                self._save_commit()  # the stored commit index must cover the snapshot's
+                s.create_snapshot(made.index, made.conf_state, made.pieces())
         finally:
             made.close()
+        if self._conf_wait and s.snapshot_metadata().index >= self._conf_wait:
+            self._conf_wait = 0
+            self._shown_conf = self._conf_state
         compact_to = made.index - self.config.compact_keep
-        if compact_to >= s.first_index():
+        if s.first_index() <= compact_to <= s.snapshot_metadata().index:
             s.compact(compact_to)
 
     def _restore_addresses(self, snap: Snapshot) -> bytes:
@@ -665,9 +700,16 @@ class RaftNode:
             self.metrics.leader_changed(lead, self.rawnode.raft.term)
 
     def _on_role(self, role: Role) -> None:
+        if role is not self._role:  # a line per transition: failovers can be read from logs
+            self._role = role
+            log.info(
+                "raft node %d: %s in term %d", self.config.id, role.value, self.rawnode.raft.term
+            )
         leader = role is Role.LEADER
         if leader and not self._was_leader:
             self._leader_term = self.rawnode.raft.term
+        if not leader:
+            self._keeper.clear()
         if self._was_leader and not leader:
             err = self._not_leader()
             self._batch.fail(err)
@@ -697,9 +739,9 @@ class RaftNode:
             applied=self._applier.applied,
             last_index=r.raft_log.last_index(),
             snapshot_index=self.storage.snapshot_metadata().index,
-            voters=self._conf_state.voters,
+            voters=self._shown_conf.voters,
             running=self._running,
-            learners=self._conf_state.learners,
+            learners=self._shown_conf.learners,
         )
 
     def wait_stopped(self, timeout: float | None = None) -> bool:
