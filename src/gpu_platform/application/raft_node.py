@@ -67,7 +67,7 @@ import random
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gpu_platform.application.raft_applier import (
@@ -97,6 +97,7 @@ from gpu_platform.application.raft_membership import (
     snapshot_header,
     unwrap_snapshot,
 )
+from gpu_platform.application.raft_node_types import RaftNodeConfig, RaftNodeStatus
 from gpu_platform.application.raft_proposals import (
     PendingProposals,
     ProposalBatch,
@@ -139,51 +140,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class RaftNodeConfig:
-    """Driver settings. Time: `tick_interval` seconds per tick; the rest counts ticks/entries."""
-
-    id: int
-    voters: tuple[int, ...]
-    # Defaults = the server's (`raft_tick_seconds`, `raft_election_ticks`): 15 ms heartbeat,
-    # election timeout random in [150, 300) ms; see docs/raft.md for the timing budget.
-    tick_interval: float = 0.015
-    election_tick: int = 10
-    heartbeat_tick: int = 1
-    pre_vote: bool = True
-    check_quorum: bool = True
-    snapshot_entries: int = 10_000  # applied entries between snapshots; 0 = never
-    compact_keep: int = 1_000  # entries kept before the snapshot index for slow followers
-    max_size_per_msg: int = 1 << 20  # bytes per append message
-    max_inflight_msgs: int = 256
-    max_inbox_batch: int = 4096  # inbox items handled before the next Ready
-    # A leader's loop stalled (slow fsync) has its heartbeats repeated for up to this many
-    # ticks (`raft_heartbeat`); 0 = never.
-    heartbeat_cover_ticks: int = 40
-    seed: int | None = None
-    # A server joining a running cluster: bootstrap nothing (`voters` is ignored) and wait to
-    # be added (`add_voter` on the leader) and brought up to date by it.
-    join: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RaftNodeStatus:
-    """What the node last published (after each loop iteration)."""
-
-    id: int
-    role: Role
-    leader_id: int | None
-    leader_address: str | None
-    term: int
-    commit: int
-    applied: int
-    last_index: int
-    snapshot_index: int
-    voters: tuple[int, ...]  # the applied configuration (incoming voters when joint)
-    running: bool
-    learners: tuple[int, ...] = ()
 
 
 _Item = tuple[str, object, object]
