@@ -22,6 +22,7 @@ later than without the keeper, then failed over as before.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -30,6 +31,8 @@ from gpu_platform.domain.consensus import Message, MessageType
 from gpu_platform.ports.outbound.raft import RaftTransport
 
 __all__ = ["HeartbeatKeeper"]
+
+log = logging.getLogger(__name__)
 
 _LEADER_SENDS = frozenset({MessageType.APP, MessageType.HEARTBEAT})
 
@@ -89,9 +92,13 @@ class HeartbeatKeeper:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        covered = 0.0  # the last tick of the stall being covered (logged once per stall)
         while not self._stop.wait(self.tick_s):
-            beats = self._beats
-            stalled = time.monotonic() - self._last_tick
+            beats, last = self._beats, self._last_tick
+            stalled = time.monotonic() - last
             if beats and self.stall_s < stalled < self.cover_s:
                 self.transport.send(beats)
                 self.repeated += 1
+                if covered != last:
+                    covered = last
+                    log.info("raft node %d: loop stalled, heartbeats sent for it", self.node_id)
