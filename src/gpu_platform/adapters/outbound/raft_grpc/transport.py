@@ -181,7 +181,7 @@ class GrpcRaftTransport:
         max_batch: int = 1024,
         rpc_timeout: float = 2.0,
         backoff_initial: float = 0.05,
-        backoff_max: float = 1.0,
+        backoff_max: float = 0.25,  # a restarted peer hears its leader again within this
         tls: TlsFiles | None = None,
         token: str | None = None,
         audit: Callable[[AuditRecord], None] | None = None,
