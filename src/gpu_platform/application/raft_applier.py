@@ -210,8 +210,10 @@ class Applier:
 
     def _handle(self, item: Committed | Restore | ReadWait | LeadershipLost) -> None:
         if isinstance(item, Committed):
-            self._apply(item)
-            if item.entries and (item.snapshot_now or self._snapshot_due()):
+            # Only at the batch's own end: its conf state is the one in force there (a batch a
+            # restored snapshot covered says nothing of the configuration at that snapshot).
+            ends_here = self._apply(item)
+            if ends_here and (item.snapshot_now or self._snapshot_due()):
                 self._snapshot(item.conf_state)
         elif isinstance(item, Restore):
             self.state_machine.restore(item.data)
@@ -225,10 +227,13 @@ class Applier:
         if self._reads:
             self._serve_reads()
 
-    def _apply(self, batch: Committed) -> None:
+    def _apply(self, batch: Committed) -> bool:
+        """Apply the batch; True when its last entry was applied here (not skipped)."""
         sm, proposals = self.state_machine, self.proposals
+        last = False
         for e in batch.entries:
-            if e.index <= self.applied:  # covered by a snapshot restored since: not again
+            last = e.index > self.applied
+            if not last:  # covered by a snapshot restored since: not again
                 continue
             result: object = None
             error: BaseException | None = None
@@ -250,6 +255,7 @@ class Applier:
                 at = proposals.resolve(e.index, e.term, result, error, self._lost)
                 if at is not None:
                     self.metrics.committed(time.monotonic() - at)
+        return last
 
     def _serve_reads(self) -> None:
         still = []

@@ -24,6 +24,7 @@ from gpu_platform.domain.consensus import ConfState, Entry
 from gpu_platform.ports.outbound.metrics import NoRaftMetrics
 
 CONF = ConfState(voters=(1, 2, 3))
+STALE = ConfState(voters=(1, 2))
 WAIT = 30.0
 
 
@@ -110,6 +111,8 @@ def test_entries_are_applied_in_order_exactly_once_across_snapshots_taken_and_re
             last += n
             restored_to = last
             applier.submit(Restore(last, json.dumps(upto(last)).encode()))
+            # a batch the snapshot covered entirely (with an older configuration): no effect
+            applier.submit(Committed((Entry(1, last, data=b"old"),), STALE, snapshot_now=True))
     reads = [Future[int]() for _ in range(2)]
     applier.submit(ReadWait(last, reads[0]))
     applier.submit(ReadWait(last + 1, reads[1]))  # never reached: fails on stop
@@ -121,6 +124,7 @@ def test_entries_are_applied_in_order_exactly_once_across_snapshots_taken_and_re
     assert machine.apply_threads <= {"raft-apply-1"}
     for index, fut in proposals.items():  # each settled once, with its own entry's result
         assert fut.result(timeout=0) == (None if index in no_ops else ("applied", index))
+    assert all(snap.conf_state == CONF for snap in made)
     for snap in made:  # each snapshot is the state at exactly its index
         assert b"".join(snap.pieces()) == b"H" + json.dumps(upto(snap.index)).encode()
         snap.close()
