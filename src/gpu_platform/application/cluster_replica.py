@@ -6,7 +6,7 @@ applies committed entries in log order (`apply`) to its own `ClusterState`, so a
 hold the same state. Refusals are results, not exceptions: a command the domain refuses
 returns `Applied((), error)`, and a malformed entry (bad JSON, unknown type) returns
 `Applied((), InvalidRequest("entry", ...))` and is logged — every replica decides the same
-way, so state never diverges and the Raft thread never sees an exception.
+way, so state never diverges and the applier thread (`raft_applier`) never sees an exception.
 
 Idempotence: a client that retries after a lost reply re-proposes the same command id. The
 replica remembers the last `remember` ids it applied (FIFO); an id seen before is not applied
@@ -58,7 +58,7 @@ SNAPSHOT_VERSION = 1
 @dataclass(frozen=True, slots=True)
 class Applied:
     """What `apply` hands the proposer: the command's events, or the domain's refusal
-    (`error`, never raised on the Raft thread). `duplicate` is True when the command id had
+    (`error`, never raised on the applier thread). `duplicate` is True when the command id had
     already been applied and this is the remembered result (events may then be empty: results
     are not kept across snapshots)."""
 

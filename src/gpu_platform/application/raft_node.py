@@ -23,12 +23,15 @@ needs:
    commit on every node;
 2. **send** — `transport.send(messages)` for the rest: never before 1, so no vote or
    follower's acknowledgement outruns the disk;
-3. **apply** — committed entries go to `StateMachine.apply(index, data)` (conf changes to the
-   `RawNode`); the proposal future for that index is resolved with the result; read-index
-   futures are resolved once the applied index reaches them;
-4. **advance** — then, every `snapshot_entries` applied entries, the state machine's
-   `snapshot()` is stored and the log compacted (keeping `compact_keep` entries for slow
-   followers).
+3. **hand over** — committed entries go to the `Applier` (`raft_applier`), a thread of its
+   own that calls `StateMachine.apply(index, data)` in log order and resolves the proposal
+   future for that index with the result, and read-index futures once the applied index
+   reaches them. The Raft loop never waits for the state machine (or its lock): a long
+   scheduling cycle holding that lock delays applying, never a heartbeat or a vote. Conf
+   changes are applied to the `RawNode` and the transport here, at once;
+4. **advance** — every `snapshot_entries` applied entries the applier encodes the state
+   machine at that index and hands it back; the loop stores it and compacts the log
+   (keeping `compact_keep` entries for slow followers).
 
 A proposal is only taken by the leader: elsewhere its future fails with `NotLeader` naming the
 known leader and its address. The leader remembers (index, term) of each proposal; when the
@@ -52,14 +55,7 @@ as they are re-applied), never from `RaftNodeConfig.voters`.
 An optional `RaftMetrics` hears each leader change this node learns of and, for proposals it
 took as leader, the time from proposal to apply (the commit latency a client sees).
 
-Errors::
-
-    RaftNodeError
-    ├── NotLeader                   this node cannot take the request; leader_id/leader_address
-    │                               say where
-    ├── NodeStopped                 the node is stopped (or stopped before answering)
-    ├── MembershipChangeInProgress  another membership change is not applied yet; retry later
-    └── InvalidMembershipChange     the change is not valid in the current configuration
+Errors: `raft_errors` (re-exported here).
 """
 
 from __future__ import annotations
@@ -70,11 +66,28 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import replace
+from typing import Any
 
+from gpu_platform.application.raft_applier import (
+    Applier,
+    ChunkedStateMachine,
+    Committed,
+    LeadershipLost,
+    MadeSnapshot,
+    ReadWait,
+    Restore,
+    StateMachine,
+)
+from gpu_platform.application.raft_errors import (
+    InvalidMembershipChange,
+    MembershipChangeInProgress,
+    NodeStopped,
+    NotLeader,
+    RaftNodeError,
+)
+from gpu_platform.application.raft_heartbeat import HeartbeatKeeper
 from gpu_platform.application.raft_membership import (
     PENDING,
     add_voter_change,
@@ -84,6 +97,7 @@ from gpu_platform.application.raft_membership import (
     snapshot_header,
     unwrap_snapshot,
 )
+from gpu_platform.application.raft_node_types import RaftNodeConfig, RaftNodeStatus
 from gpu_platform.application.raft_proposals import (
     PendingProposals,
     ProposalBatch,
@@ -113,6 +127,7 @@ from gpu_platform.ports.outbound.metrics import NoRaftMetrics, RaftMetrics
 from gpu_platform.ports.outbound.raft import RaftStorage, RaftTransport
 
 __all__ = [
+    "ChunkedStateMachine",
     "InvalidMembershipChange",
     "MembershipChangeInProgress",
     "NodeStopped",
@@ -125,108 +140,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-class RaftNodeError(Exception):
-    """Base of the driver's errors."""
-
-
-class NotLeader(RaftNodeError):
-    """This node is not (or stopped being) the leader; retry at `leader_address` if known."""
-
-    def __init__(self, leader_id: int | None, leader_address: str | None) -> None:
-        self.leader_id = leader_id
-        self.leader_address = leader_address
-        where = f"node {leader_id} at {leader_address}" if leader_id else "unknown"
-        super().__init__(f"not the leader; the leader is {where}")
-
-
-class NodeStopped(RaftNodeError):
-    """The node is stopped."""
-
-    def __init__(self) -> None:
-        super().__init__("raft node is stopped")
-
-
-class MembershipChangeInProgress(RaftNodeError):
-    """The leader has a membership change that is not applied yet (one at a time)."""
-
-    def __init__(self) -> None:
-        super().__init__(PENDING)
-
-
-class InvalidMembershipChange(RaftNodeError):
-    """The change cannot be made in the current configuration (`reason` says why)."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(f"invalid membership change: {reason}")
-
-
-@runtime_checkable
-class StateMachine(Protocol):
-    """The replicated state machine. Called only on the Raft loop thread.
-
-    `apply` must be deterministic (same entries in the same order give the same state on every
-    node) and returns the result handed to the proposer. `snapshot()` serialises the whole
-    state; `restore(data)` replaces it (`b""` is the initial, empty state).
-    """
-
-    def apply(self, index: int, data: bytes) -> object: ...
-
-    def snapshot(self) -> bytes: ...
-
-    def restore(self, data: bytes) -> None: ...
-
-
-@runtime_checkable
-class ChunkedStateMachine(StateMachine, Protocol):
-    """A state machine that can also hand its snapshot over in pieces (whose concatenation is
-    `snapshot()`), consumed to the end on the Raft loop thread."""
-
-    def snapshot_chunks(self) -> Iterator[bytes]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class RaftNodeConfig:
-    """Driver settings. Time: `tick_interval` seconds per tick; the rest counts ticks/entries."""
-
-    id: int
-    voters: tuple[int, ...]
-    # Defaults = the server's (`raft_tick_seconds`, `raft_election_ticks`): 15 ms heartbeat,
-    # election timeout random in [150, 300) ms; see docs/raft.md for the timing budget.
-    tick_interval: float = 0.015
-    election_tick: int = 10
-    heartbeat_tick: int = 1
-    pre_vote: bool = True
-    check_quorum: bool = True
-    snapshot_entries: int = 10_000  # applied entries between snapshots; 0 = never
-    compact_keep: int = 1_000  # entries kept before the snapshot index for slow followers
-    max_size_per_msg: int = 1 << 20  # bytes per append message
-    max_inflight_msgs: int = 256
-    max_inbox_batch: int = 4096  # inbox items handled before the next Ready
-    seed: int | None = None
-    # A server joining a running cluster: bootstrap nothing (`voters` is ignored) and wait to
-    # be added (`add_voter` on the leader) and brought up to date by it.
-    join: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RaftNodeStatus:
-    """What the node last published (after each loop iteration)."""
-
-    id: int
-    role: Role
-    leader_id: int | None
-    leader_address: str | None
-    term: int
-    commit: int
-    applied: int
-    last_index: int
-    snapshot_index: int
-    voters: tuple[int, ...]  # the applied configuration (incoming voters when joint)
-    running: bool
-    learners: tuple[int, ...] = ()
 
 
 _Item = tuple[str, object, object]
@@ -254,22 +167,41 @@ class RaftNode:
         self._inbox: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._batch = ProposalBatch()  # proposals taken this drain, not yet appended
         self._proposals = PendingProposals()  # appended, awaiting apply
-        self._reads: dict[bytes, Future[int]] = {}
-        self._ready_reads: list[tuple[int, Future[int]]] = []
+        self._reads: dict[bytes, Future[int]] = {}  # ReadIndex asked, not yet confirmed
         self._read_seq = 0
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self._running = False
         self._was_leader = False
+        self._leader_term = 0  # the term this node last led in
+        self._role = Role.FOLLOWER
+        # Half an election timeout: a stall this long is logged (followers may time out).
+        self._slow_s = config.tick_interval * config.election_tick / 2
         self._bootstrap_if_empty()
         self._hard, _ = storage.initial_state()  # the durable hard state
         self._unsaved_commit: HardState | None = None  # a commit move not written yet
         snap = storage.snapshot()
-        self._restore(snap)
-        self._applied = snap.metadata.index
+        self.state_machine.restore(self._restore_addresses(snap))
         self._conf_state = snap.metadata.conf_state
+        # What status() shows: a change that needs a snapshot naming its members is shown
+        # once that snapshot is stored (`_conf_wait`: its index, 0 = none).
+        self._shown_conf = self._conf_state
+        self._conf_wait = 0
+        self._applier = Applier(
+            config.id,
+            state_machine,
+            self._proposals,
+            self.metrics,
+            applied=snap.metadata.index,
+            snapshot_entries=config.snapshot_entries,
+            header=self._snapshot_header,
+            on_snapshot=lambda made: self._inbox.put(("snapshot", made, None)),
+            lost=self._lost,
+        )
+        cover_s = config.tick_interval * config.heartbeat_cover_ticks
+        self._keeper = HeartbeatKeeper(config.id, transport, config.tick_interval, cover_s)
         rng = random.Random(config.seed if config.seed is not None else time.time_ns())
-        self.rawnode = RawNode(self._raft_config(self._applied), storage, rng)
+        self.rawnode = RawNode(self._raft_config(snap.metadata.index), storage, rng)
         self._status = self._snapshot_status()
 
     # ------------------------------------------------------------------ setup
@@ -311,6 +243,8 @@ class RaftNode:
             lambda peer, ok: self._inbox.put(("snap_status", peer, ok)),
         )
         self._running = True
+        self._applier.start()
+        self._keeper.start()
         self._thread = threading.Thread(target=self._run, name=f"raft-{self.config.id}")
         self._thread.daemon = True
         self._thread.start()
@@ -385,8 +319,10 @@ class RaftNode:
         return self.propose_conf_change(change)
 
     def status(self) -> RaftNodeStatus:
-        """The state the loop last published (never blocks)."""
-        return self._status
+        """The state the loop last published, with the applier's current applied index
+        (never blocks)."""
+        st, applied = self._status, self._applier.applied
+        return st if st.applied == applied else replace(st, applied=applied)
 
     def leader(self) -> tuple[int | None, str | None]:
         s = self._status
@@ -426,7 +362,14 @@ class RaftNode:
                     self._append_batch()
                 now = time.monotonic()
                 if now >= next_tick:
+                    if now - next_tick > self._slow_s:  # no heartbeat went out meanwhile
+                        log.warning(
+                            "raft node %d: tick %.0f ms late (loop busy or starved of CPU)",
+                            self.config.id,
+                            (now - next_tick) * 1000,
+                        )
                     self.rawnode.tick()
+                    self._keeper.ticked()
                     next_tick = max(next_tick + interval, now)
                 self._process_ready()
                 self._status = self._snapshot_status()
@@ -442,21 +385,24 @@ class RaftNode:
             self._save_commit()
         except Exception:  # the storage failed (maybe why we stop): it is volatile state anyway
             log.exception("node %d: could not save the commit index on stop", self.config.id)
+        self._keeper.stop()
+        self._applier.stop()  # what was committed and handed over is applied first
         self._stopped.set()
         err = NodeStopped()
         self._batch.fail(err)
         self._proposals.fail_all(err)
-        for rfut in [*self._reads.values(), *(f for _, f in self._ready_reads)]:
+        for rfut in self._reads.values():
             _fail(rfut, err)
         self._reads.clear()
-        self._ready_reads.clear()
         while True:  # requests that raced with stop
             try:
-                kind, _, waiter = self._inbox.get_nowait()
+                kind, arg, waiter = self._inbox.get_nowait()
             except queue.Empty:
                 break
             if kind in ("propose", "read", "conf") and isinstance(waiter, Future):
                 _fail(waiter, err)
+            elif isinstance(arg, MadeSnapshot):
+                arg.close()
         self._status = self._snapshot_status()
 
     def _handle(self, item: _Item) -> bool:
@@ -481,6 +427,9 @@ class RaftNode:
         elif kind == "snap_status":
             assert isinstance(arg, int)
             rn.report_snapshot(arg, bool(extra))
+        elif kind == "snapshot":
+            assert isinstance(arg, MadeSnapshot)
+            self._store_snapshot(arg)
         elif kind == "campaign":
             rn.campaign()
         elif kind == "transfer":
@@ -551,15 +500,17 @@ class RaftNode:
             early, late = self._split_messages(rd)
             if early:
                 self.transport.send(early)
+                self._keeper.record(early)
             self._persist(rd)
             if late:
                 self.transport.send(late)
-            self._apply(rd)
+                if rn.raft.state is Role.LEADER:
+                    self._keeper.record(late)
+            self._hand_over(rd)
             if rd.soft_state is not None:
                 self._observe_leader(rd.soft_state)
                 self._on_role(rd.soft_state.role)
             rn.advance(rd)
-            self._maybe_snapshot()
 
     def _split_messages(self, rd: Ready) -> tuple[list[Message], list[Message]]:
         """(sent before the write, sent after it): see step 0 of the module docstring."""
@@ -585,16 +536,19 @@ class RaftNode:
             hs = self._unsaved_commit
         if rd.snapshot is not None or rd.entries_to_persist or hs is not None:
             sync = rd.must_sync or rd.snapshot is not None
+            t0 = time.monotonic()
             self.storage.save(hs, rd.entries_to_persist, rd.snapshot, sync=sync)
+            took = time.monotonic() - t0
+            if took > self._slow_s:
+                log.warning("raft node %d: storage write took %.0f ms", self.config.id, took * 1000)
             if hs is not None:
                 self._hard = hs
             self._unsaved_commit = None
         if rd.snapshot is not None:
             md = rd.snapshot.metadata
-            self._restore(rd.snapshot)
-            self._applied = md.index
-            self._conf_state = md.conf_state
-            self._fail_proposals_up_to(md.index)
+            data = self._restore_addresses(rd.snapshot)
+            self._conf_state = self._shown_conf = md.conf_state
+            self._applier.submit(Restore(md.index, data))
 
     def _save_commit(self) -> None:
         """Write a pending commit move (before a snapshot, whose index it must cover; on stop)."""
@@ -604,45 +558,39 @@ class RaftNode:
             self._hard = hs
             self._unsaved_commit = None
 
-    def _apply(self, rd: Ready) -> None:
-        for e in rd.committed_entries:
-            result: object = None
-            error: BaseException | None = None
-            was_conf = self._proposals.is_conf(e.index)
-            if e.type is EntryType.CONF_CHANGE:
-                try:
-                    result = self._apply_conf_change(e.index, ConfChange.decode(e.data))
-                except ConfChangeError as exc:  # every node refuses it alike: deterministic
-                    log.error("node %d: conf change %d refused: %s", self.config.id, e.index, exc)
-                    error = InvalidMembershipChange(str(exc))
-            elif was_conf:  # the core replaced our change by an empty entry
-                error = MembershipChangeInProgress()
-            elif e.data:
-                try:
-                    result = self.state_machine.apply(e.index, e.data)
-                except Exception as exc:  # a command the state machine rejects
-                    error = exc
-            self._applied = e.index
-            if e.index in self._proposals:
-                at = self._proposals.resolve(e.index, e.term, result, error, self._not_leader)
-                if at is not None:
-                    self.metrics.committed(time.monotonic() - at)
+    def _hand_over(self, rd: Ready) -> None:
+        """Committed entries (and confirmed reads) to the applier, in log order. Conf changes
+        are applied to the core and the transport now; a batch ends at a conf change the
+        stored snapshot does not name, so that the applier snapshots at exactly its index."""
+        entries = rd.committed_entries
+        start = 0
+        outcomes: dict[int, ConfState | BaseException] = {}
+        for n, e in enumerate(entries):
+            if e.type is not EntryType.CONF_CHANGE:
+                continue
+            try:
+                outcomes[e.index] = self._apply_conf_change(e.index, ConfChange.decode(e.data))
+            except ConfChangeError as exc:  # every node refuses it alike: deterministic
+                log.error("node %d: conf change %d refused: %s", self.config.id, e.index, exc)
+                outcomes[e.index] = InvalidMembershipChange(str(exc))
+                continue
+            if not self._snapshot_lacks_members(e.index):
+                if not self._conf_wait:
+                    self._shown_conf = self._conf_state
+            else:
+                self._conf_wait = e.index
+                part = tuple(entries[start : n + 1])
+                self._applier.submit(Committed(part, self._conf_state, outcomes, True))
+                start, outcomes = n + 1, {}
+        if start < len(entries):
+            self._applier.submit(Committed(tuple(entries[start:]), self._conf_state, outcomes))
         for rs in rd.read_states:
             rfut = self._reads.pop(rs.request_ctx, None)
             if rfut is not None:
-                self._ready_reads.append((rs.index, rfut))
-        if self._ready_reads:
-            still = []
-            for index, rfut in self._ready_reads:
-                if index <= self._applied:
-                    if not rfut.done():
-                        rfut.set_result(index)
-                else:
-                    still.append((index, rfut))
-            self._ready_reads = still
+                self._applier.submit(ReadWait(rs.index, rfut))
 
     def _apply_conf_change(self, index: int, change: ConfChange) -> ConfState:
-        """Apply a committed conf change: the core, the transport's address book, a snapshot."""
+        """Apply a committed conf change to the core and the transport's address book."""
         cs = self.rawnode.apply_conf_change(change)
         self._conf_state = cs
         try:
@@ -659,34 +607,47 @@ class RaftNode:
                 self.transport.add_peer(c.node_id, addresses[c.node_id])
             elif c.node_id not in self.transport.addresses:
                 log.warning("node %d: no address for new member %d", self.config.id, c.node_id)
-        # A server joining with an empty log is caught up by snapshot, and the core refuses a
-        # snapshot whose configuration does not name its receiver: keep the stored one current.
-        s = self.storage
-        snap = s.snapshot_metadata()
-        named = {*snap.conf_state.voters, *snap.conf_state.learners}
-        members = {*cs.voters, *cs.learners, *cs.voters_outgoing, *cs.learners_next}
-        if not members <= named and index > snap.index:
-            self._save_commit()
-            s.create_snapshot(index, cs, self._snapshot_data(cs))
         return cs
 
-    def _snapshot_data(self, cs: ConfState) -> Iterator[bytes]:
-        """The state machine's snapshot with the members' addresses (see `wrap_snapshot`), in
-        pieces that the storage writes as they come (issue 21: not held whole in memory)."""
+    def _snapshot_lacks_members(self, index: int) -> bool:
+        """A server joining with an empty log is caught up by snapshot, and the core refuses a
+        snapshot whose configuration does not name its receiver: keep the stored one current."""
+        cs = self._conf_state
+        snap = self.storage.snapshot_metadata()
+        named = {*snap.conf_state.voters, *snap.conf_state.learners}
         members = {*cs.voters, *cs.learners, *cs.voters_outgoing, *cs.learners_next}
-        book = {i: a for i, a in self.transport.addresses.items() if i in members}
-        yield snapshot_header(book)
-        sm = self.state_machine
-        yield from sm.snapshot_chunks() if isinstance(sm, ChunkedStateMachine) else [sm.snapshot()]
+        return not members <= named and index > snap.index
 
-    def _restore(self, snap: Snapshot) -> None:
-        """Load a snapshot: the state machine's data, and addresses of members we lack."""
+    def _snapshot_header(self, cs: ConfState) -> bytes:
+        """The members' addresses put before the state machine's bytes (`wrap_snapshot`)."""
+        members = {*cs.voters, *cs.learners, *cs.voters_outgoing, *cs.learners_next}
+        return snapshot_header({i: a for i, a in self.transport.addresses.items() if i in members})
+
+    def _store_snapshot(self, made: MadeSnapshot) -> None:
+        """Store the applier's snapshot (unless one as new arrived meanwhile), then compact."""
+        s = self.storage
+        try:
+            if made.index > s.snapshot_metadata().index and made.index <= s.last_index():
+                self._save_commit()  # the stored commit index must cover the snapshot's
+                s.create_snapshot(made.index, made.conf_state, made.pieces())
+        finally:
+            made.close()
+        if self._conf_wait and s.snapshot_metadata().index >= self._conf_wait:
+            self._conf_wait = 0
+            self._shown_conf = self._conf_state
+        compact_to = made.index - self.config.compact_keep
+        if s.first_index() <= compact_to <= s.snapshot_metadata().index:
+            s.compact(compact_to)
+
+    def _restore_addresses(self, snap: Snapshot) -> bytes:
+        """Learn the addresses of members we lack from a snapshot; returns the state
+        machine's part of it."""
         addresses, data = unwrap_snapshot(snap.data)
-        self.state_machine.restore(data)
         known = self.transport.addresses
         for node_id, address in addresses.items():
             if node_id != self.config.id and node_id not in known:
                 self.transport.add_peer(node_id, address)
+        return data
 
     def _observe_leader(self, soft: SoftState) -> None:
         if soft.lead != self._lead:
@@ -695,32 +656,31 @@ class RaftNode:
             self.metrics.leader_changed(lead, self.rawnode.raft.term)
 
     def _on_role(self, role: Role) -> None:
+        if role is not self._role:  # a line per transition: failovers can be read from logs
+            self._role = role
+            log.info(
+                "raft node %d: %s in term %d", self.config.id, role.value, self.rawnode.raft.term
+            )
         leader = role is Role.LEADER
+        if leader and not self._was_leader:
+            self._leader_term = self.rawnode.raft.term
+        if not leader:
+            self._keeper.clear()
         if self._was_leader and not leader:
             err = self._not_leader()
             self._batch.fail(err)
-            self._proposals.fail_all(err)
+            # After the entries handed over before: those committed still resolve first.
+            self._applier.submit(LeadershipLost(self._leader_term, err))
             for rfut in self._reads.values():
                 _fail(rfut, err)
             self._reads.clear()
         self._was_leader = leader
 
-    def _fail_proposals_up_to(self, index: int) -> None:
-        self._proposals.fail_up_to(index, self._not_leader())
-
-    def _maybe_snapshot(self) -> None:
-        every = self.config.snapshot_entries
-        if not every:
-            return
-        s = self.storage
-        snap_index = s.snapshot_metadata().index
-        if self._applied - snap_index < every or self._applied > s.last_index():
-            return
-        self._save_commit()
-        s.create_snapshot(self._applied, self._conf_state, self._snapshot_data(self._conf_state))
-        compact_to = self._applied - self.config.compact_keep
-        if compact_to >= s.first_index():
-            s.compact(compact_to)
+    def _lost(self) -> NotLeader:
+        """A proposal's index got another entry (or a snapshot): on the applier thread, from
+        the published status."""
+        st = self._status
+        return NotLeader(st.leader_id, st.leader_address)
 
     def _snapshot_status(self) -> RaftNodeStatus:
         r = self.rawnode.raft
@@ -732,12 +692,12 @@ class RaftNode:
             leader_address=None if lead is None else self.transport.addresses.get(lead),
             term=r.term,
             commit=r.raft_log.committed,
-            applied=self._applied,
+            applied=self._applier.applied,
             last_index=r.raft_log.last_index(),
             snapshot_index=self.storage.snapshot_metadata().index,
-            voters=self._conf_state.voters,
+            voters=self._shown_conf.voters,
             running=self._running,
-            learners=self._conf_state.learners,
+            learners=self._shown_conf.learners,
         )
 
     def wait_stopped(self, timeout: float | None = None) -> bool:

@@ -13,10 +13,15 @@ order the proposals were queued (`ProposalBatch.indexes`). `PendingProposals` re
 index, the term it was proposed in, its future and when it was proposed: when the entry at that
 index is applied *with that term* the future gets the state machine's result; any other entry
 there (a new leader overwrote it) or a lost leadership fails it — the outcome is then unknown.
+
+`PendingProposals` is shared by two threads: the Raft loop adds (and fails on a lost batch),
+the applier (`raft_applier`) resolves. Its own short lock guards the table only; futures are
+settled outside it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -72,10 +77,12 @@ class _Pending:
 
 
 class PendingProposals:
-    """Proposals in the log, by index, until their entry is applied (see module docstring)."""
+    """Proposals in the log, by index, until their entry is applied (see module docstring).
+    Thread-safe."""
 
     def __init__(self) -> None:
         self._by_index: dict[int, _Pending] = {}
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._by_index)
@@ -86,14 +93,16 @@ class PendingProposals:
     def add(
         self, index: int, term: int, fut: Future[Any], proposed_at: float, conf: bool = False
     ) -> None:
-        self._by_index[index] = _Pending(term, fut, proposed_at, conf)
+        with self._lock:
+            self._by_index[index] = _Pending(term, fut, proposed_at, conf)
 
     def add_batch(self, batch: ProposalBatch, last_index: int, term: int) -> None:
         """Remember an appended `batch` whose last entry is at `last_index` (then clear it)."""
-        for index, fut, at in zip(
-            batch.indexes(last_index), batch.futures, batch.queued_at, strict=True
-        ):
-            self._by_index[index] = _Pending(term, fut, at, False)
+        with self._lock:
+            for index, fut, at in zip(
+                batch.indexes(last_index), batch.futures, batch.queued_at, strict=True
+            ):
+                self._by_index[index] = _Pending(term, fut, at, False)
         batch.clear()
 
     def is_conf(self, index: int) -> bool:
@@ -111,7 +120,8 @@ class PendingProposals:
         """The entry at `index` of `term` was applied with `result` (or `error`): settle the
         proposal there. Returns when it was proposed if it was ours, else None; a proposal
         of another term fails with `lost` (or what `lost()` makes: built only then)."""
-        p = self._by_index.pop(index, None)
+        with self._lock:
+            p = self._by_index.pop(index, None)
         if p is None:
             return None
         if p.term != term:
@@ -124,11 +134,23 @@ class PendingProposals:
         return p.proposed_at
 
     def fail_all(self, err: BaseException) -> None:
-        for p in self._by_index.values():
+        with self._lock:
+            gone = list(self._by_index.values())
+            self._by_index.clear()
+        for p in gone:
             fail_future(p.future, err)
-        self._by_index.clear()
 
     def fail_up_to(self, index: int, err: BaseException) -> None:
         """Fail the proposals at or below `index` (a snapshot replaced that part of the log)."""
-        for i in [i for i in self._by_index if i <= index]:
-            fail_future(self._by_index.pop(i).future, err)
+        with self._lock:
+            gone = [self._by_index.pop(i) for i in [i for i in self._by_index if i <= index]]
+        for p in gone:
+            fail_future(p.future, err)
+
+    def fail_terms_up_to(self, term: int, err: BaseException) -> None:
+        """Fail the proposals made in `term` or before (that leadership was lost)."""
+        with self._lock:
+            old = [i for i, p in self._by_index.items() if p.term <= term]
+            gone = [self._by_index.pop(i) for i in old]
+        for p in gone:
+            fail_future(p.future, err)

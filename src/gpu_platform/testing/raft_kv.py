@@ -12,6 +12,8 @@ One process is one Raft node: `SqliteRaftStorage` in `--data`, `GrpcRaftTranspor
   change is applied here (leader only); `DELETE /members/{id}` likewise removes a member;
   409 while another change is pending, 422 naming the field when invalid.
 * `POST /transfer` `{"to": n}` -> 202: asks the leader to hand over (watch `/status`).
+* `POST /hold` `{"held": true|false}` -> 200: a testing seam that takes the state machine's
+  lock on a thread and keeps it until told `false` (a long operation under the state lock).
 
 `--join` starts a server for a running cluster: nothing bootstrapped, it waits to be added.
 
@@ -59,6 +61,7 @@ class KvStateMachine:
         self._lock = threading.Lock()
         self.kv: dict[str, str] = {}
         self.applied = 0
+        self._release = threading.Event()
 
     def apply(self, index: int, data: bytes) -> object:
         cmd = json.loads(data)
@@ -76,6 +79,24 @@ class KvStateMachine:
         with self._lock:
             self.kv = dict(doc["kv"])
             self.applied = int(doc["applied"])
+
+    def hold(self) -> None:
+        """Take the state machine's lock on a thread of its own and keep it until `release`
+        (a test's stand-in for a long operation under the state lock); returns once held."""
+        held, self._release = threading.Event(), threading.Event()
+        release = self._release
+
+        def keep() -> None:
+            with self._lock:
+                held.set()
+                release.wait()
+
+        threading.Thread(target=keep, name="kv-hold", daemon=True).start()
+        held.wait()
+
+    def release(self) -> None:
+        """Let go of the lock `hold` took (no-op when not held)."""
+        self._release.set()
 
     def get(self, key: str) -> str | None:
         with self._lock:
@@ -170,6 +191,12 @@ def _handler(node: RaftNode, sm: KvStateMachine, timeout: float) -> type[BaseHTT
                         return
                     node.transfer_leadership(doc["to"])
                     self._reply(202, {"to": doc["to"]})
+                return
+            if path == "/hold":  # testing seam: hold the state machine's lock, or let go
+                doc = self._json_ints()
+                if doc is not None:
+                    sm.hold() if doc.get("held") is True else sm.release()
+                    self._reply(200, {"held": doc.get("held") is True})
                 return
             if path != "/put":
                 self._reply(404, {"error": "not found"})

@@ -117,12 +117,16 @@ class RecordingMachine:
 
 
 class CountingStorage(InMemoryRaftStorage):
-    """Records the entries of every write; fails every write once `broken` is set."""
+    """Records the entries of every write; fails every write once `broken` is set; the write
+    of an entry b"first" waits until `release` is set when `hold` is."""
 
     def __init__(self) -> None:
         super().__init__()
         self.writes: list[int] = []
         self.broken = False
+        self.hold = False
+        self.entered = threading.Event()
+        self.release = threading.Event()
 
     def save(
         self,
@@ -133,6 +137,9 @@ class CountingStorage(InMemoryRaftStorage):
     ) -> None:
         if self.broken:
             raise OSError("disk gone")
+        if self.hold and any(e.data == b"first" for e in entries):
+            self.entered.set()  # the Raft loop is now inside this write
+            assert self.release.wait(WAIT)
         if entries:
             self.writes.append(len(entries))
         super().save(hard_state, entries, snapshot, sync)
@@ -159,10 +166,12 @@ def test_proposals_queued_while_the_loop_is_busy_are_written_once_each_with_its_
     None
 ):
     storage, machine = CountingStorage(), RecordingMachine()
+    machine.release.set()  # applying runs beside the loop: hold the loop in its write instead
+    storage.hold = True
     node = single_voter(storage, machine)
     try:
         first = node.propose(b"first")
-        assert machine.entered.wait(WAIT)  # the loop is now inside apply
+        assert storage.entered.wait(WAIT)  # the loop is now inside the write of "first"
         writes_before = len(storage.writes)
         clients = 8
         per_client = 25
@@ -176,11 +185,11 @@ def test_proposals_queued_while_the_loop_is_busy_are_written_once_each_with_its_
             t.start()
         for t in threads:
             t.join()
-        machine.release.set()
+        storage.release.set()
         assert first.result(timeout=WAIT) is not None
         results = {c: [applied(f) for f in fs] for c, fs in futures.items()}
-        # one write for all 200 proposals queued meanwhile: group commit
-        assert storage.writes[writes_before:] == [clients * per_client]
+        # after the held write of "first", one write for all 200 proposals queued meanwhile
+        assert storage.writes[writes_before + 1 :] == [clients * per_client]
         for c, got in results.items():
             assert [data for _, data in got] == [b"c%d-%d" % (c, k) for k in range(per_client)]
             indexes = [index for index, _ in got]
@@ -191,7 +200,7 @@ def test_proposals_queued_while_the_loop_is_busy_are_written_once_each_with_its_
             pair for got in results.values() for pair in got
         )
     finally:
-        machine.release.set()
+        storage.release.set()
         node.stop()
 
 

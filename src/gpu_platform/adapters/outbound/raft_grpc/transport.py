@@ -16,6 +16,12 @@ snapshots in the batch are reported lost, and the task backs off exponentially
 also reconnects on its own. A snapshot written to the stream is reported with ok=True (the
 follower's reply then drives the leader, as after any append).
 
+Failover (issue 21). Followers do not talk to each other until an election, so the first
+PreVote from one survivor to the other may find the stream it opened long ago dead (the peer
+restarted since): a write that fails on a stream opened earlier is tried once more on a new
+stream before the batch is dropped and the sender backs off (a lost PreVote costs another
+election timeout). gRPC's reconnect backoff is capped at 500 ms.
+
 Membership: `add_peer` / `remove_peer` (called on the Raft loop as conf changes apply) update
 the address book at once (copy-on-write, so `addresses` never sees a half-made change) and
 open or close the peer's channel and sender task on the event loop.
@@ -53,7 +59,7 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", _MAX_MSG),
     ("grpc.initial_reconnect_backoff_ms", 50),
     ("grpc.min_reconnect_backoff_ms", 50),
-    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.max_reconnect_backoff_ms", 500),
     ("grpc.enable_retries", 0),
     # A peer cut off by the network (no RST, no FIN) must not hold a dead connection until
     # the kernel gives up (~15 min): ping after 2 s without reads, drop it 3 s later (this also
@@ -92,6 +98,7 @@ class TransportStats:
     batches: int = 0
     failures: int = 0
     streams: int = 0  # streams opened (one per peer, again after each failure)
+    rewrites: int = 0  # batches written again on a new stream after the old one failed
     refused: int = 0  # calls refused: not a member of this cluster (certificate, token, id)
 
 
@@ -174,7 +181,7 @@ class GrpcRaftTransport:
         max_batch: int = 1024,
         rpc_timeout: float = 2.0,
         backoff_initial: float = 0.05,
-        backoff_max: float = 1.0,
+        backoff_max: float = 0.25,  # a restarted peer hears its leader again within this
         tls: TlsFiles | None = None,
         token: str | None = None,
         audit: Callable[[AuditRecord], None] | None = None,
@@ -382,23 +389,14 @@ class GrpcRaftTransport:
                     request = pb.Batch(
                         from_id=self.id, to_id=peer.id, messages=[encode_message(m) for m in batch]
                     )
-                    ok = True
-                    try:
-                        if call is None or call.done():
-                            call = stub.Stream(metadata=self._metadata)
-                            self.stats.streams += 1
-                        await call.write(request)
-                    except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
-                        ok = False
+                    call = await self._write(stub, call, request)
+                    ok = call is not None
                     self.stats.batches += 1
                     self._report_snapshots(peer.id, batch, ok)
                     if ok:
                         self.stats.sent += len(batch)
                         backoff = self.backoff_initial
                         continue
-                    if call is not None:
-                        call.cancel()
-                        call = None
                     self.stats.failures += 1
                     self.stats.dropped_failed += len(batch)
                     if self._on_unreachable is not None:
@@ -408,6 +406,32 @@ class GrpcRaftTransport:
         finally:
             if call is not None:
                 call.cancel()
+
+    async def _write(
+        self,
+        stub: pb_grpc.RaftStub,
+        call: grpc.aio.StreamUnaryCall[pb.Batch, pb.Ack] | None,
+        request: pb.Batch,
+    ) -> grpc.aio.StreamUnaryCall[pb.Batch, pb.Ack] | None:
+        """Write `request` on `call` (a new stream if it has none or it ended); a failure on a
+        stream opened before (it may have died with a restart of the peer) is tried once more
+        on a new stream. Returns the stream written on, or None (failed)."""
+        for attempt in range(2):
+            fresh = call is None or call.done()
+            try:
+                if call is None or call.done():
+                    call = stub.Stream(metadata=self._metadata)
+                    self.stats.streams += 1
+                await call.write(request)
+                return call
+            except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+                if call is not None:
+                    call.cancel()
+                call = None
+                if fresh or attempt:
+                    return None
+                self.stats.rewrites += 1
+        return None
 
     def _report_snapshots(self, peer: int, batch: list[Message], ok: bool) -> None:
         report = self._on_snapshot
