@@ -8,6 +8,12 @@ SQLite WAL with fsync) and simulated agents — each node its own real gRPC stre
   CPU seconds and RSS, commits (Raft applied index), nodes/GPUs, and `elections_during_run`:
   term changes between the agents being connected and the end of the run, no server killed
   (issue 21: must be 0), with the load average.
+* `cluster.array_to_bound`: then, on the same cluster, the same number of jobs as job arrays
+  (one POST /v1/arrays per 1,000 tasks, so the 8 REST clients' submit rate is not what is
+  measured): per task, bind time minus the array's submit time, p50/p99; ops_per_s = tasks
+  bound per second from the first array's submit to the last bind (each GPU runs many tasks
+  in turn: a bind waits for an earlier task's finish). `extra`: leader CPU per task,
+  elections, completed per second.
 * `control_plane.failover`: then, on the same cluster (the swarm still streaming), kill -9
   the leader; time until a survivor reports itself leader of a newer term (`extra`: until a
   submit is acknowledged again; term increase per kill). Raft timing is the server's
@@ -154,7 +160,8 @@ def _scale(root: Path, nodes: int, jobs: int, kills: int) -> list[dict[str, Any]
             },
         )
         row["ops_per_s"] = round(len(bound_us) / elapsed, 1)
-        return [row, _leader_kills(c, kills, nodes)]
+        arrays = _arrays_to_bound(c, nodes, jobs)
+        return [row, arrays, _leader_kills(c, kills, nodes)]
     finally:
         if swarm is not None:
             swarm.send_signal(signal.SIGTERM)
@@ -163,6 +170,62 @@ def _scale(root: Path, nodes: int, jobs: int, kills: int) -> list[dict[str, Any]
             except subprocess.TimeoutExpired:
                 swarm.kill()
         c.close()
+
+
+def _arrays_to_bound(c: ReplicatedCluster, nodes: int, jobs: int) -> dict[str, Any]:
+    lead = c.wait_leader(timeout=120)
+    pid = c.servers[lead].pid
+    terms0 = {i: (c.cluster(i) or {}).get("term") for i in c.alive()}
+    before = int(
+        c.client.get(c.url(lead) + "/v1/status", timeout=60)
+        .json()["jobs_by_state"]
+        .get("COMPLETED", 0)
+    )
+    cpu0, _ = _proc_cpu_rss(pid)
+    t0 = time.perf_counter()
+    ids = []
+    for start in range(0, jobs, 1000):
+        n = min(1000, jobs - start)
+        body = {"command": ["fake-exit", "0"], "gpus": 1, "array": f"0-{n - 1}"}
+        r = c.client.post(c.url(lead) + "/v1/arrays", json=body, timeout=120)
+        r.raise_for_status()
+        ids.append(r.json()["id"])
+
+    def completed() -> bool:
+        status = c.client.get(c.url(lead) + "/v1/status", timeout=60).json()
+        return int(status["jobs_by_state"].get("COMPLETED", 0)) - before >= jobs
+
+    wait_until(completed, 1800, 0.2)
+    elapsed = time.perf_counter() - t0
+    cpu1, _ = _proc_cpu_rss(pid)
+    listed = c.client.get(c.url(lead) + "/v1/jobs", timeout=120).json()
+    mine = [j for j in listed if (j.get("array") or {}).get("id") in ids]
+    bound_us, binds, submits = [], [], []
+    for job in mine:
+        at = {h["state"]: h["at"] for h in job["history"]}
+        submits.append(job["submitted_at"])
+        if "SCHEDULED" in at:
+            binds.append(at["SCHEDULED"])
+            bound_us.append((at["SCHEDULED"] - job["submitted_at"]) * 1e6)
+    terms = {i: (c.cluster(i) or {}).get("term") for i in c.alive()}
+    span = max(binds) - min(submits) if binds else float("nan")
+    row = result(
+        "cluster.array_to_bound",
+        {"nodes": nodes, "gpus": nodes * 8, "jobs": jobs, "servers": 3, "api": "rest arrays"},
+        bound_us,
+        extra={
+            "arrays": len(ids),
+            "tasks_seen": len(mine),
+            "bind_span_s": round(span, 3),
+            "completed_per_s": round(jobs / elapsed, 1),
+            "leader_cpu_ms_per_job": round((cpu1 - cpu0) / jobs * 1e3, 3),
+            "elections_during_run": _elections(terms0, terms),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "wall_s": round(elapsed, 2),
+        },
+    )
+    row["ops_per_s"] = round(len(binds) / span, 1) if binds else 0.0
+    return row
 
 
 def _term(c: ReplicatedCluster, i: int) -> int:
