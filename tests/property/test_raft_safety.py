@@ -165,12 +165,21 @@ def heal_and_require_liveness(net: RaftNetwork) -> None:
         lead = net.leader()
         assert lead is not None
         index = net.nodes[lead].node.raft.raft_log.last_index()
-        done = net.run_until(
-            lambda i=index: all(n.applied >= i for n in members()),
-            LIVENESS_COMMIT_TICKS + LIVENESS_ELECTION_TICKS,
-        )
+        term = net.nodes[lead].node.raft.term
+
+        def settled(i: int = index, term: int = term) -> bool:
+            """Applied everywhere, or its leader deposed (a newer leader may have cut the
+            entry from its log, and then nothing ever reaches its index: propose again)."""
+            if all(n.applied >= i for n in members()):
+                return True
+            now = net.leader()
+            return now is not None and net.nodes[now].node.raft.term != term
+
+        done = net.run_until(settled, LIVENESS_COMMIT_TICKS + LIVENESS_ELECTION_TICKS)
         assert done is not None, "nothing committed on every node after healing"
-        if net.entry_at[index].data == payload:
+        entry = net.entry_at.get(index)
+        applied = all(n.applied >= index for n in members())
+        if applied and entry is not None and entry.data == payload:
             return
     raise AssertionError("three proposals in a row were lost after healing")
 
