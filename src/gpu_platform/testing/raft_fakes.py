@@ -26,7 +26,7 @@ from gpu_platform.domain.consensus import (
 )
 from gpu_platform.ports.outbound.raft import MessageHandler, SnapshotReport, UnreachableHandler
 
-__all__ = ["InMemoryRaftHub", "InMemoryRaftStorage", "InMemoryRaftTransport"]
+__all__ = ["HeldRaftStorage", "InMemoryRaftHub", "InMemoryRaftStorage", "InMemoryRaftTransport"]
 
 
 class InMemoryRaftStorage(MemoryStorage):
@@ -52,6 +52,39 @@ class InMemoryRaftStorage(MemoryStorage):
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+class HeldRaftStorage(InMemoryRaftStorage):
+    """For tests of a Raft loop stuck in its disk: once `hold` is set, the write carrying an
+    entry `hold_on` signals `entered` and waits (up to `wait_s`) for `release`; `broken` fails
+    every write; `writes` counts the entries of each write that had any."""
+
+    def __init__(self, hold_on: bytes = b"first", wait_s: float = 30.0) -> None:
+        super().__init__()
+        self.hold_on = hold_on
+        self.wait_s = wait_s
+        self.writes: list[int] = []
+        self.broken = False
+        self.hold = False
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def save(
+        self,
+        hard_state: HardState | None,
+        entries: Sequence[Entry],
+        snapshot: Snapshot | None = None,
+        sync: bool = True,
+    ) -> None:
+        if self.broken:
+            raise OSError("disk gone")
+        if self.hold and any(e.data == self.hold_on for e in entries):
+            self.entered.set()  # the Raft loop is now inside this write
+            if not self.release.wait(self.wait_s):
+                raise TimeoutError("HeldRaftStorage: never released")
+        if entries:
+            self.writes.append(len(entries))
+        super().save(hard_state, entries, snapshot, sync)
 
 
 class InMemoryRaftHub:

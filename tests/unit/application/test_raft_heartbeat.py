@@ -4,16 +4,15 @@ timeouts and its followers stay in its term."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 
 from gpu_platform.application.raft_heartbeat import HeartbeatKeeper
 from gpu_platform.application.raft_node import RaftNode, RaftNodeConfig
-from gpu_platform.domain.consensus import Entry, HardState, Message, MessageType, Role, Snapshot
+from gpu_platform.domain.consensus import Message, MessageType, Role
 from gpu_platform.testing.raft_fakes import (
+    HeldRaftStorage,
     InMemoryRaftHub,
-    InMemoryRaftStorage,
     InMemoryRaftTransport,
 )
 from gpu_platform.testing.raft_kv import KvStateMachine
@@ -22,31 +21,9 @@ from tests.unit.application.test_raft_node import WAIT, put, wait_for
 HOLD_S = 1.5  # many election timeouts (0.1-0.2 s here); a wait, never an assert
 
 
-class HeldStorage(InMemoryRaftStorage):
-    """Once `armed`, its write of an entry b"hold" waits until `release` is set."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.armed = False
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def save(
-        self,
-        hard_state: HardState | None,
-        entries: Sequence[Entry],
-        snapshot: Snapshot | None = None,
-        sync: bool = True,
-    ) -> None:
-        if self.armed and any(e.data == b"hold" for e in entries):
-            self.entered.set()
-            assert self.release.wait(WAIT)
-        super().save(hard_state, entries, snapshot, sync)
-
-
 def test_a_leader_stuck_in_a_storage_write_keeps_its_followers_in_its_term() -> None:
     hub = InMemoryRaftHub()
-    storages = {i: HeldStorage() for i in (1, 2, 3)}
+    storages = {i: HeldRaftStorage(b"hold", WAIT) for i in (1, 2, 3)}
     nodes: dict[int, RaftNode] = {}
     for i in (1, 2, 3):
         t = InMemoryRaftTransport(hub, i)
@@ -63,7 +40,7 @@ def test_a_leader_stuck_in_a_storage_write_keeps_its_followers_in_its_term() -> 
         assert nodes[lead].propose(put("k", "v")).result(timeout=WAIT) is not None
         wait_for(lambda: all(n.status().leader_id == lead for n in nodes.values()))
         term = nodes[lead].status().term
-        storages[lead].armed = True  # the leader's write only: its followers run on
+        storages[lead].hold = True  # the leader's write only: its followers run on
         held = nodes[lead].propose(b"hold")
         assert storages[lead].entered.wait(WAIT)  # the leader's loop is inside its write
         time.sleep(HOLD_S)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from concurrent.futures import Future
 
 import pytest
@@ -12,11 +11,10 @@ from hypothesis import strategies as st
 
 from gpu_platform.application.raft_node import NodeStopped, RaftNode, RaftNodeConfig
 from gpu_platform.application.raft_proposals import PendingProposals, ProposalBatch
-from gpu_platform.domain.consensus import Entry, HardState, Snapshot
 from gpu_platform.infrastructure.config import Settings
 from gpu_platform.testing.raft_fakes import (
+    HeldRaftStorage,
     InMemoryRaftHub,
-    InMemoryRaftStorage,
     InMemoryRaftTransport,
 )
 
@@ -116,33 +114,12 @@ class RecordingMachine:
         self.applied = []
 
 
-class CountingStorage(InMemoryRaftStorage):
+class CountingStorage(HeldRaftStorage):
     """Records the entries of every write; fails every write once `broken` is set; the write
     of an entry b"first" waits until `release` is set when `hold` is."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.writes: list[int] = []
-        self.broken = False
-        self.hold = False
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def save(
-        self,
-        hard_state: HardState | None,
-        entries: Sequence[Entry],
-        snapshot: Snapshot | None = None,
-        sync: bool = True,
-    ) -> None:
-        if self.broken:
-            raise OSError("disk gone")
-        if self.hold and any(e.data == b"first" for e in entries):
-            self.entered.set()  # the Raft loop is now inside this write
-            assert self.release.wait(WAIT)
-        if entries:
-            self.writes.append(len(entries))
-        super().save(hard_state, entries, snapshot, sync)
+        super().__init__(b"first", WAIT)
 
 
 def applied(fut: Future[object]) -> tuple[int, bytes]:
