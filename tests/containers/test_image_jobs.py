@@ -134,8 +134,9 @@ def test_a_restarted_agent_removes_the_container_its_killed_predecessor_left(
     server: Server, base: str, runtime: DockerContainerRuntime
 ) -> None:
     job_id = submit(server, "--image", base, "--", "sleep", "600")
-    server.wait_job(job_id, lambda j: j["state"] == "RUNNING")
-    assert wait_for(lambda: len(containers_of(runtime, job_id)) == 1)
+    server.wait_job(job_id, lambda j: j["state"] == "RUNNING")  # recorded at its bind
+    # its container made and started (the launch follows the bind)
+    assert wait_for(lambda: [c.running for c in containers_of(runtime, job_id)] == [True])
     [orphan] = containers_of(runtime, job_id)
     server.stop(signal.SIGKILL)  # the agent dies; the daemon keeps its container running
     assert [c.running for c in containers_of(runtime, job_id)] == [True]
