@@ -89,6 +89,7 @@ def test_a_submitted_job_runs_and_completes(api: Api) -> None:
         ({"command": ["x"], "env": {"1BAD": "v"}}, "env"),
         ({"command": ["x"], "tenant": "a b"}, "tenant"),
         ({"command": ["x"], "surprise": 1}, "surprise"),
+        ({"command": ["x"], "image": "\x1f"}, "image"),  # blank to the domain, not to \S
     ],
 )
 def test_bad_submissions_are_422_naming_the_field(
@@ -100,6 +101,8 @@ def test_bad_submissions_are_422_naming_the_field(
     assert r.headers["content-type"] == "application/problem+json", r.text
     assert field in [e["field"].split(".")[0] for e in problem["errors"]], r.text
     assert api.client.get("/v1/jobs").json() == []
+    as_array = api.client.post("/v1/arrays", json={**body, "array": "0-1"})
+    assert as_array.status_code == 422, as_array.text
 
 
 def test_a_malformed_body_is_422(api: Api) -> None:

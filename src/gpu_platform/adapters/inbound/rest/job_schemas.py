@@ -19,7 +19,7 @@ from pydantic import (
 
 from gpu_platform.adapters.inbound.job_fields import array_values, job_values, spec_from_values
 from gpu_platform.adapters.inbound.rest.sharing_schemas import ShareFieldsIn, ShareFieldsOut
-from gpu_platform.domain.model.job import MAX_TASKS, Job, JobSpec
+from gpu_platform.domain.model.job import MAX_TASKS, Job, JobSpec, check_container_fields
 from gpu_platform.domain.model.spec_checks import ENV_KEY_PATTERN
 from gpu_platform.domain.scheduling.model import PendingReason
 from gpu_platform.ports.inbound.job_service import ArrayInfo
@@ -90,6 +90,13 @@ class JobSubmit(ShareFieldsIn):
         default_factory=list, max_length=64, description="bind mounts HOST:CONTAINER[:ro]"
     )
     name: str = Field("", max_length=128)
+
+    @field_validator("image")
+    @classmethod
+    def _image_reference(cls, image: str | None) -> str | None:
+        # the domain's rule: its "blank" is str.isspace (e.g. \x1f), wider than the pattern's \S
+        check_container_fields(image, ())
+        return image
 
     @field_validator("mounts")
     @classmethod
