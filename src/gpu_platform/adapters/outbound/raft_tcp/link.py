@@ -233,8 +233,7 @@ class PeerLink:
                 sock.close()
                 return None
             sock.setblocking(False)
-        except (OSError, EOFError, ValueError) as exc:
-            log.debug("raft peer connect failed", peer=self.id, address=self.address, error=exc)
+        except (OSError, EOFError, ValueError):  # down, not listening, not a peer: retried
             if sock is not None:
                 sock.close()
             return None
