@@ -55,6 +55,7 @@ from gpu_platform.ports.outbound.raft import MessageHandler, SnapshotReport, Unr
 __all__ = ["TcpRaftTransport"]
 
 log = structlog.get_logger(__name__)
+MAX_INBOUND = 256  # open inbound connections (a cluster has a handful of peers)
 
 
 class TcpRaftTransport:
@@ -249,6 +250,9 @@ class TcpRaftTransport:
                 if not self._running:
                     conn.close()
                     return
+                if len(self._inbound) >= MAX_INBOUND:  # a flood of connections: no thread each
+                    conn.close()
+                    continue
                 self._inbound[thread] = conn
             thread.start()
 
