@@ -11,6 +11,7 @@ import queue
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 
 from gpu_platform.adapters.outbound.raft_tcp import TcpRaftTransport
 from gpu_platform.adapters.outbound.raft_tcp.security import client_context
+from gpu_platform.adapters.outbound.raft_tcp.transport import DIRECT_ENTRIES
 from gpu_platform.adapters.outbound.raft_tcp.wire import (
     MAX_FRAME,
     encode_frame,
@@ -28,6 +30,7 @@ from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.domain.consensus import Message, MessageType
 from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.testing.member_pki import MemberPki
+from tests.unit.adapters.test_raft_grpc_transport import app
 
 TOKEN = "gpc_raft_tcp_members_0001"
 WAIT = 20.0
@@ -245,3 +248,29 @@ def test_a_peer_serving_with_an_agents_or_users_certificate_is_unreachable(
     finally:
         a.stop()
         impostor.stop()
+
+
+def test_large_groups_go_by_the_link_thread_in_order_with_small_ones_sent_directly() -> None:
+    b = TcpRaftTransport(2, {1: "127.0.0.1:1", 2: "127.0.0.1:0"})
+    got: queue.Queue[Message] = queue.Queue()
+    b.start(got.put, lambda _: None, lambda _p, _ok: None)
+    a = TcpRaftTransport(1, {1: "127.0.0.1:0", 2: b.addresses[2]})
+    a.start(lambda _: None, lambda _: None, lambda _p, _ok: None)
+    try:
+        a.send([app(0)])
+        assert got.get(timeout=WAIT) == app(0)
+        link = a._links[2]  # white box: wait until its writer has handed the socket back
+        deadline = time.monotonic() + WAIT
+        while link._busy and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sent = [app(1)]
+        a.send(sent)  # an idle link: written on this thread
+        assert a.stats.direct == 1
+        for i in range(2, 61):
+            group = [app(i)] if i % 3 else [app(i)] * (DIRECT_ENTRIES // 2 + 1)  # > the limit
+            a.send(group)
+            sent += group
+        assert [got.get(timeout=WAIT) for _ in sent] == sent
+    finally:
+        a.stop()
+        b.stop()

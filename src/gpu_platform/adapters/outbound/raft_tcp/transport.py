@@ -4,11 +4,13 @@ Theory of operation. Each direction between two peers is one TCP connection (wir
 `wire`). Sending: one `PeerLink` per peer; `send()` groups the messages by peer, encodes each
 group as one frame and writes it straight to that peer's socket on the caller's thread (the
 Raft loop) when the socket takes it at once, else hands it to the link's writer thread (see
-`link`). Receiving: one accept thread, and one reader thread per inbound connection, which
-checks the hello (`MemberGate`: certificate role and id, cluster token, and a sender that is
-among this node's peers — refusals logged, counted and audited exactly as on the gRPC
-transport), then reads frames and calls `on_message` for each message, in order. So a message
-crosses no thread between the sender's Raft loop and the receiver's inbox but the two sockets.
+`link`); a large group (many entries, a snapshot) goes to the writer thread to be encoded there
+while the Raft loop gets on with its fsync. Receiving: one accept thread, and one reader thread
+per inbound connection, which checks the hello (`MemberGate`: certificate role and id, cluster
+token, and a sender that is among this node's peers — refusals logged, counted and audited
+exactly as on the gRPC transport), then reads frames and calls `on_message` for each message,
+in order. So a lone commit's messages cross no thread between the sender's Raft loop and the
+receiver's reader (which puts them in the Raft node's inbox) but the kernel's sockets.
 
 A connection that sends anything that is not this protocol (`wire.WireError`) is dropped and
 counted (`stats.garbage`); the node goes on. A newer connection from the same sender replaces
@@ -56,6 +58,11 @@ __all__ = ["TcpRaftTransport"]
 
 log = structlog.get_logger(__name__)
 MAX_INBOUND = 256  # open inbound connections (a cluster has a handful of peers)
+# A group carrying more entries than this is encoded and written by the link's writer thread,
+# not on the Raft loop: under load the loop goes on to its own fsync (which releases the GIL)
+# while the writer encodes, as the gRPC transport's thread did; a lone commit's few entries
+# still go straight to the socket.
+DIRECT_ENTRIES = 16
 
 
 class TcpRaftTransport:
@@ -232,8 +239,12 @@ class TcpRaftTransport:
             if link is None:
                 self.stats.dropped_failed += len(group)
                 continue
-            snapshot = any(m.type is MessageType.SNAP for m in group)
-            link.offer(group, None if snapshot else encode_frame(self.id, pid, group))
+            if sum(len(m.entries) for m in group) > DIRECT_ENTRIES or any(
+                m.type is MessageType.SNAP for m in group
+            ):
+                link.offer(group, None)  # the link's writer encodes it, beside our fsync
+            else:
+                link.offer(group, encode_frame(self.id, pid, group))
 
     # ------------------------------------------------------------------ receiving
     def _accept(self) -> None:
