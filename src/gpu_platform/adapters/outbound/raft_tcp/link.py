@@ -258,7 +258,12 @@ class PeerLink:
                     if not self._outbox:
                         self._busy = False
                         return True
-                    pending = self._next_frame()
+                    batch = self._next_batch()
+            if pending is None:  # encoded without the lock: send() is not held up meanwhile
+                snaps = sum(1 for m in batch if m.type is MessageType.SNAP)
+                frame = encode_frame(self._c.node_id, self.id, batch)
+                pending = _Pending(frame, len(batch), snaps)
+                with self._lock:
                     self._pending = pending
             if self._write(sock, pending):
                 with self._lock:
@@ -278,7 +283,7 @@ class PeerLink:
             self._fail(pending)
             return False
 
-    def _next_frame(self) -> _Pending:  # under the lock
+    def _next_batch(self) -> list[Message]:  # under the lock
         batch: list[Message] = []
         while self._outbox and len(batch) < self._c.max_batch:
             m = self._outbox[0]
@@ -287,8 +292,7 @@ class PeerLink:
             batch.append(self._outbox.popleft())
             if m.type is MessageType.SNAP:
                 break
-        snaps = sum(1 for m in batch if m.type is MessageType.SNAP)
-        return _Pending(encode_frame(self._c.node_id, self.id, batch), len(batch), snaps)
+        return batch
 
     def _write(self, sock: socket.socket, p: _Pending) -> bool:
         if len(p.data) > MAX_FRAME:
