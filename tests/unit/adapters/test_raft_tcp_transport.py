@@ -11,6 +11,7 @@ import queue
 import socket
 import ssl
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -274,3 +275,17 @@ def test_large_groups_go_by_the_link_thread_in_order_with_small_ones_sent_direct
     finally:
         a.stop()
         b.stop()
+
+
+def test_stop_closes_every_socket_and_ends_every_thread() -> None:
+    before = set(threading.enumerate())
+    member = Member()
+    peers = {1: f"{member.address[0]}:{member.address[1]}", 2: "127.0.0.1:0"}
+    a = TcpRaftTransport(2, peers, token=TOKEN)
+    a.start(lambda _: None, lambda _: None, lambda _p, _ok: None)
+    a.send([beat(2, 5)])
+    assert member.got.get(timeout=WAIT) == beat(2, 5)  # both sides have their threads up
+    a.stop()
+    member.t.stop()
+    assert [t.name for t in set(threading.enumerate()) - before] == []
+    assert member.t._listener is None and member.t._inbound == {}
