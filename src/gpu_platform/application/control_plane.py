@@ -18,7 +18,8 @@ This module keeps submits and the scheduler loop. The other concerns are collabo
 `agents` (hello, reconcile, heartbeats), `health` (findings, heartbeat verdicts, GPU resets),
 `admin` (operator actions, quotas, audit), `membership` (Raft servers), `jobs` (reads,
 cancel, kill, logs), `scheduling` (the scheduling cycle) and `launching` (binds, launches,
-task exits). `ControlPlane` delegates its public methods to them.
+task exits). `ControlPlane` delegates its public methods to them; the methods that only
+delegate are its mixins in `control.delegates`.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from typing import TypeVar
 
 import structlog
 
-from gpu_platform.application.agent_hub import AgentHub, AttemptRef
+from gpu_platform.application.agent_hub import AgentHub
 from gpu_platform.application.consistency import LeaderElsewhere
 from gpu_platform.application.control.admin import Admin
 from gpu_platform.application.control.agents import Agents
 from gpu_platform.application.control.commands import Commands
+from gpu_platform.application.control.delegates import AdminMethods, AgentEndpoints, JobReads
 from gpu_platform.application.control.health import Health
 from gpu_platform.application.control.jobs import Jobs
 from gpu_platform.application.control.launching import Launching
@@ -59,22 +61,17 @@ from gpu_platform.domain.errors import InvalidRequest
 from gpu_platform.domain.events import (
     DomainEvent,
 )
-from gpu_platform.domain.faults.commands import AdminAction
-from gpu_platform.domain.faults.health import HealthEvent
 from gpu_platform.domain.faults.policy import FaultPolicy
-from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.job import Job, JobSpec, token_job_id
 from gpu_platform.domain.model.job_array import ArraySpec, parse_array
-from gpu_platform.domain.model.node import Inventory, Node
+from gpu_platform.domain.model.node import Inventory
 from gpu_platform.domain.scheduling import (
     PendingReason,
     Quota,
     SchedulerPolicy,
 )
 from gpu_platform.domain.scheduling.live_view import LiveView
-from gpu_platform.domain.topology.matrix import TopologyMatrix
-from gpu_platform.ports.inbound.admin_service import ClusterInfo, NodeInfo
-from gpu_platform.ports.inbound.job_service import ArrayInfo, ClusterStatus, GpuInfo
+from gpu_platform.ports.inbound.job_service import ArrayInfo
 from gpu_platform.ports.outbound.clock import Clock, IdGenerator
 from gpu_platform.ports.outbound.events import EventPublisher
 from gpu_platform.ports.outbound.gpu_reset import GpuReset
@@ -97,7 +94,7 @@ _T = TypeVar("_T")
 _MIN_PAUSE_S = 0.002  # shorter scheduling cycles are followed by no pause
 
 
-class ControlPlane:
+class ControlPlane(JobReads, AgentEndpoints, AdminMethods):
     """Implements the JobService and AdminService inbound ports on one node.
 
     Optional collaborators: `hardware` persists GPU/node states and the audit log (without it
@@ -312,51 +309,10 @@ class ControlPlane:
         with self._lock:
             return self._array_info(array_id)
 
-    # -- job reads and stops (control.jobs) ------------------------------------------------------
-
-    def get_array(self, array_id: str) -> ArrayInfo:
-        return self._jobs.get_array(array_id)
-
-    def cancel_array(self, array_id: str, reason: str = "cancelled by user") -> ArrayInfo:
-        return self._jobs.cancel_array(array_id, reason)
-
     def _unless_replicated(self) -> contextlib.AbstractContextManager[object]:
         """The state's lock, embedded (apply and persist are one step under it); nothing,
         replicated: the command path takes it where needed, never across a commit."""
         return contextlib.nullcontext() if self._replication is not None else self._lock
-
-    def _array_info(self, array_id: str) -> ArrayInfo:
-        return self._jobs.array_info(array_id)
-
-    def get(self, job_id: str) -> Job:
-        return self._jobs.get(job_id)
-
-    def list_jobs(self, state: str | None = None) -> list[Job]:
-        return self._jobs.list_jobs(state)
-
-    def cancel(self, job_id: str, reason: str = "cancelled by user") -> Job:
-        return self._jobs.cancel(job_id, reason)
-
-    def kill(self, job_id: str, reason: str = "killed by user") -> Job:
-        """`cancel` with a zero grace period: the attempt gets SIGKILL at once. On a job
-        already cancelled whose attempt is still in its grace period, it escalates: SIGKILL."""
-        return self._jobs.kill(job_id, reason)
-
-    def logs(
-        self, job_id: str, attempt: int | None = None, tail_bytes: int = 65536, rank: int = 0
-    ) -> str:
-        return self._jobs.logs(job_id, attempt, tail_bytes, rank)
-
-    def log_from(
-        self, job_id: str, attempt: int, offset: int, max_bytes: int = 65536, rank: int = 0
-    ) -> tuple[bytes, bool]:
-        return self._jobs.log_from(job_id, attempt, offset, max_bytes, rank)
-
-    def gpus(self) -> list[GpuInfo]:
-        return self._jobs.gpus()
-
-    def status(self) -> ClusterStatus:
-        return self._jobs.status()
 
     # -- scheduling ----------------------------------------------------------------------------
 
@@ -424,33 +380,6 @@ class ControlPlane:
     def _elsewhere(self) -> LeaderElsewhere:
         return self._leadership.elsewhere()
 
-    # -- agents (AgentListener: control.agents) ----------------------------------------------------
-
-    def accepting(self) -> str | None:
-        return self._leadership.accepting()
-
-    def agent_connected(
-        self,
-        node: Node,
-        running: tuple[AttemptRef, ...],
-        exited: tuple[ExitReport, ...] = (),
-    ) -> None:
-        self._agents.agent_connected(node, running, exited)
-
-    def _lost(
-        self, job_id: str, epoch: int, ranks: set[int], why: str, *, ended: bool = False
-    ) -> None:
-        self._agents.lost(job_id, epoch, ranks, why, ended=ended)
-
-    def agent_heartbeat(self, node: str) -> None:
-        self._agents.agent_heartbeat(node)
-
-    def agent_finding(self, event: HealthEvent) -> None:
-        self._agents.agent_finding(event)
-
-    def agent_exit(self, report: ExitReport) -> None:
-        self._on_exit(report)
-
     # -- services (application.services drives these) -------------------------------------------
 
     def execute(self, command: Command) -> list[DomainEvent]:
@@ -479,74 +408,3 @@ class ControlPlane:
 
     def _now(self) -> float:
         return self._clock.now()
-
-    # -- health and resets (control.health) ----------------------------------------------------
-
-    def report_health(self, event: HealthEvent) -> None:
-        """A monitor's finding (called from its thread). Never raises: a finding about an
-        unknown GPU or node is logged and dropped."""
-        self._health.report_health(event)
-
-    def check_nodes(self) -> None:
-        """Judge node heartbeat ages now (SUSPECT / DOWN per the fault policy)."""
-        self._health.check_nodes()
-
-    def _start_due_resets(self) -> None:
-        self._health.start_due_resets()
-
-    # -- AdminService (control.admin) ----------------------------------------------------------
-
-    def gpu_action(
-        self,
-        node: str,
-        gpu_index: int,
-        action: AdminAction,
-        *,
-        reason: str,
-        actor: str,
-        force: bool = False,
-    ) -> None:
-        self._admin.gpu_action(node, gpu_index, action, reason=reason, actor=actor, force=force)
-
-    def node_action(
-        self, node: str, action: AdminAction, *, reason: str, actor: str, force: bool = False
-    ) -> None:
-        self._admin.node_action(node, action, reason=reason, actor=actor, force=force)
-
-    def remove_node(self, node: str, *, reason: str, actor: str) -> None:
-        """Remove a node that holds no work and whose agent is not connected (it would
-        register the node again at once)."""
-        self._admin.remove_node(node, reason=reason, actor=actor)
-
-    def inject(self, script: str, *, actor: str) -> list[str]:
-        """Run a fault script on the injector (replicated: the leader's, which routes it to
-        the agent of the node the script names); InvalidRequest('script', ...) when refused."""
-        return self._admin.inject(script, actor=actor)
-
-    def nodes(self) -> list[NodeInfo]:
-        return self._admin.nodes()
-
-    def topology(self, node: str) -> TopologyMatrix | None:
-        """The `nvidia-smi topo -m` matrix of `node` (None: unknown node or no topology)."""
-        return self._admin.topology(node)
-
-    def audit(self, limit: int = 100) -> list[AuditRecord]:
-        return self._admin.audit(limit)
-
-    def check_invariants(self) -> None:
-        with self._lock:
-            self._state.check_invariants()
-
-    # -- cluster membership (control.membership) -----------------------------------------------
-
-    def cluster(self) -> ClusterInfo:
-        return self._membership.cluster()
-
-    def add_server(self, server_id: int, address: str, *, actor: str) -> ClusterInfo:
-        return self._membership.add_server(server_id, address, actor=actor)
-
-    def remove_server(self, server_id: int, *, actor: str) -> ClusterInfo:
-        return self._membership.remove_server(server_id, actor=actor)
-
-    def transfer_leader(self, server_id: int, *, actor: str) -> ClusterInfo:
-        return self._membership.transfer_leader(server_id, actor=actor)

@@ -21,12 +21,13 @@ nodes.
 Membership (`domain.membership`): nodes arrive by RegisterNode (a replicated cluster starts
 `empty`), tenant quotas by SetQuota, API server addresses by AnnounceServer. Job arrays
 (`domain.job_arrays`): SubmitArray creates every task of an array in one command, CancelArray
-cancels them all. Job commands live in `domain.job_commands`; a JobBatch
+cancels them all. Job commands and their handlers live in `domain.job_commands`; a JobBatch
 (`domain.job_batches`) applies many of them as one command. Tenants, tokens and revocations
 (`domain.access_state`): CreateTenant, IssueToken, RevokeToken, BootstrapAdmin; run-as
 grants: SetRunAsGrant, DeleteRunAsGrant.
-`parts()` and `from_parts()` expose the whole state as plain values for snapshots
-(`domain.cluster_codec`).
+Read-only queries live in `domain.cluster_queries`, the indexed node and job tables in
+`domain.cluster_tables`. `parts()` and `from_parts()` expose the whole state as plain values
+for snapshots (`domain.cluster_codec`).
 
 Invariants (`check_invariants`): every GPU is held by at most one whole-GPU job, or shared by
 jobs asking a share of one GPU whose milli-GPU and pinned memory fit it (`domain.gpu_shares`),
@@ -46,7 +47,7 @@ stamps are not replicated state (a restored or snapshot-installed state starts o
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from gpu_platform.domain.access_state import (
     AccessCommand,
@@ -59,20 +60,10 @@ from gpu_platform.domain.access_state import (
     RevokeToken,
     SetRunAsGrant,
 )
-from gpu_platform.domain.allocation.mig_jobs import check_mig_request
-from gpu_platform.domain.errors import Conflict, InvalidRequest, NotFound
-from gpu_platform.domain.events import (
-    AttemptEnded,
-    DomainEvent,
-    JobAborted,
-    JobBound,
-    JobCancelled,
-    JobFinished,
-    JobRequeued,
-    JobStarted,
-    JobSubmitted,
-    StaleReportIgnored,
-)
+from gpu_platform.domain.cluster_queries import ClusterQueries
+from gpu_platform.domain.cluster_tables import JobTable, NodeTable
+from gpu_platform.domain.errors import Conflict
+from gpu_platform.domain.events import DomainEvent
 from gpu_platform.domain.faults.commands import (
     CheckNodes,
     CompleteGpuReset,
@@ -86,12 +77,11 @@ from gpu_platform.domain.faults.commands import (
     SetNodeAdmin,
 )
 from gpu_platform.domain.faults.gpu_fsm import GpuInput
-from gpu_platform.domain.faults.job_fsm import JobEffect, JobInput, transition
 from gpu_platform.domain.faults.policy import (
     FaultPolicy,
 )
 from gpu_platform.domain.faults.recovery import LIVE, SICK, FaultHandlers
-from gpu_platform.domain.gpu_shares import ShareBook, check_share_request
+from gpu_platform.domain.gpu_shares import ShareBook
 from gpu_platform.domain.job_arrays import ArrayHandlers, CancelArray, SubmitArray
 from gpu_platform.domain.job_batches import BatchHandlers, JobBatch, JobItem
 from gpu_platform.domain.job_commands import (
@@ -99,6 +89,7 @@ from gpu_platform.domain.job_commands import (
     BindJob,
     CancelJob,
     FinishJob,
+    JobHandlers,
     RequeueJob,
     StartJob,
     SubmitJob,
@@ -111,10 +102,9 @@ from gpu_platform.domain.membership import (
     SetQuota,
 )
 from gpu_platform.domain.model.gpu import Gpu, GpuState
-from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState, TaskSlot
+from gpu_platform.domain.model.job import Job
 from gpu_platform.domain.model.job_array import ArraySpec
 from gpu_platform.domain.model.node import Inventory, Node, NodeState
-from gpu_platform.domain.placement.first_fit import NodeView
 from gpu_platform.domain.scheduling.model import Quota
 from gpu_platform.domain.services.commands import SERVICE_COMMANDS, ServiceCommand
 from gpu_platform.domain.services.model import Service
@@ -207,48 +197,15 @@ class ClusterParts:
     access: AccessParts = field(default_factory=AccessParts)
 
 
-class _NodeTable(dict[str, Node]):
-    """Nodes by name; every write re-indexes the node's RESETTING GPUs and stamps it changed."""
-
-    def __init__(self, owner: ClusterState) -> None:
-        super().__init__()
-        self._owner = owner
-
-    def __setitem__(self, name: str, node: Node) -> None:
-        resetting = self._owner._resetting
-        old = self.get(name)
-        if old is not None:
-            for gpu in old.gpus:
-                resetting.pop(gpu.uuid, None)
-        for gpu in node.gpus:
-            if gpu.state is GpuState.RESETTING:
-                resetting[gpu.uuid] = gpu
-        super().__setitem__(name, node)
-        self._owner._touch(name)
-
-    def __delitem__(self, name: str) -> None:
-        for gpu in self[name].gpus:
-            self._owner._resetting.pop(gpu.uuid, None)
-        super().__delitem__(name)
-        self._owner._touch(name)  # a kept view drops it
-
-
-class _JobTable(dict[str, Job]):
-    """Jobs by id; keeps the ids of jobs that have not ended (`open`, submission order)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.open: dict[str, None] = {}
-
-    def __setitem__(self, job_id: str, job: Job) -> None:
-        if job.terminal and not job.holds_gpus:
-            self.open.pop(job_id, None)
-        else:
-            self.open[job_id] = None
-        super().__setitem__(job_id, job)
-
-
-class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandlers, BatchHandlers):
+class ClusterState(
+    ClusterQueries,
+    JobHandlers,
+    FaultHandlers,
+    MembershipHandlers,
+    ArrayHandlers,
+    AccessHandlers,
+    BatchHandlers,
+):
     """Nodes, GPUs, jobs and allocations; mutated only through `apply`.
 
     `hardware` restores persisted GPU and node states (records naming unknown GPUs or nodes
@@ -265,10 +222,10 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandl
         self.change_stamp = 0
         self._changed: dict[str, int] = {}  # node -> stamp of its last change, oldest first
         self._resetting: dict[str, Gpu] = {}  # uuid -> GPU, while RESETTING
-        self._nodes: dict[str, Node] = _NodeTable(self)
+        self._nodes: dict[str, Node] = NodeTable(self)
         for n in inventory.nodes:
             self._nodes[n.name] = n
-        self._jobs: _JobTable = _JobTable()
+        self._jobs: JobTable = JobTable()
         self._held: dict[str, str] = {}  # gpu uuid -> job id (whole GPUs)
         self._shares = ShareBook()  # shares of one GPU, CPU per node (domain.gpu_shares)
         self.policy = policy
@@ -363,140 +320,6 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandl
             access=self.access_parts(),
         )
 
-    # -- queries ---------------------------------------------------------------------------
-
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        return tuple(self._nodes.values())
-
-    @property
-    def quotas(self) -> dict[str, Quota]:
-        """Tenant quotas (a copy), by tenant name."""
-        return dict(sorted(self._quotas.items()))
-
-    @property
-    def servers(self) -> dict[int, tuple[str, str, str]]:
-        """Announced servers (a copy): server id -> (http_url, grpc_address, agent_address)."""
-        return dict(sorted(self._servers.items()))
-
-    def node(self, name: str) -> Node:
-        try:
-            return self._nodes[name]
-        except KeyError:
-            raise NotFound("node", name) from None
-
-    def job(self, job_id: str) -> Job:
-        try:
-            return self._jobs[job_id]
-        except KeyError:
-            raise NotFound("job", job_id) from None
-
-    def jobs(self) -> tuple[Job, ...]:
-        """All jobs in submission order."""
-        return tuple(self._jobs.values())
-
-    def open_jobs(self) -> list[Job]:
-        """Jobs that have not ended, or ended but still hold GPUs (being stopped), in
-        submission order; O(such jobs), however many ended jobs the state keeps."""
-        jobs = self._jobs
-        return [jobs[i] for i in jobs.open]
-
-    def queued(self, now: float | None = None) -> list[Job]:
-        """QUEUED jobs in FIFO order (submission sequence), leaving out those whose previous
-        attempt is still being stopped and, given `now`, those still in restart backoff."""
-        jobs = self._jobs
-        ready = (
-            j
-            for j in (jobs[i] for i in jobs.open)
-            if j.state is JobState.QUEUED
-            and not j.releasing
-            and (now is None or j.not_before <= now)
-        )
-        return sorted(ready, key=_seq)
-
-    def holder(self, gpu: Gpu) -> str | None:
-        """The id of the job holding `gpu`, if any (the first sharer of a shared GPU)."""
-        return next(iter(self.holders(gpu.uuid)), None)
-
-    def holders(self, uuid: str) -> tuple[str, ...]:
-        """Ids of the jobs holding GPU `uuid`: its whole-GPU job, or every job sharing it."""
-        whole = self._held.get(uuid)
-        return (whole,) if whole is not None else self._shares.sharers(uuid)
-
-    @property
-    def share_book(self) -> ShareBook:
-        """Shares per GPU and CPU per node (read only; `domain.gpu_shares`)."""
-        return self._shares
-
-    def _gpus_by_uuid(self) -> dict[str, Gpu]:
-        return {g.uuid: g for n in self._nodes.values() for g in n.gpus}
-
-    def gpu_state(self, gpu: Gpu) -> GpuState:
-        """Effective state: the GPU's own state when it is not AVAILABLE (a fault or an operator
-        took it out), else ALLOCATED/IN_USE while a job holds it, else AVAILABLE."""
-        gpu = self._gpu(gpu.node, gpu.index)
-        holders = self.holders(gpu.uuid)
-        if not holders or gpu.state is not GpuState.AVAILABLE:
-            return gpu.state
-        jobs = [self._jobs[h] for h in holders]
-        running = any(j.state is JobState.RUNNING and not j.releasing for j in jobs)
-        return GpuState.IN_USE if running else GpuState.ALLOCATED
-
-    def node_views(self) -> list[NodeView]:
-        """The placement snapshot: READY nodes, each with the GPUs where new work may land
-        now — free, AVAILABLE and not too hot."""
-        return [
-            NodeView(n.name, tuple(g for g in n.gpus if self._placeable(n, g)))
-            for n in self._nodes.values()
-            if n.state is NodeState.READY
-        ]
-
-    def free_gpus(self, name: str) -> frozenset[int]:
-        """Indices of node `name`'s GPUs where new work may land now (as `node_views`)."""
-        node = self.node(name)
-        return frozenset(g.index for g in node.gpus if self._placeable(node, g))
-
-    def free_shares(self, name: str) -> dict[int, int]:
-        """Free milli-GPU per GPU index of node `name` where new work may land now: 1000 for
-        a free GPU, what its shares leave for a shared one (GPUs with nothing free left out)."""
-        node = self.node(name)
-        out = {}
-        for g in node.gpus:
-            if self._placeable(node, g, shared_ok=True):
-                free = self._shares.free_milli(g)
-                if free > 0:
-                    out[g.index] = free
-        return out
-
-    def cpu_used(self, name: str) -> int:
-        """CPU milli-cores the jobs bound on node `name` asked for."""
-        return self._shares.cpu.get(name, 0)
-
-    def _placeable(self, node: Node, gpu: Gpu, shared_ok: bool = False) -> bool:
-        return (
-            node.state is NodeState.READY
-            and gpu.schedulable
-            and gpu.uuid not in self._hot
-            and gpu.uuid not in self._held
-            and (shared_ok or gpu.uuid not in self._shares.gpus)
-        )
-
-    def reason(self, name: str) -> str:
-        """Why a GPU (by uuid) or node (by name) is in its current state ('' if never said)."""
-        return self._reasons.get(name, "")
-
-    def hot(self, gpu: Gpu) -> bool:
-        """True while the thermal policy keeps new work off `gpu`."""
-        return gpu.uuid in self._hot
-
-    def resets_due(self) -> list[Gpu]:
-        """RESETTING GPUs that no attempt holds any more: the controller may reset them now.
-        O(RESETTING GPUs): the index is kept as GPUs change state."""
-        return [g for g in self._resetting.values() if not self.holders(g.uuid)]
-
-    def max_gpus_per_node(self) -> int:
-        return max((len(n.gpus) for n in self._nodes.values()), default=0)
-
     # -- commands --------------------------------------------------------------------------
 
     def apply(self, command: Command) -> list[DomainEvent]:
@@ -560,218 +383,6 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandl
     def _apply_item(self, command: JobItem) -> list[DomainEvent]:
         return self.apply(command)
 
-    def _submit(self, cmd: SubmitJob) -> list[DomainEvent]:
-        if cmd.job_id in self._jobs:
-            first = self._jobs[cmd.job_id].spec
-            token = cmd.spec.client_token
-            if token is not None and first.client_token == token:
-                if first == cmd.spec:  # a retry of one submission: the job exists once
-                    return []
-                raise Conflict(f"client token {token!r} was used for a different request")
-            raise Conflict(f"job {cmd.job_id} already exists")
-        spec = cmd.spec
-        self._check_spec(spec)
-        job = Job(cmd.job_id, spec, JobState.PENDING, cmd.now, seq=self.next_seq)
-        job, _ = transition(job, JobInput.ACCEPT, cmd.now, reason="admitted")
-        self.next_seq += 1
-        self._jobs[job.id] = job
-        return [JobSubmitted(job.id, spec.gpus * spec.tasks)]
-
-    def _check_spec(self, spec: JobSpec) -> None:
-        """Refuse (InvalidRequest) a spec this cluster could never run."""
-        if spec.gpu_models and spec.gpus:
-            known = {g.model for n in self._nodes.values() for g in n.gpus}
-            if not known & set(spec.gpu_models):
-                raise InvalidRequest(
-                    "gpu_models",
-                    f"no GPU of model {' or '.join(spec.gpu_models)} in the cluster "
-                    f"(it has {', '.join(sorted(known)) or 'none'}); it could never be placed",
-                )
-        check_share_request(spec, self._gpus_by_uuid().values())
-        if spec.mig_profile is not None:
-            models = (g.model for n in self._nodes.values() for g in n.gpus)
-            check_mig_request(spec.mig_profile, spec.gpus, models, spec.gpu_models)
-        capacity = self.max_gpus_per_node()
-        if spec.gpus > capacity:
-            raise InvalidRequest(
-                "gpus",
-                f"requests {spec.gpus} GPUs but the largest node has {capacity}; "
-                "this job could never be placed",
-            )
-        if spec.tasks > 1:
-            slots = sum(len(n.gpus) // spec.gpus if spec.gpus else 1 for n in self._nodes.values())
-            if spec.tasks > slots:
-                raise InvalidRequest(
-                    "tasks",
-                    f"a gang of {spec.tasks} tasks x {spec.gpus} GPUs needs more room than the "
-                    f"whole cluster has ({slots} such tasks); it could never be placed",
-                )
-        # another tenant's job answers as an unknown one: no probing which ids exist
-        unknown = [
-            d
-            for d in spec.depends_on
-            if d not in self._jobs or self._jobs[d].spec.tenant != spec.tenant
-        ]
-        if unknown:
-            raise InvalidRequest("depends_on", f"no such job: {', '.join(unknown)}")
-
-    def _bind(self, cmd: BindJob) -> list[DomainEvent]:
-        job = self.job(cmd.job_id)
-        if job.state is not JobState.QUEUED:
-            raise Conflict(f"job {job.id} is {job.state}, not QUEUED")
-        if job.releasing:
-            raise Conflict(f"job {job.id}: its previous attempt is still being stopped")
-        wanted = ((cmd.node, cmd.gpu_indices), *cmd.peers)
-        if len(wanted) != job.spec.tasks:
-            raise Conflict(f"job {job.id} has {job.spec.tasks} tasks, got {len(wanted)} slots")
-        slots = [self._slot(job, node, indices) for node, indices in wanted]
-        self._check_cpu(job, [s.node for s in slots])
-        uuids = [u for slot in slots for u in slot.gpu_uuids]
-        if len(set(uuids)) != len(uuids):
-            raise Conflict(f"job {job.id}: two tasks bound to one GPU")
-        first = slots[0]
-        allocation = Allocation(
-            node=first.node,
-            gpu_indices=first.gpu_indices,
-            gpu_uuids=first.gpu_uuids,
-            epoch=self.next_epoch,
-            numa_nodes=first.numa_nodes,
-            peers=tuple(slots[1:]),
-        )
-        self.next_epoch += 1
-        job, _ = transition(job, JobInput.BIND, cmd.now, reason="bound", allocation=allocation)
-        job = replace(job, borrowing=cmd.borrowing)
-        self._jobs[job.id] = job
-        self._shares.hold(job, {g.uuid: g for s in slots for g in self._slot_gpus(s)})
-        for uuid in () if job.shares_gpu else allocation.all_gpu_uuids:
-            self._held[uuid] = job.id
-        for name in allocation.nodes:
-            self._touch(name)
-        bound: list[DomainEvent] = [JobBound(job.id, allocation, job.attempt)]
-        if cmd.start:  # bind and start in one command (domain.job_commands)
-            return bound + self._start(StartJob(job.id, allocation.epoch, cmd.now))
-        return bound
-
-    def _slot(self, job: Job, name: str, indices: tuple[int, ...]) -> TaskSlot:
-        """Validate one task's GPUs on `name` for a bind; raise Conflict/NotFound if unusable."""
-        node = self._nodes.get(name)
-        if node is None:
-            raise NotFound("node", name)
-        if len(indices) != job.spec.gpus or len(set(indices)) != job.spec.gpus:
-            raise Conflict(f"job {job.id} needs {job.spec.gpus} distinct GPUs, got {indices}")
-        if node.state is not NodeState.READY:  # checked for every job, GPU-less ones too
-            raise Conflict(f"node {node.name} is {node.state}")
-        gpus = []
-        for index in indices:
-            try:
-                gpu = node.gpu(index)
-            except KeyError:
-                raise NotFound("gpu", f"{node.name}/{index}") from None
-            if not gpu.schedulable:
-                raise Conflict(f"gpu {node.name}/{index} is {gpu.state}")
-            if gpu.uuid in self._hot:
-                raise Conflict(f"gpu {node.name}/{index} is too hot")
-            if gpu.uuid in self._held:
-                raise Conflict(f"gpu {node.name}/{index} is held by {self._held[gpu.uuid]}")
-            if job.shares_gpu:
-                why = self._shares.refusal(gpu, job)
-                if why is not None:
-                    raise Conflict(f"gpu {node.name}/{index}: {why}")
-            elif gpu.uuid in self._shares.gpus:
-                sharers = ", ".join(self._shares.sharers(gpu.uuid))
-                raise Conflict(f"gpu {node.name}/{index} is shared by {sharers}")
-            gpus.append(gpu)
-        return TaskSlot(
-            node=node.name,
-            gpu_indices=tuple(g.index for g in gpus),
-            gpu_uuids=tuple(g.uuid for g in gpus),
-            numa_nodes=tuple(sorted({g.numa_node for g in gpus if g.numa_node >= 0})),
-        )
-
-    def _slot_gpus(self, slot: TaskSlot) -> list[Gpu]:
-        node = self._nodes[slot.node]
-        return [node.gpu(i) for i in slot.gpu_indices]
-
-    def _check_cpu(self, job: Job, nodes: list[str]) -> None:
-        """Conflict unless every node has the CPU milli-cores its tasks of `job` ask for."""
-        want = job.spec.cpu_milli
-        for name in dict.fromkeys(nodes) if want else ():
-            cap = self._nodes[name].cpus * 1000
-            need = want * nodes.count(name)
-            if cap and self.cpu_used(name) + need > cap:
-                raise Conflict(
-                    f"node {name}: {self.cpu_used(name)} of {cap} CPU milli-cores are asked "
-                    f"for; job {job.id} needs {need} more"
-                )
-
-    def _current(self, job: Job, epoch: int, states: tuple[JobState, ...]) -> bool:
-        return job.state in states and job.allocation is not None and job.allocation.epoch == epoch
-
-    def _start(self, cmd: StartJob) -> list[DomainEvent]:
-        job = self.job(cmd.job_id)
-        if not self._current(job, cmd.epoch, (JobState.SCHEDULED,)):
-            return [StaleReportIgnored(job.id, cmd.epoch, f"start report while {job.state}")]
-        job, _ = transition(job, JobInput.START, cmd.now, reason="started")
-        self._jobs[job.id] = job
-        return [JobStarted(job.id, cmd.epoch)]
-
-    def _finish(self, cmd: FinishJob) -> list[DomainEvent]:
-        job = self.job(cmd.job_id)
-        alloc = job.allocation
-        if job.releasing and alloc is not None and alloc.epoch == cmd.epoch:
-            self._jobs[job.id] = replace(job, releasing=False)
-            self._unhold(job.id, alloc)
-            return [AttemptEnded(job.id, cmd.epoch, cmd.exit_code)]
-        if not self._current(job, cmd.epoch, (JobState.SCHEDULED, JobState.RUNNING)):
-            return [StaleReportIgnored(job.id, cmd.epoch, f"exit report while {job.state}")]
-        ok = cmd.exit_code == 0 and job.state is JobState.RUNNING
-        event = JobInput.COMPLETE if ok else JobInput.FAIL
-        reason = cmd.reason or ("exited 0" if ok else f"exited {cmd.exit_code}")
-        job, effects = transition(job, event, cmd.now, reason=reason, exit_code=cmd.exit_code)
-        self._release(job, effects)
-        return [JobFinished(job.id, cmd.epoch, job.state, cmd.exit_code, reason)]
-
-    def _cancel(self, cmd: CancelJob) -> list[DomainEvent]:
-        job = self.job(cmd.job_id)
-        if job.terminal:
-            raise Conflict(f"job {job.id} already ended {job.state}")
-        job, effects = transition(job, JobInput.CANCEL, cmd.now, reason=cmd.reason)
-        self._release(job, effects)
-        stop = job.allocation if JobEffect.STOP_PROCESS in effects else None
-        return [JobCancelled(job.id, stop)]
-
-    def _abort(self, cmd: AbortJob) -> list[DomainEvent]:
-        job = self.job(cmd.job_id)
-        if not self._current(job, cmd.epoch, (JobState.SCHEDULED, JobState.RUNNING)):
-            return [StaleReportIgnored(job.id, cmd.epoch, f"abort while {job.state}")]
-        job, effects = transition(job, JobInput.ABORT, cmd.now, reason=cmd.reason)
-        self._release(job, effects)
-        return [JobAborted(job.id, job.allocation, cmd.reason)]
-
-    def _requeue(self, cmd: RequeueJob) -> list[DomainEvent]:
-        job = self.job(cmd.job_id)
-        if not self._current(job, cmd.epoch, (JobState.SCHEDULED, JobState.RUNNING)):
-            return [StaleReportIgnored(job.id, cmd.epoch, f"requeue while {job.state}")]
-        stop = job.allocation
-        job, effects = transition(job, JobInput.PREEMPT, cmd.now, reason=cmd.reason)
-        self._release(job, effects)
-        job, _ = transition(job, JobInput.REQUEUE, cmd.now, reason=cmd.reason)
-        self._jobs[job.id] = replace(job, interruptions=job.interruptions + 1)
-        return [JobRequeued(job.id, stop, cmd.reason)]
-
-    def _release(self, job: Job, effects: JobEffect) -> None:
-        self._jobs[job.id] = job
-        if JobEffect.RELEASE_GPUS in effects and job.allocation is not None:
-            self._unhold(job.id, job.allocation)
-
-    def _unhold(self, job_id: str, allocation: Allocation) -> None:
-        self._shares.unhold(self._jobs[job_id], allocation)
-        for uuid in allocation.all_gpu_uuids:
-            if self._held.get(uuid) == job_id:
-                del self._held[uuid]
-        for name in allocation.nodes:
-            self._touch(name)
-
     # -- invariants ------------------------------------------------------------------------
 
     def check_invariants(self) -> None:
@@ -815,7 +426,3 @@ class ClusterState(FaultHandlers, MembershipHandlers, ArrayHandlers, AccessHandl
             assert self._nodes[gpu.node].gpu(gpu.index) is gpu, "stale RESETTING GPU"
         open_ids = [j.id for j in self._jobs.values() if not j.terminal or j.holds_gpus]
         assert list(self._jobs.open) == open_ids, "open-job index disagrees with the jobs"
-
-
-def _seq(job: Job) -> int:
-    return job.seq

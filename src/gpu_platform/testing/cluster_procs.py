@@ -211,14 +211,16 @@ class ReplicatedCluster:
         return set(info["agents"]) if info else set()
 
     def wait_ready(self, timeout: float = 90.0) -> int:
-        """Until a leader exists and every agent streams to it; returns the leader."""
+        """Until a leader exists, every agent streams to it and every live server answers
+        HTTP (a follower may open its port after the leader is elected); returns the leader."""
         lead = self.wait_leader(timeout=timeout)
         want = set(self.nodes)
 
         def ready() -> bool:
             nonlocal lead
             lead = self.leader() or lead
-            return want <= self.agents_connected(lead)
+            answering = all(self.cluster(i) is not None for i in self.alive())
+            return answering and want <= self.agents_connected(lead)
 
         if not wait_until(ready, timeout):
             raise TimeoutError(f"agents not all connected to {lead}: {self.agents_connected(lead)}")

@@ -29,10 +29,8 @@ from dataclasses import dataclass, field
 from gpu_platform.domain.placement.first_fit import Placement, PlacementRequest, Unschedulable
 from gpu_platform.domain.placement.fragmentation import NodeShape, fragmentation
 from gpu_platform.domain.placement.node_choice import (
-    HardwareClass,
     SetChoice,
     choose_gpus,
-    count_fitting,
     single_gpu_choices,
 )
 from gpu_platform.domain.placement.request import (
@@ -43,6 +41,7 @@ from gpu_platform.domain.placement.request import (
     Score,
     TaskPlacement,
 )
+from gpu_platform.domain.placement.unschedulable import why_unschedulable
 from gpu_platform.domain.placement.view import GANG_LABELS, ClusterView, NodeSlot, Signature
 from gpu_platform.domain.topology.cross_node import NodeLevel, gang_spread
 
@@ -350,14 +349,14 @@ def place(request: GpuRequest, view: ClusterView) -> GangPlacement | Unschedulab
     if request.tasks == 1:
         task = place_task(request, view)
         if task is None:
-            return _why(request, view)
+            return why_unschedulable(request, view)
         return GangPlacement((task,), NodeLevel.SAME_NODE)
     for within in _domains(request, view):
         tasks = _try_gang(request, view, within)
         if tasks is not None:
             spread = gang_spread([(t.node, view.slots[t.node].node.labels) for t in tasks])
             return GangPlacement(tuple(tasks), spread)
-    return _why(request, view)
+    return why_unschedulable(request, view)
 
 
 def _try_gang(
@@ -391,85 +390,3 @@ def _domains(request: GpuRequest, view: ClusterView) -> list[Sequence[str] | Non
     if request.same_rack is not Affinity.REQUIRED:
         out.append(None)
     return out
-
-
-def _gpu_reason(
-    request: GpuRequest, probe: GpuRequest, hw: HardwareClass, free: tuple[int, ...]
-) -> str | None:
-    """The first GPU-side constraint a node of class `hw` with shares `free` fails."""
-    gpus = hw.gpus
-    if request.models and not any(g.model in request.models for g in gpus):
-        return "gpu model"
-    if request.vendors and not any(str(g.vendor) in request.vendors for g in gpus):
-        return "gpu vendor"
-    if not any(g.memory_bytes >= request.gpu_memory_bytes for g in gpus):
-        return "gpu memory"
-    if count_fitting(hw, free, probe) < request.gpus:  # = choose_gpus(probe) is None
-        return "free gpus"
-    if (
-        request.numa is Affinity.REQUIRED
-        and choose_gpus(
-            hw, free, GpuRequest(request.gpus, request.gpu_milli, numa=Affinity.REQUIRED)
-        )
-        is None
-    ):
-        return "numa required"
-    if (
-        request.nvlink is Affinity.REQUIRED
-        and choose_gpus(
-            hw, free, GpuRequest(request.gpus, request.gpu_milli, nvlink=Affinity.REQUIRED)
-        )
-        is None
-    ):
-        return "nvlink required"
-    return None
-
-
-def _why(request: GpuRequest, view: ClusterView) -> Unschedulable:
-    """One reason per failed constraint, with how many nodes it ruled out."""
-    counts: dict[str, int] = {}
-
-    def miss(what: str) -> None:
-        counts[what] = counts.get(what, 0) + 1
-
-    probe = GpuRequest(
-        gpus=request.gpus,
-        gpu_milli=request.gpu_milli,
-        models=request.models,
-        vendors=request.vendors,
-    )
-    # nodes alike answer alike: the GPU side is cached per (request, class, shares)
-    cache = view.gpu_cache
-    why = ("why", request.gpus, request.gpu_milli, request.gpu_memory_bytes, request.models,
-             request.vendors, request.nvlink, request.numa)  # fmt: skip
-    for slot in view.slots.values():
-        if request.gpus:
-            key = (why, slot.hw, tuple(slot.free))
-            if key in cache:
-                reason = cache[key]
-            else:
-                reason = cache[key] = _gpu_reason(request, probe, view.classes[slot.hw], key[2])
-            if reason is not None:
-                miss(reason)
-                continue
-        if slot.cpu_free < request.cpu_milli:
-            miss("cpu")
-            continue
-        if slot.memory_free < request.memory_bytes:
-            miss("memory")
-            continue
-    if request.tasks > 1 and not counts:
-        counts["gang"] = len(view.slots)
-    shape = (
-        f"{request.tasks} x {request.gpus} GPU"
-        if not request.fractional
-        else f"{request.tasks} x {request.gpu_milli} milli-GPU"
-    )
-    detail = "; ".join(f"{what}: {n} nodes" for what, n in sorted(counts.items()))
-    if request.tasks > 1 and "gang" in counts:
-        detail = f"each node fits a task but the {request.tasks} tasks do not fit together" + (
-            " within one rack" if request.same_rack is Affinity.REQUIRED else ""
-        )
-    if not view.slots:
-        detail = "no nodes"
-    return Unschedulable(f"no placement for {shape}: {detail}", tuple(sorted(counts.items())))
