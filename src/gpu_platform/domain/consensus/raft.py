@@ -246,6 +246,13 @@ class Raft:
         else:
             self._tick_election()
 
+    def tick_ends_period(self) -> bool:
+        """Would the next tick end this node's election period: a follower or candidate
+        campaigning, a leader checking its quorum?"""
+        if self.state is _L:
+            return self.check_quorum and self.election_elapsed + 1 >= self.election_timeout
+        return self.promotable() and self.election_elapsed + 1 >= self.randomized_election_timeout
+
     def _tick_election(self) -> None:
         self.election_elapsed += 1
         if self.promotable() and self.election_elapsed >= self.randomized_election_timeout:
