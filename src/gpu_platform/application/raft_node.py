@@ -30,8 +30,9 @@ needs:
    scheduling cycle holding that lock delays applying, never a heartbeat or a vote. Conf
    changes are applied to the `RawNode` and the transport here, at once;
 4. **advance** — every `snapshot_entries` applied entries the applier encodes the state
-   machine at that index and hands it back; the loop stores it and compacts the log
-   (keeping `compact_keep` entries for slow followers).
+   machine at that index (and, with a `SnapshotStaging` storage, writes its bytes ahead)
+   and hands it back; the loop stores it (a staged one: one small write) and compacts the
+   log (keeping `compact_keep` entries for slow followers).
 
 A proposal is only taken by the leader: elsewhere its future fails with `NotLeader` naming the
 known leader and its address. The leader remembers (index, term) of each proposal; when the
@@ -125,7 +126,7 @@ from gpu_platform.domain.consensus import (
     SoftState,
 )
 from gpu_platform.ports.outbound.metrics import NoRaftMetrics, RaftMetrics
-from gpu_platform.ports.outbound.raft import RaftStorage, RaftTransport
+from gpu_platform.ports.outbound.raft import RaftStorage, RaftTransport, SnapshotStaging
 
 __all__ = [
     "ChunkedStateMachine",
@@ -198,6 +199,7 @@ class RaftNode:
             header=self._snapshot_header,
             on_snapshot=lambda made: self._inbox.put(("snapshot", made, None)),
             lost=self._lost,
+            staging=storage if isinstance(storage, SnapshotStaging) else None,
         )
         cover_s = config.tick_interval * config.heartbeat_cover_ticks
         self._keeper = HeartbeatKeeper(config.id, transport, config.tick_interval, cover_s)
@@ -384,11 +386,10 @@ class RaftNode:
         """Tick the core (unless `raft_stalls` defers it); returns when the next tick is due."""
         interval, rn, stalls = self.config.tick_interval, self.rawnode, self._stalls
         stalls.ticked_late(now, now - due)
-        ends_period = rn.tick_ends_period()
-        if self.config.stall_defer and stalls.defer(now, ends_period):
+        # Never a leader's tick: it sends the heartbeats its followers wait for.
+        follows = rn.raft.state is not Role.LEADER
+        if follows and self.config.stall_defer and stalls.defer(now, rn.tick_ends_period()):
             return now + interval
-        if ends_period and rn.raft.state is Role.LEADER:
-            stalls.heard(now)  # a leader's period: from one quorum check to the next
         rn.tick()
         self._keeper.ticked()
         return max(due + interval, now)
@@ -669,7 +670,11 @@ class RaftNode:
         try:
             if made.index > s.snapshot_metadata().index and made.index <= s.last_index():
                 self._save_commit()  # the stored commit index must cover the snapshot's
-                s.create_snapshot(made.index, made.conf_state, made.pieces())
+                staged = made.take()
+                if staged is not None and isinstance(s, SnapshotStaging):
+                    s.store_staged(made.index, made.conf_state, staged)  # written ahead
+                else:
+                    s.create_snapshot(made.index, made.conf_state, made.pieces())
         finally:
             made.close()
         if self._conf_wait and s.snapshot_metadata().index >= self._conf_wait:

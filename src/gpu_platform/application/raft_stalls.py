@@ -2,8 +2,7 @@
 blames the silence on the leader (issue 21: elections under load).
 
 Theory of operation. The Raft loop ticks every `tick_interval`; a follower that counts an
-election timeout of ticks without a message from its leader campaigns (pre-vote first), and
-a leader that heard from no quorum for an election timeout steps down (check-quorum). On a
+election timeout of ticks without a message from its leader campaigns (pre-vote first). On a
 shared machine the whole server process is sometimes not run for 100-650 ms (measured: the
 loop's ticks late by that much, the heartbeat keeper's thread silent too). When it runs
 again its loop may tick before the transport thread, starved just as long, has handed over
@@ -12,12 +11,13 @@ what was its own. Each campaign costs the cluster an election, and every agent d
 leader again.
 
 The watch remembers when this node last stalled (a tick later than `stall_s`) and when it
-last heard from its leader. When the next tick would end the election period (the core's
-`tick_ends_period`: a campaign, or a leader's quorum check) and the node stalled since it
-last heard from its leader (a leader: since its last tick that ended a period), that tick
-is deferred by one tick interval, once: the loop first takes what the transport delivers
-in that interval. A heartbeat among it restarts the period and no election happens; if none
-comes, the next tick counts as before.
+last heard from its leader. When the next tick of a follower (or candidate) would start an
+election (the core's `tick_ends_period`) and the node stalled since it last heard from its
+leader, that tick is deferred by one tick interval, once: the loop first takes what the
+transport delivers in that interval. A heartbeat among it restarts the period and no
+election happens; if none comes, the next tick counts as before. A leader's ticks are never
+deferred: they carry the heartbeats its followers wait for (a first version deferred a
+stalled leader's quorum check too, and with it a heartbeat, right after a stall).
 
 Why this is safe: Raft's safety never depends on time (votes, terms and the log decide; reads
 use ReadIndex, not leases), so ticking later cannot break it. Liveness: at most one tick in
@@ -48,7 +48,7 @@ class StallWatch:
         self._deferring = False
 
     def heard(self, now: float) -> None:
-        """A message from the leader (or, on a leader, a period it ended) at `now`."""
+        """A message from the leader (or a new role) at `now`."""
         self._heard_at = now
         self._longest = 0.0
         self._deferring = False

@@ -247,10 +247,10 @@ class Raft:
             self._tick_election()
 
     def tick_ends_period(self) -> bool:
-        """Would the next tick end this node's election period: a follower or candidate
-        campaigning, a leader checking its quorum?"""
+        """Would the next tick start an election here (a follower or candidate whose
+        randomized election timeout runs out)? Always False on a leader."""
         if self.state is _L:
-            return self.check_quorum and self.election_elapsed + 1 >= self.election_timeout
+            return False
         return self.promotable() and self.election_elapsed + 1 >= self.randomized_election_timeout
 
     def _tick_election(self) -> None:

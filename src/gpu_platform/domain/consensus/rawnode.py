@@ -117,7 +117,7 @@ class RawNode:
         self.raft.tick()
 
     def tick_ends_period(self) -> bool:
-        """Would the next `tick` start an election here (or, on a leader, check its quorum)?"""
+        """Would the next `tick` start an election here (never on a leader)?"""
         return self.raft.tick_ends_period()
 
     def campaign(self) -> None:
