@@ -56,13 +56,13 @@ as they are re-applied), never from `RaftNodeConfig.voters`.
 An optional `RaftMetrics` hears each leader change this node learns of and, for proposals it
 took as leader, the time from proposal to apply (the commit latency a client sees).
 
-Errors: `raft_errors` (re-exported here).
+Errors: `raft_errors` (re-exported here). The driver's methods are split by concern: this
+module keeps construction, lifecycle and the client API; the loop is `raft_loop`, the handling
+of a `Ready` `raft_ready`, storing snapshots `raft_snapshots` (mixins of `RaftNode`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import queue
 import random
 import threading
@@ -71,16 +71,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
-from gpu_platform.application.raft_applier import (
-    Applier,
-    ChunkedStateMachine,
-    Committed,
-    LeadershipLost,
-    MadeSnapshot,
-    ReadWait,
-    Restore,
-    StateMachine,
-)
+from gpu_platform.application.raft_applier import Applier, ChunkedStateMachine, StateMachine
 from gpu_platform.application.raft_errors import (
     InvalidMembershipChange,
     MembershipChangeInProgress,
@@ -89,41 +80,22 @@ from gpu_platform.application.raft_errors import (
     RaftNodeError,
 )
 from gpu_platform.application.raft_heartbeat import HeartbeatKeeper
-from gpu_platform.application.raft_membership import (
-    PENDING,
-    add_voter_change,
-    decode_addresses,
-    refusal,
-    remove_voter_change,
-    snapshot_header,
-    unwrap_snapshot,
-)
+from gpu_platform.application.raft_loop import RaftLoop, _Item
+from gpu_platform.application.raft_membership import add_voter_change, remove_voter_change
 from gpu_platform.application.raft_node_types import RaftNodeConfig, RaftNodeStatus
-from gpu_platform.application.raft_proposals import (
-    PendingProposals,
-    ProposalBatch,
-    fail_future,
-)
+from gpu_platform.application.raft_proposals import PendingProposals, ProposalBatch
 from gpu_platform.application.raft_stalls import StallWatch
 from gpu_platform.domain.consensus import (
     NONE,
     ConfChange,
-    ConfChangeError,
-    ConfChangeType,
     Config,
     ConfState,
-    EntryType,
     HardState,
-    Message,
-    MessageType,
-    ProposalDroppedError,
     RawNode,
     ReadOnlyOption,
-    Ready,
     Role,
     Snapshot,
     SnapshotMetadata,
-    SoftState,
 )
 from gpu_platform.ports.outbound.metrics import NoRaftMetrics, RaftMetrics
 from gpu_platform.ports.outbound.raft import RaftStorage, RaftTransport, SnapshotStaging
@@ -141,15 +113,8 @@ __all__ = [
     "StateMachine",
 ]
 
-log = logging.getLogger(__name__)
 
-
-_Item = tuple[str, object, object]
-# What a leader may send before its own write (step 0): they vouch for nothing on its disk.
-_EARLY = frozenset({MessageType.APP, MessageType.HEARTBEAT})
-
-
-class RaftNode:
+class RaftNode(RaftLoop):
     """A Raft peer: see the module docstring. Thread-safe public methods."""
 
     def __init__(
@@ -342,418 +307,6 @@ class RaftNode:
         best effort — watch `status()` for the outcome."""
         self._inbox.put(("transfer", to, None))
 
-    # ------------------------------------------------------------------ the loop
-    def _run(self) -> None:
-        interval = self.config.tick_interval
-        next_tick = time.monotonic() + interval
-        try:
-            while True:
-                timeout = max(0.0, next_tick - time.monotonic())
-                try:
-                    item = self._inbox.get(timeout=timeout)
-                except queue.Empty:
-                    item = None
-                if item is not None:
-                    if not self._handle(item):
-                        return
-                    for _ in range(self.config.max_inbox_batch):
-                        try:
-                            more = self._inbox.get_nowait()
-                        except queue.Empty:
-                            break
-                        if not self._handle(more):
-                            return
-                if self._batch:
-                    self._append_batch()
-                now = time.monotonic()
-                if now >= next_tick:
-                    if now - next_tick > self._slow_s:  # no heartbeat went out meanwhile
-                        log.warning(
-                            "raft node %d: tick %.0f ms late (loop busy or starved of CPU)",
-                            self.config.id,
-                            (now - next_tick) * 1000,
-                        )
-                    next_tick = self._tick(now, next_tick)
-                self._process_ready()
-                self._status = self._snapshot_status()
-        except BaseException:
-            log.exception("raft loop of node %d crashed", self.config.id)
-            raise
-        finally:
-            self._shutdown()
-
-    def _tick(self, now: float, due: float) -> float:
-        """Tick the core (unless `raft_stalls` defers it); returns when the next tick is due."""
-        interval, rn, stalls = self.config.tick_interval, self.rawnode, self._stalls
-        stalls.ticked_late(now, now - due)
-        # Never a leader's tick: it sends the heartbeats its followers wait for.
-        follows = rn.raft.state is not Role.LEADER
-        if follows and self.config.stall_defer and stalls.defer(now, rn.tick_ends_period()):
-            return now + interval
-        rn.tick()
-        self._keeper.ticked()
-        return max(due + interval, now)
-
-    def _shutdown(self) -> None:
-        self._running = False
-        try:
-            self._save_commit()
-        except Exception:  # the storage failed (maybe why we stop): it is volatile state anyway
-            log.exception("node %d: could not save the commit index on stop", self.config.id)
-        self._keeper.stop()
-        self._applier.stop()  # what was committed and handed over is applied first
-        self._stopped.set()
-        err = NodeStopped()
-        self._batch.fail(err)
-        self._proposals.fail_all(err)
-        for rfut in self._reads.values():
-            _fail(rfut, err)
-        self._reads.clear()
-        while True:  # requests that raced with stop
-            try:
-                kind, arg, waiter = self._inbox.get_nowait()
-            except queue.Empty:
-                break
-            if kind in ("propose", "read", "conf") and isinstance(waiter, Future):
-                _fail(waiter, err)
-            elif isinstance(arg, MadeSnapshot):
-                arg.close()
-        self._status = self._snapshot_status()
-
-    def _handle(self, item: _Item) -> bool:
-        kind, arg, extra = item
-        rn = self.rawnode
-        if kind == "msg":
-            assert isinstance(arg, Message)
-            with contextlib.suppress(ProposalDroppedError):
-                rn.step(arg)
-            if arg.from_ == rn.raft.lead and rn.raft.state is not Role.LEADER:
-                self._stalls.heard(time.monotonic())
-        elif kind == "propose":
-            assert isinstance(arg, bytes) and isinstance(extra, Future)
-            self._propose(arg, extra)
-        elif kind == "read":
-            assert isinstance(extra, Future)
-            self._read(extra)
-        elif kind == "conf":
-            assert isinstance(arg, ConfChange) and isinstance(extra, Future)
-            self._propose_conf(arg, extra)
-        elif kind == "unreachable":
-            assert isinstance(arg, int)
-            rn.report_unreachable(arg)
-        elif kind == "snap_status":
-            assert isinstance(arg, int)
-            rn.report_snapshot(arg, bool(extra))
-        elif kind == "snapshot":
-            assert isinstance(arg, MadeSnapshot)
-            self._store_snapshot(arg)
-        elif kind == "campaign":
-            rn.campaign()
-        elif kind == "transfer":
-            assert isinstance(arg, int)
-            rn.transfer_leader(arg)
-        elif kind == "stop":
-            return False
-        return True
-
-    def _not_leader(self) -> NotLeader:
-        lead = self.rawnode.raft.lead
-        if lead == NONE:
-            return NotLeader(None, None)
-        return NotLeader(lead, self.transport.addresses.get(lead))
-
-    def _propose(self, data: bytes, fut: Future[object]) -> None:
-        r = self.rawnode.raft
-        if r.state is not Role.LEADER or r.lead_transferee != NONE:
-            _fail(fut, self._not_leader())
-            return
-        self._batch.add(data, fut, time.monotonic())
-
-    def _append_batch(self) -> None:
-        """Append the queued proposals as one batch (see `raft_proposals`)."""
-        batch, r = self._batch, self.rawnode.raft
-        if r.state is not Role.LEADER or r.lead_transferee != NONE:
-            batch.fail(self._not_leader())
-            return
-        try:
-            self.rawnode.propose_many(batch.payloads)
-        except ProposalDroppedError:
-            batch.fail(self._not_leader())
-            return
-        self._proposals.add_batch(batch, r.raft_log.last_index(), r.term)
-
-    def _propose_conf(self, change: ConfChange, fut: Future[ConfState]) -> None:
-        r = self.rawnode.raft
-        if r.state is not Role.LEADER or r.lead_transferee != NONE:
-            _fail(fut, self._not_leader())
-            return
-        if self._batch:  # keep log order = arrival order
-            self._append_batch()
-        why = refusal(r, change)
-        if why is not None:
-            pending = why == PENDING
-            _fail(fut, MembershipChangeInProgress() if pending else InvalidMembershipChange(why))
-            return
-        try:
-            self.rawnode.propose_conf_change(change)
-        except ProposalDroppedError:
-            _fail(fut, self._not_leader())
-            return
-        self._proposals.add(r.raft_log.last_index(), r.term, fut, time.monotonic(), conf=True)
-
-    def _read(self, fut: Future[int]) -> None:
-        if self.rawnode.raft.state is not Role.LEADER:
-            _fail(fut, self._not_leader())
-            return
-        self._read_seq += 1
-        ctx = b"r%d" % self._read_seq
-        self._reads[ctx] = fut
-        self.rawnode.read_index(ctx)
-
-    def _process_ready(self) -> None:
-        rn = self.rawnode
-        while rn.has_ready():
-            rd = rn.ready()
-            early, late = self._split_messages(rd)
-            if early:
-                self.transport.send(early)
-                self._keeper.record(early)
-            self._persist(rd)
-            for m in late:
-                if m.type is MessageType.SNAP and m.snapshot is not None:
-                    md = m.snapshot.metadata
-                    log.info(
-                        "raft node %d: sending snapshot %d (%d bytes) to %d",
-                        self.config.id,
-                        md.index,
-                        len(m.snapshot.data),
-                        m.to,
-                    )
-            if late:
-                self.transport.send(late)
-                if rn.raft.state is Role.LEADER:
-                    self._keeper.record(late)
-            self._hand_over(rd)
-            if rd.soft_state is not None:
-                self._observe_leader(rd.soft_state)
-                self._on_role(rd.soft_state.role)
-            rn.advance(rd)
-
-    def _split_messages(self, rd: Ready) -> tuple[list[Message], list[Message]]:
-        """(sent before the write, sent after it): see step 0 of the module docstring."""
-        if not rd.messages:
-            return [], []
-        hs, durable = rd.hard_state, self._hard
-        same_vote = hs is None or (hs.term == durable.term and hs.vote == durable.vote)
-        if self.rawnode.raft.state is not Role.LEADER or not same_vote:
-            return [], list(rd.messages)
-        early: list[Message] = []
-        late: list[Message] = []
-        for m in rd.messages:
-            (early if m.type in _EARLY and m.term == durable.term else late).append(m)
-        return early, late
-
-    def _persist(self, rd: Ready) -> None:
-        hs, durable = rd.hard_state, self._hard
-        commit_only = rd.snapshot is None and not rd.entries_to_persist and hs is not None
-        if commit_only and hs is not None and (hs.term, hs.vote) == (durable.term, durable.vote):
-            self._unsaved_commit = hs  # a commit move alone: written with the next save
-            return
-        if hs is None:
-            hs = self._unsaved_commit
-        if rd.snapshot is not None or rd.entries_to_persist or hs is not None:
-            sync = rd.must_sync or rd.snapshot is not None
-            t0 = time.monotonic()
-            self.storage.save(hs, rd.entries_to_persist, rd.snapshot, sync=sync)
-            took = time.monotonic() - t0
-            if took > self._slow_s:
-                log.warning("raft node %d: storage write took %.0f ms", self.config.id, took * 1000)
-            if hs is not None:
-                self._hard = hs
-            self._unsaved_commit = None
-        if rd.snapshot is not None:
-            md = rd.snapshot.metadata
-            data = self._restore_addresses(rd.snapshot)
-            self._conf_state = self._shown_conf = md.conf_state
-            self._applier.submit(Restore(md.index, data))
-
-    def _save_commit(self) -> None:
-        """Write a pending commit move (before a snapshot, whose index it must cover; on stop)."""
-        hs = self._unsaved_commit
-        if hs is not None:
-            self.storage.save(hs, (), None, sync=False)
-            self._hard = hs
-            self._unsaved_commit = None
-
-    def _hand_over(self, rd: Ready) -> None:
-        """Committed entries (and confirmed reads) to the applier, in log order. Conf changes
-        are applied to the core and the transport now; a batch ends at a conf change the
-        stored snapshot does not name, so that the applier snapshots at exactly its index."""
-        entries = rd.committed_entries
-        start = 0
-        outcomes: dict[int, ConfState | BaseException] = {}
-        for n, e in enumerate(entries):
-            if e.type is not EntryType.CONF_CHANGE:
-                continue
-            try:
-                outcomes[e.index] = self._apply_conf_change(e.index, ConfChange.decode(e.data))
-            except ConfChangeError as exc:  # every node refuses it alike: deterministic
-                log.error("node %d: conf change %d refused: %s", self.config.id, e.index, exc)
-                outcomes[e.index] = InvalidMembershipChange(str(exc))
-                continue
-            if not self._snapshot_lacks_members(e.index):
-                if not self._conf_wait:
-                    self._shown_conf = self._conf_state
-            else:
-                self._conf_wait = e.index
-                part = tuple(entries[start : n + 1])
-                self._applier.submit(Committed(part, self._conf_state, outcomes, True))
-                start, outcomes = n + 1, {}
-        if start < len(entries):
-            self._applier.submit(Committed(tuple(entries[start:]), self._conf_state, outcomes))
-        for rs in rd.read_states:
-            rfut = self._reads.pop(rs.request_ctx, None)
-            if rfut is not None:
-                self._applier.submit(ReadWait(rs.index, rfut))
-
-    def _apply_conf_change(self, index: int, change: ConfChange) -> ConfState:
-        """Apply a committed conf change to the core and the transport's address book."""
-        cs = self.rawnode.apply_conf_change(change)
-        self._conf_state = cs
-        try:
-            addresses = decode_addresses(change.context)
-        except ValueError as exc:
-            log.error("node %d: conf change at %d: %s", self.config.id, index, exc)
-            addresses = {}
-        for c in change.changes:
-            if c.node_id == self.config.id:
-                continue
-            if c.type is ConfChangeType.REMOVE_NODE:
-                self.transport.remove_peer(c.node_id)
-            elif c.node_id in addresses:
-                self.transport.add_peer(c.node_id, addresses[c.node_id])
-            elif c.node_id not in self.transport.addresses:
-                log.warning("node %d: no address for new member %d", self.config.id, c.node_id)
-        return cs
-
-    def _snapshot_lacks_members(self, index: int) -> bool:
-        """A server joining with an empty log is caught up by snapshot, and the core refuses a
-        snapshot whose configuration does not name its receiver: keep the stored one current."""
-        cs = self._conf_state
-        snap = self.storage.snapshot_metadata()
-        named = {*snap.conf_state.voters, *snap.conf_state.learners}
-        members = {*cs.voters, *cs.learners, *cs.voters_outgoing, *cs.learners_next}
-        return not members <= named and index > snap.index
-
-    def _snapshot_header(self, cs: ConfState) -> bytes:
-        """The members' addresses put before the state machine's bytes (`wrap_snapshot`)."""
-        members = {*cs.voters, *cs.learners, *cs.voters_outgoing, *cs.learners_next}
-        return snapshot_header({i: a for i, a in self.transport.addresses.items() if i in members})
-
-    def _store_snapshot(self, made: MadeSnapshot) -> None:
-        """Store the applier's snapshot (unless one as new arrived meanwhile), then compact."""
-        t0 = time.monotonic()
-        try:
-            self._store_snapshot_now(made)
-        finally:
-            took = time.monotonic() - t0
-            if took > self._slow_s:
-                log.warning(
-                    "raft node %d: storing snapshot %d took %.0f ms",
-                    self.config.id,
-                    made.index,
-                    took * 1000,
-                )
-
-    def _store_snapshot_now(self, made: MadeSnapshot) -> None:
-        s = self.storage
-        try:
-            if made.index > s.snapshot_metadata().index and made.index <= s.last_index():
-                self._save_commit()  # the stored commit index must cover the snapshot's
-                staged = made.take()
-                if staged is not None and isinstance(s, SnapshotStaging):
-                    s.store_staged(made.index, made.conf_state, staged)  # written ahead
-                else:
-                    s.create_snapshot(made.index, made.conf_state, made.pieces())
-        finally:
-            made.close()
-        if self._conf_wait and s.snapshot_metadata().index >= self._conf_wait:
-            self._conf_wait = 0
-            self._shown_conf = self._conf_state
-        compact_to = made.index - self.config.compact_keep
-        if s.first_index() <= compact_to <= s.snapshot_metadata().index:
-            s.compact(compact_to)
-
-    def _restore_addresses(self, snap: Snapshot) -> bytes:
-        """Learn the addresses of members we lack from a snapshot; returns the state
-        machine's part of it."""
-        addresses, data = unwrap_snapshot(snap.data)
-        known = self.transport.addresses
-        for node_id, address in addresses.items():
-            if node_id != self.config.id and node_id not in known:
-                self.transport.add_peer(node_id, address)
-        return data
-
-    def _observe_leader(self, soft: SoftState) -> None:
-        if soft.lead != self._lead:
-            self._lead = soft.lead
-            lead = None if soft.lead == NONE else soft.lead
-            self.metrics.leader_changed(lead, self.rawnode.raft.term)
-
-    def _on_role(self, role: Role) -> None:
-        if role is not self._role:  # a line per transition: failovers can be read from logs
-            self._role = role
-            why = ""
-            if role is Role.PRE_CANDIDATE or role is Role.CANDIDATE:
-                why = f" ({self._stalls.describe(time.monotonic())})"
-            else:
-                self._stalls.heard(time.monotonic())  # a new period with the new role
-            log.info(
-                "raft node %d: %s in term %d%s",
-                self.config.id,
-                role.value,
-                self.rawnode.raft.term,
-                why,
-            )
-        leader = role is Role.LEADER
-        if leader and not self._was_leader:
-            self._leader_term = self.rawnode.raft.term
-        if not leader:
-            self._keeper.clear()
-        if self._was_leader and not leader:
-            err = self._not_leader()
-            self._batch.fail(err)
-            # After the entries handed over before: those committed still resolve first.
-            self._applier.submit(LeadershipLost(self._leader_term, err))
-            for rfut in self._reads.values():
-                _fail(rfut, err)
-            self._reads.clear()
-        self._was_leader = leader
-
-    def _lost(self) -> NotLeader:
-        """A proposal's index got another entry (or a snapshot): on the applier thread, from
-        the published status."""
-        st = self._status
-        return NotLeader(st.leader_id, st.leader_address)
-
-    def _snapshot_status(self) -> RaftNodeStatus:
-        r = self.rawnode.raft
-        lead = r.lead if r.lead != NONE else None
-        return RaftNodeStatus(
-            id=self.config.id,
-            role=r.state,
-            leader_id=lead,
-            leader_address=None if lead is None else self.transport.addresses.get(lead),
-            term=r.term,
-            commit=r.raft_log.committed,
-            applied=self._applier.applied,
-            last_index=r.raft_log.last_index(),
-            snapshot_index=self.storage.snapshot_metadata().index,
-            voters=self._shown_conf.voters,
-            running=self._running,
-            learners=self._shown_conf.learners,
-        )
-
     def wait_stopped(self, timeout: float | None = None) -> bool:
         return self._stopped.wait(timeout)
 
@@ -762,6 +315,3 @@ def _failed(err: BaseException) -> Future[Any]:
     fut: Future[Any] = Future()
     fut.set_exception(err)
     return fut
-
-
-_fail = fail_future
