@@ -58,7 +58,8 @@ took as leader, the time from proposal to apply (the commit latency a client see
 
 Errors: `raft_errors` (re-exported here). The driver's methods are split by concern: this
 module keeps construction, lifecycle and the client API; the loop is `raft_loop`, the handling
-of a `Ready` `raft_ready`, storing snapshots `raft_snapshots` (mixins of `RaftNode`).
+of a `Ready` `raft_ready`, storing snapshots `raft_snapshots`: mixins stacked as
+`RaftNode(RaftLoop(ReadyHandling(SnapshotKeeping)))`, each calling only what is below it.
 """
 
 from __future__ import annotations
