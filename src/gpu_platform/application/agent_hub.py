@@ -35,7 +35,7 @@ import contextlib
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -90,7 +90,7 @@ class AgentHub:
         self._listener: AgentListener | None = None
         self._lock = threading.Lock()
         self._sessions: dict[str, _Live] = {}
-        self._where: dict[tuple[str, int, int], str] = {}  # (job, epoch, rank) -> node
+        self._where: dict[tuple[str, int], dict[int, str]] = {}  # (job, epoch) -> rank -> node
         self._logs_at: dict[tuple[str, int, int], str] = {}  # (job, attempt, rank) -> node
         self._on_exit: dict[tuple[str, int], Callable[[ExitReport], None]] = {}
         self._requests: dict[int, Future[object]] = {}
@@ -129,7 +129,7 @@ class AgentHub:
             for ref in running:
                 key = (ref.job_id, ref.epoch, ref.rank)
                 live.tasks.add(key)
-                self._where[key] = session.node
+                self._where.setdefault(key[:2], {})[ref.rank] = session.node
                 if ref.attempt:
                     self._logs_at[(ref.job_id, ref.attempt, ref.rank)] = session.node
             self._sessions[session.node] = live
@@ -156,12 +156,14 @@ class AgentHub:
         self._touch(session)
         key = (report.job_id, report.epoch, report.rank)
         with self._lock:
-            self._where.pop(key, None)
+            node = self._forget(key)
             handler = self._on_exit.get(key[:2])
-            if not any(k[:2] == key[:2] for k in self._where):
+            if key[:2] not in self._where:
                 self._on_exit.pop(key[:2], None)
-            for live in self._sessions.values():
-                live.tasks.discard(key)
+            for name in {node, session.node}:
+                live = self._sessions.get(name) if name is not None else None
+                if live is not None:
+                    live.tasks.discard(key)
         (handler or self._need_listener().agent_exit)(report)
         if seq:
             session.send_exit_ack(seq)
@@ -226,59 +228,88 @@ class AgentHub:
     # -- JobRunner ---------------------------------------------------------------------------
 
     def start(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None]) -> None:
-        request_id = next(self._ids)
-        fut: Future[object] = Future()
-        key = (spec.job_id, spec.epoch, spec.rank)
-        with self._lock:
-            live = self._fresh(spec.node)
-            if live is None or not live.ready:
-                raise AgentUnavailable(f"node {spec.node!r} has no connected agent")
-            self._requests[request_id] = fut
-            self._on_exit[(spec.job_id, spec.epoch)] = on_exit
-            self._where[key] = spec.node
-            self._logs_at[(spec.job_id, spec.attempt, spec.rank)] = spec.node
-            live.tasks.add(key)
-            session = live.session
-        session.send_launch(request_id, spec)
-        unavailable = False
-        try:
-            self._need_listener().wait_for(fut, self._launch_timeout)
-            error = fut.result(timeout=0)
-        except FutureTimeout:
-            unavailable = True
-            error = f"agent on {spec.node} did not answer the launch in {self._launch_timeout:g}s"
-        except LaunchError as exc:
-            unavailable = isinstance(exc, AgentUnavailable)
-            error = str(exc)
-        finally:
+        (error,) = self.start_all([spec], on_exit)
+        if error is not None:
+            raise error
+
+    def start_all(
+        self, specs: Sequence[LaunchSpec], on_exit: Callable[[ExitReport], None]
+    ) -> list[LaunchError | None]:
+        """`start` every spec, their launches sent at once and the answers awaited together
+        (a cycle's launches cost one round trip to each agent, not one per task). Per spec,
+        None (it runs) or the error `start` would have raised (AgentUnavailable when the node
+        has no live agent or it did not answer in time)."""
+        sent: list[tuple[LaunchSpec, int, Future[object]] | LaunchError] = []
+        for spec in specs:
+            request_id = next(self._ids)
+            fut: Future[object] = Future()
             with self._lock:
-                self._requests.pop(request_id, None)
-        if isinstance(error, str) and error.startswith(LEASE_ENDED):
-            unavailable = True  # a stale launch the agent refused: no fault of the job
-        if error:
+                live = self._fresh(spec.node)
+                if live is None or not live.ready:
+                    sent.append(AgentUnavailable(f"node {spec.node!r} has no connected agent"))
+                    continue
+                self._requests[request_id] = fut
+                self._on_exit[(spec.job_id, spec.epoch)] = on_exit
+                self._where.setdefault((spec.job_id, spec.epoch), {})[spec.rank] = spec.node
+                self._logs_at[(spec.job_id, spec.attempt, spec.rank)] = spec.node
+                live.tasks.add((spec.job_id, spec.epoch, spec.rank))
+                session = live.session
+            session.send_launch(request_id, spec)
+            sent.append((spec, request_id, fut))
+        deadline = time.monotonic() + self._launch_timeout
+        out: list[LaunchError | None] = []
+        for item in sent:
+            if isinstance(item, LaunchError):
+                out.append(item)
+                continue
+            spec, request_id, fut = item
+            unavailable = False
+            try:
+                self._need_listener().wait_for(fut, max(0.0, deadline - time.monotonic()))
+                error = fut.result(timeout=0)
+            except FutureTimeout:
+                unavailable = True
+                error = (
+                    f"agent on {spec.node} did not answer the launch in {self._launch_timeout:g}s"
+                )
+            except LaunchError as exc:
+                unavailable = isinstance(exc, AgentUnavailable)
+                error = str(exc)
+            finally:
+                with self._lock:
+                    self._requests.pop(request_id, None)
+            if isinstance(error, str) and error.startswith(LEASE_ENDED):
+                unavailable = True  # a stale launch the agent refused: no fault of the job
+            if not error:
+                out.append(None)
+                continue
+            key = (spec.job_id, spec.epoch, spec.rank)
             with self._lock:
-                self._where.pop(key, None)
-                live.tasks.discard(key)
-            raise (AgentUnavailable if unavailable else LaunchError)(str(error))
+                self._forget(key)
+                live = self._sessions.get(spec.node)
+                if live is not None:
+                    live.tasks.discard(key)
+            out.append((AgentUnavailable if unavailable else LaunchError)(str(error)))
+        return out
 
     def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
         lost: list[int] = []
         sends: list[tuple[AgentSession, int]] = []
         silent: list[AgentSession] = []
         with self._lock:
-            ranks = [(k[2], n) for k, n in self._where.items() if k[:2] == (job_id, epoch)]
+            ranks = list(self._where.get((job_id, epoch), {}).items())
             for rank, node in ranks:
                 live = self._fresh(node)
                 if live is None:
                     lost.append(rank)
-                    del self._where[(job_id, epoch, rank)]
+                    self._forget((job_id, epoch, rank))
                     stale = self._sessions.pop(node, None)
                     if stale is not None:  # a stopped agent: when it wakes, it must say
                         silent.append(stale.session)  # hello again and be reconciled
                 elif all(s is not live.session for s, _ in sends):
                     sends.append((live.session, rank))
             handler = self._on_exit.get((job_id, epoch))
-            if not any(k[:2] == (job_id, epoch) for k in self._where):
+            if (job_id, epoch) not in self._where:
                 self._on_exit.pop((job_id, epoch), None)
         for session, _ in sends:
             session.send_stop(job_id, epoch, grace_s)
@@ -420,6 +451,17 @@ class AgentHub:
                 return False
             live.last_seen = time.monotonic()
             return True
+
+    def _forget(self, key: tuple[str, int, int]) -> str | None:
+        """Drop a task from `_where` (an attempt with no task left goes); its node, if known.
+        Call under the lock."""
+        ranks = self._where.get(key[:2])
+        if ranks is None:
+            return None
+        node = ranks.pop(key[2], None)
+        if not ranks:
+            del self._where[key[:2]]
+        return node
 
     def _fresh(self, node: str) -> _Live | None:
         live = self._sessions.get(node)
