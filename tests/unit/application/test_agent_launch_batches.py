@@ -5,6 +5,7 @@ attempt (exits, stops) stays right."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
 
 import pytest
@@ -23,6 +24,7 @@ class HeldSession:
         self._node = node
         self.launches: list[tuple[int, LaunchSpec]] = []
         self.stops: list[tuple[str, int]] = []
+        self.acks: list[int] = []
         self.sent = threading.Condition()
 
     @property
@@ -43,7 +45,7 @@ class HeldSession:
         pass
 
     def send_exit_ack(self, seq: int) -> None:
-        pass
+        self.acks.append(seq)
 
     def send_reset(self, request_id: int, index: int, uuid: str) -> None:
         pass
@@ -167,3 +169,43 @@ def test_a_gang_s_ranks_are_tracked_per_attempt_until_the_last_one_exits(
     hub.exited(on_b, 0, ExitReport("g", 1, 0, rank=1))
     assert [e.rank for e in exits] == [0, 1]  # both reached the attempt's handler
     assert not hub.stop("g", 1, 1.0)
+
+
+def test_one_stream_s_exits_reach_the_batch_handler_in_one_call_and_are_acknowledged_after(
+    hub: AgentHub, nodes: tuple[Node, Node]
+) -> None:
+    a, _ = nodes
+    on_a = _open(hub, a)
+    calls: list[list[str]] = []
+    acked_when_called: list[int] = []
+    acks = on_a.acks
+
+    def many(reports: Sequence[ExitReport]) -> None:
+        acked_when_called.append(len(acks))
+        calls.append([r.job_id for r in reports])
+
+    specs = [_spec(f"j{g}", a, gpu=g) for g in range(3)]
+    out: Future[list[LaunchError | None]] = Future()
+    threading.Thread(
+        target=lambda: out.set_result(hub.start_all(specs, lambda _: None, many))
+    ).start()
+    with on_a.sent:
+        assert on_a.sent.wait_for(lambda: len(on_a.launches) == 3, 10)
+    for request_id, _ in on_a.launches:
+        hub.launched(on_a, request_id, "")
+    assert out.result(timeout=10) == [None, None, None]
+    hub.exited_all(on_a, [(7, ExitReport("j0", 1, 0)), (8, ExitReport("j2", 1, 0))])
+    assert calls == [["j0", "j2"]]
+    assert acked_when_called == [0] and acks == [7, 8]  # acknowledged once handled
+    assert not hub.stop("j0", 1, 1.0) and hub.stop("j1", 1, 1.0)
+
+
+def test_an_exit_of_an_attempt_this_hub_did_not_start_goes_to_the_listener(
+    nodes: tuple[Node, Node],
+) -> None:
+    listener = AcceptingListener()
+    hub = AgentHub()
+    hub.attach(listener)
+    on_a = _open(hub, nodes[0])
+    hub.exited_all(on_a, [(1, ExitReport("before-failover", 3, 0))])
+    assert [r.job_id for r in listener.exits] == ["before-failover"]

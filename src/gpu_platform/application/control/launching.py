@@ -14,7 +14,7 @@ committed together).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
@@ -127,7 +127,7 @@ class Launching:
             plans.append((job, bound, run, len(specs)))
             specs += mine
         with self._lock_let_go():
-            errors = hub.start_all(specs, self.on_exit)
+            errors = hub.start_all(specs, self.on_exit, self.on_exits)
         out = []
         for job, bound, run, first in plans:
             outcome = errors[first : first + len(bound.allocation.tasks)]
@@ -266,45 +266,58 @@ class Launching:
         """A task ended. The attempt's exit is recorded when its last task has ended: with the
         first failing task's code and reason (the rest of a gang is stopped at once). A task its
         node's lease fence stopped was lost with the node, not failed: the job is re-queued."""
-        if report.fenced:
-            self._lost(report.job_id, report.epoch, {report.rank}, report.reason, ended=True)
-            self._s.wake.set()
-            return
-        with self._s.lock:
-            key = (report.job_id, report.epoch)
-            self._record_start(report)
-            run = self._s.runs.get(key)
-            if run is None:  # not started by this incarnation's bookkeeping: report it as is
-                self.finishing.finish(
-                    FinishJob(*key, report.exit_code, self._s.now(), report.reason)
-                )
+        self.on_exits([report])
+
+    def on_exits(self, reports: Sequence[ExitReport]) -> None:
+        """`on_exit` for each report, the attempts that ended committed together (one agent's
+        exits, reported at once, are one batch); returns once they are committed."""
+        for report in reports:
+            if report.fenced:
+                self._lost(report.job_id, report.epoch, {report.rank}, report.reason, ended=True)
                 self._s.wake.set()
-                return
-            run.live.discard(report.rank)
-            failed = report.exit_code != 0
-            if failed and run.failure is None and not run.launch_error:
-                run.failure = report
-                if run.live:
-                    log.warning(
-                        "gang task failed: stopping the whole gang",
-                        job_id=report.job_id,
-                        epoch=report.epoch,
-                        rank=report.rank,
-                        reason=report.reason,
-                    )
-                    self._s.runner.stop(report.job_id, report.epoch, self._s.grace)
+        finishes: list[FinishJob] = []
+        with self._s.lock:
+            for report in reports:
+                finish = None if report.fenced else self._ended(report)
+                if finish is not None:
+                    finishes.append(finish)
+            if finishes:
+                self.finishing.finish_all(finishes)
+        if finishes:
+            self._s.wake.set()
+
+    def _ended(self, report: ExitReport) -> FinishJob | None:
+        """Account one task's exit (under the lock); the attempt's FinishJob once its last
+        task has ended, else None."""
+        key = (report.job_id, report.epoch)
+        self._record_start(report)
+        run = self._s.runs.get(key)
+        if run is None:  # not started by this incarnation's bookkeeping: report it as is
+            return FinishJob(*key, report.exit_code, self._s.now(), report.reason)
+        run.live.discard(report.rank)
+        failed = report.exit_code != 0
+        if failed and run.failure is None and not run.launch_error:
+            run.failure = report
             if run.live:
-                return
-            del self._s.runs[key]
-            code, reason = report.exit_code, report.reason
-            if run.launch_error:
-                code, reason = None, run.launch_error
-            elif run.failure is not None:
-                code, reason = run.failure.exit_code, run.failure.reason
-                if run.tasks > 1:
-                    reason = f"task {run.failure.rank} {reason}; the gang was stopped whole"
-            self.finishing.finish(FinishJob(*key, code, self._s.now(), reason))
-        self._s.wake.set()
+                log.warning(
+                    "gang task failed: stopping the whole gang",
+                    job_id=report.job_id,
+                    epoch=report.epoch,
+                    rank=report.rank,
+                    reason=report.reason,
+                )
+                self._s.runner.stop(report.job_id, report.epoch, self._s.grace)
+        if run.live:
+            return None
+        del self._s.runs[key]
+        code, reason = report.exit_code, report.reason
+        if run.launch_error:
+            code, reason = None, run.launch_error
+        elif run.failure is not None:
+            code, reason = run.failure.exit_code, run.failure.reason
+            if run.tasks > 1:
+                reason = f"task {run.failure.rank} {reason}; the gang was stopped whole"
+        return FinishJob(*key, code, self._s.now(), reason)
 
     def _record_start(self, report: ExitReport) -> None:
         """A task ended whose start was never recorded (bound by a leader that recorded the
