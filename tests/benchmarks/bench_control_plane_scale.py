@@ -24,6 +24,10 @@ SQLite WAL with fsync) and simulated agents — each node its own real gRPC stre
 
 Full: 128 nodes x 8 GPUs (1,024 GPUs), 10,000 jobs. --quick: 32 nodes, 1,000 jobs (the test
 suite's smoke run, GPU_PLATFORM_BENCH_SMOKE=1: 4 nodes, 40 jobs).
+
+`--arrays-only --nodes N --preload P --jobs J` (a reproduction of the collapse after a large
+state, issue 21): no REST phase, no kills, no node loss; P tasks as arrays are bound and run
+to the end (row `cluster.array_preload`), then J more are measured (`cluster.array_to_bound`).
 """
 
 from __future__ import annotations
@@ -187,7 +191,13 @@ def _arrays_to_bound(c: ReplicatedCluster, nodes: int, jobs: int) -> dict[str, A
     for start in range(0, jobs, 1000):
         n = min(1000, jobs - start)
         body = {"command": ["fake-exit", "0"], "gpus": 1, "array": f"0-{n - 1}"}
-        r = c.client.post(c.url(lead) + "/v1/arrays", json=body, timeout=120)
+        for _attempt in range(60):  # an election meanwhile: 503 until a leader is known
+            r = c.client.post(
+                c.url(c.wait_leader(timeout=120)) + "/v1/arrays", json=body, timeout=120
+            )
+            if r.status_code != 503:
+                break
+            time.sleep(0.5)
         r.raise_for_status()
         ids.append(r.json()["id"])
 
@@ -198,7 +208,9 @@ def _arrays_to_bound(c: ReplicatedCluster, nodes: int, jobs: int) -> dict[str, A
     wait_until(completed, 1800, 0.2)
     elapsed = time.perf_counter() - t0
     cpu1, _ = _proc_cpu_rss(pid)
-    listed = c.client.get(c.url(lead) + "/v1/jobs", timeout=120).json()
+    listed = c.client.get(c.url(c.wait_leader(timeout=120)) + "/v1/jobs", timeout=120).json()
+    if not isinstance(listed, list):
+        raise RuntimeError(f"GET /v1/jobs: {listed}")
     mine = [j for j in listed if (j.get("array") or {}).get("id") in ids]
     bound_us, binds, submits = [], [], []
     for job in mine:
@@ -331,6 +343,43 @@ def _node_loss(root: Path, kills: int) -> dict[str, Any]:
     )  # fmt: skip
 
 
+def _arrays_only(root: Path, nodes: int, preload: int, jobs: int) -> list[dict[str, Any]]:
+    """P array tasks run to the end, then J more measured, on a fresh cluster (module doc)."""
+    env = {"GPU_PLATFORM_NODE_SUSPECT_AFTER_SECONDS": "15", "GPU_PLATFORM_NODE_DOWN_AFTER_SECONDS": "30",
+           "GPU_PLATFORM_LOG_LEVEL": "info", "GPU_PLATFORM_SCHEDULE_INTERVAL_SECONDS": "0.5"}  # fmt: skip
+    c = ReplicatedCluster(root, servers=3, agents=0, env=env).start()
+    swarm = None
+    try:
+        lead = c.wait_leader(timeout=120)
+        servers = ",".join(f"127.0.0.1:{p}" for p in c.agent_ports.values())
+        with (root / "swarm.log").open("ab") as log:
+            swarm = subprocess.Popen(
+                [sys.executable, "-m", "gpu_platform.testing.agent_swarm",
+                 "--servers", servers, "--nodes", str(nodes)],
+                env=c.env, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        if not wait_until(lambda: len(c.agents_connected(lead)) >= nodes, 300, 0.5):
+            raise RuntimeError(f"only {len(c.agents_connected(lead))} of {nodes} agents connected")
+        rows = []
+        if preload:
+            rows.append(_arrays_to_bound(c, nodes, preload))
+            rows[-1]["name"] = "cluster.array_preload"
+        rows.append(_arrays_to_bound(c, nodes, jobs))
+        return rows
+    finally:
+        if swarm is not None:
+            swarm.send_signal(signal.SIGTERM)
+            try:
+                swarm.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                swarm.kill()
+        c.close()
+
+
+def _arg(name: str, default: int) -> int:
+    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+
+
 def run(quick: bool) -> list[dict[str, Any]]:
     # GPU_PLATFORM_BENCH_SMOKE=1: the test suite's smoke run only checks that this works
     smoke = os.environ.get("GPU_PLATFORM_BENCH_SMOKE") == "1"
@@ -345,4 +394,10 @@ def run(quick: bool) -> list[dict[str, Any]]:
 if __name__ == "__main__":
     import json
 
-    print(json.dumps(run("--quick" in sys.argv), indent=2))
+    if "--arrays-only" in sys.argv:
+        with tempfile.TemporaryDirectory(prefix="bench-cp-") as tmp:
+            nodes, preload = _arg("--nodes", 128), _arg("--preload", 10_000)
+            rows = _arrays_only(Path(tmp), nodes, preload, _arg("--jobs", 3_000))
+        print(json.dumps(rows, indent=2))
+    else:
+        print(json.dumps(run("--quick" in sys.argv), indent=2))

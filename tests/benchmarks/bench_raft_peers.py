@@ -4,13 +4,15 @@ loopback, each system in its best honest configuration (see `_raft_peers` for th
 
 Ours: node 1 runs in this process at the server's default settings (`RaftNodeConfig()`
 defaults = `raft_tick_seconds` / `raft_election_ticks`), nodes 2 and 3 are `raft_kv`
-processes; gRPC streams between them, SQLite WAL with synchronous=FULL (an fsync per batch) on
-every node. The client runs in the leader's process: one client proposes and waits on the
+processes; once with each Raft transport (`transport`: grpc-stream = `GrpcRaftTransport`, tcp =
+`TcpRaftTransport`; `RAFT_BENCH_TRANSPORTS=tcp,grpc` picks which and in what order), SQLite WAL
+with synchronous=FULL (an fsync per batch) on every node. The client runs in the leader's process: one client proposes and waits on the
 future; N clients keep N proposals in flight (each starts its next when the last is applied).
 `leader_changes` counts new terms on any node during each measurement (must be 0: no spurious
 elections under load).
 
-Rows: `raft.grpc.commit_latency` (1 client) and `raft.grpc.throughput` (64, 256), each twice:
+Rows: `raft.grpc.commit_latency` (1 client) and `raft.grpc.throughput` (64, 256) — issue 13's
+names, kept for every transport; `params.transport` says which — each twice per transport:
 with etcd as the baseline (fsync for fsync) and with PySyncObj (in-memory journal: not
 durable). `ops_per_s` is commits/s; `extra.ratio` = ours / the peer's commits/s.
 """
@@ -37,12 +39,24 @@ from _raft_peers import etcd, pysyncobj
 
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
 from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
+from gpu_platform.adapters.outbound.raft_tcp import TcpRaftTransport
 from gpu_platform.application.raft_node import RaftNode, RaftNodeConfig
 from gpu_platform.domain.consensus import Role
 from gpu_platform.testing.ports import reserve_port
 from gpu_platform.testing.raft_kv import KvStateMachine
 
 PAYLOAD = "key k<i % 1000>, 64-byte value"
+TRANSPORTS = {"grpc": GrpcRaftTransport, "tcp": TcpRaftTransport}
+WIRE_NAME = {"grpc": "grpc-stream", "tcp": "tcp"}  # params.transport
+
+
+def transports() -> list[str]:
+    """The transports measured, in order (`RAFT_BENCH_TRANSPORTS`, default grpc then tcp)."""
+    names = [n.strip() for n in os.environ.get("RAFT_BENCH_TRANSPORTS", "grpc,tcp").split(",")]
+    unknown = [n for n in names if n not in TRANSPORTS]
+    if unknown or not names:
+        raise SystemExit(f"RAFT_BENCH_TRANSPORTS: unknown {unknown}; use grpc and/or tcp")
+    return names
 
 
 def _put(i: int) -> bytes:
@@ -94,7 +108,7 @@ def _closed_loop(node: RaftNode, clients: int, total: int) -> tuple[list[float],
     return lat, time.perf_counter() - t0, state["failed"]
 
 
-def ours(counts: dict[int, int], root: Path) -> dict[int, dict[str, Any]]:
+def ours(counts: dict[int, int], root: Path, transport: str) -> dict[int, dict[str, Any]]:
     raft = {i: reserve_port() for i in (1, 2, 3)}
     http = {i: reserve_port() for i in (2, 3)}
     peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in raft.items())
@@ -112,6 +126,8 @@ def ours(counts: dict[int, int], root: Path) -> dict[int, dict[str, Any]]:
                 str(root / f"n{i}"),
                 "--http",
                 str(http[i]),
+                "--transport",
+                transport,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -122,7 +138,7 @@ def ours(counts: dict[int, int], root: Path) -> dict[int, dict[str, Any]]:
     node = RaftNode(
         RaftNodeConfig(id=1, voters=(1, 2, 3)),  # the server's defaults
         storage,
-        GrpcRaftTransport(1, {i: f"127.0.0.1:{p}" for i, p in raft.items()}),
+        TRANSPORTS[transport](1, {i: f"127.0.0.1:{p}" for i, p in raft.items()}),
         KvStateMachine(),
     )
     client = httpx.Client(timeout=2.0)
@@ -148,6 +164,7 @@ def ours(counts: dict[int, int], root: Path) -> dict[int, dict[str, Any]]:
             node.propose(_put(i)).result(timeout=30)
         for clients, total in counts.items():
             before = max_term()
+            load_now = round(os.getloadavg()[0], 2)
             failed = 0
             if clients == 1:
                 lat = []
@@ -165,6 +182,7 @@ def ours(counts: dict[int, int], root: Path) -> dict[int, dict[str, Any]]:
                 "leader_changes": max_term() - before,
                 "failed": failed,
                 "still_leader": node.status().role is Role.LEADER,
+                "load": load_now,
             }
     finally:
         client.close()
@@ -202,15 +220,32 @@ def run(quick: bool) -> list[dict[str, Any]]:
     pso_counts = {1: 50, 64: 500, 256: 1_000} if quick else {1: 500, 64: 3_000, 256: 6_000}
     tmp = Path(tempfile.mkdtemp(prefix="bench-raft-peers-"))
     load = [round(x, 2) for x in os.getloadavg()]
+    mine: dict[str, dict[int, dict[str, Any]]] = {}
     try:
-        mine = ours(counts, tmp / "ours")
+        for kind in transports():
+            mine[kind] = ours(counts, tmp / f"ours-{kind}", kind)
         et = etcd(counts, tmp / "etcd")
         pso_single = pysyncobj(pso_counts, batch=False)
         pso_batch = pysyncobj({c: n for c, n in pso_counts.items() if c > 1}, batch=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     rows: list[dict[str, Any]] = []
-    params = {"nodes": 3, "payload": PAYLOAD, "transport": "grpc-stream", "fsync": True}
+    for kind, measured in mine.items():
+        rows += _rows(kind, measured, counts, et, pso_single, pso_batch, load)
+    return rows
+
+
+def _rows(
+    kind: str,
+    mine: dict[int, dict[str, Any]],
+    counts: dict[int, int],
+    et: dict[int, dict[str, Any]],
+    pso_single: dict[int, dict[str, Any]],
+    pso_batch: dict[int, dict[str, Any]],
+    load: list[float],
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    params = {"nodes": 3, "payload": PAYLOAD, "transport": WIRE_NAME[kind], "fsync": True}
     for clients, total in counts.items():
         m = mine[clients]
         name = "raft.grpc.commit_latency" if clients == 1 else "raft.grpc.throughput"
@@ -244,6 +279,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
                     "failed_proposals": m["failed"],
                     "still_leader": m["still_leader"],
                     "load_average": load,
+                    "load_at_start": m["load"],  # 1-minute load as this measurement began
                 },
             )
             row["ops_per_s"] = round(m["commits_per_s"], 1)

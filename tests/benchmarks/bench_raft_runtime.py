@@ -1,6 +1,7 @@
 """Raft runtime: a client's commit latency through HTTP, and leader failover, on a 3-node
-cluster of real `raft_kv` processes on loopback (gRPC streams between peers, SQLite WAL with
-synchronous=FULL for the log) at the server's DEFAULT timing settings (`raft_tick_seconds` =
+cluster of real `raft_kv` processes on loopback (once per Raft transport: gRPC streams and TCP
+sockets, `params.transport`; `RAFT_BENCH_TRANSPORTS=tcp,grpc` picks which and in what order;
+SQLite WAL with synchronous=FULL for the log) at the server's DEFAULT timing settings (`raft_tick_seconds` =
 15 ms heartbeat, `raft_election_ticks` = 10: election timeout random in [150, 300) ms, pre-vote
 and check-quorum on). The in-process figures beside etcd and PySyncObj are `bench_raft_peers`.
 
@@ -29,6 +30,7 @@ from typing import Any
 
 import httpx
 from _harness import percentile, result
+from bench_raft_peers import WIRE_NAME, transports
 
 from gpu_platform.application.raft_node import RaftNodeConfig
 from gpu_platform.testing.ports import reserve_port  # peers: known before they start
@@ -45,10 +47,10 @@ def _wait(cond: Callable[[], bool], timeout: float = 60.0, step: float = 0.005) 
     return False
 
 
-def _kv_proc(i: int, peers: str, data: Path, http: int) -> subprocess.Popen[bytes]:
+def _kv_proc(i: int, peers: str, data: Path, http: int, transport: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "gpu_platform.testing.raft_kv", "--id", str(i), "--peers", peers,
-         "--data", str(data / f"n{i}"), "--http", str(http)],
+         "--data", str(data / f"n{i}"), "--http", str(http), "--transport", transport],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -66,12 +68,13 @@ def _put(i: int) -> bytes:
 
 # ---------------------------------------------------------------------- HTTP cluster, failover
 class _Cluster:
-    def __init__(self, data: Path) -> None:
+    def __init__(self, data: Path, transport: str) -> None:
         self.data = data
+        self.transport = transport
         raft = {i: reserve_port() for i in (1, 2, 3)}
         self.http = {i: reserve_port() for i in (1, 2, 3)}
         self.peers = ",".join(f"{i}=127.0.0.1:{p}" for i, p in raft.items())
-        self.procs = {i: _kv_proc(i, self.peers, data, self.http[i]) for i in (1, 2, 3)}
+        self.procs = {i: _kv_proc(i, self.peers, data, self.http[i], transport) for i in (1, 2, 3)}
         self.client = httpx.Client(timeout=10.0)
 
     def status(self, i: int) -> dict[str, Any] | None:
@@ -142,7 +145,7 @@ def _failover(c: _Cluster, kills: int) -> tuple[list[float], list[float], list[i
             n += 1
         write.append((time.perf_counter() - t0) * 1e6)
         n += 1
-        c.procs[old] = _kv_proc(old, c.peers, c.data, c.http[old])
+        c.procs[old] = _kv_proc(old, c.peers, c.data, c.http[old], c.transport)
 
         def caught_up(old: int = old, new: int = got[0]) -> bool:
             a, b = c.status(old), c.status(new)
@@ -158,33 +161,55 @@ def run(quick: bool) -> list[dict[str, Any]]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-raft-runtime-"))
     timing = {"tick_s": DEFAULTS.tick_interval, "election_tick": DEFAULTS.election_tick}
     try:
-        c = _Cluster(tmp / "http")
-        try:
-            lat = _http_latency(c, n_lat)
-            elect, write, terms = _failover(c, kills)
-        finally:
-            c.close()
-        params = {"nodes": 3, "fsync": True, "payload_bytes": 80, "transport": "grpc-stream"}
-        rows.append(
-            result("raft.grpc.commit_latency", {**params, "client": "http", "commits": n_lat}, lat)
-        )
-        failover = result(
-            "raft.failover",
-            {"nodes": 3, "kills": kills, "settings": "server defaults", **timing},
-            elect,
-            extra={
-                "max_us": round(max(elect), 1),
-                "first_write_p50_us": round(percentile(write, 50), 1),
-                "first_write_p99_us": round(percentile(write, 99), 1),
-                # {term increase: kills}; more than 1 = a split vote, another timeout
-                "term_increase_per_kill": {str(t): terms.count(t) for t in sorted(set(terms))},
-                "load_average": [round(x, 2) for x in os.getloadavg()],
-            },
-        )
-        failover["ops_per_s"] = None  # a time, not a rate
-        rows.append(failover)
+        for kind in transports():
+            rows += _measure(kind, tmp / kind, n_lat, kills, timing)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    return rows
+
+
+def _measure(
+    kind: str, root: Path, n_lat: int, kills: int, timing: dict[str, Any]
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    load = round(os.getloadavg()[0], 2)
+    c = _Cluster(root, kind)
+    try:
+        lat = _http_latency(c, n_lat)
+        elect, write, terms = _failover(c, kills)
+    finally:
+        c.close()
+    params = {"nodes": 3, "fsync": True, "payload_bytes": 80, "transport": WIRE_NAME[kind]}
+    rows.append(
+        result(
+            "raft.grpc.commit_latency",
+            {**params, "client": "http", "commits": n_lat},
+            lat,
+            extra={"load_at_start": load},
+        )
+    )
+    failover = result(
+        "raft.failover",
+        {
+            "nodes": 3,
+            "kills": kills,
+            "settings": "server defaults",
+            **timing,
+            "transport": WIRE_NAME[kind],
+        },
+        elect,
+        extra={
+            "max_us": round(max(elect), 1),
+            "first_write_p50_us": round(percentile(write, 50), 1),
+            "first_write_p99_us": round(percentile(write, 99), 1),
+            # {term increase: kills}; more than 1 = a split vote, another timeout
+            "term_increase_per_kill": {str(t): terms.count(t) for t in sorted(set(terms))},
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "load_at_start": load,
+        },
+    )
+    failover["ops_per_s"] = None  # a time, not a rate
+    rows.append(failover)
     return rows
 
 

@@ -22,6 +22,7 @@ from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
 from gpu_platform.adapters.member_certs import Member, issue
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
+from gpu_platform.adapters.outbound.raft_tcp import TcpRaftTransport
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.domain.consensus import Message, MessageType
 from gpu_platform.domain.model.node import Inventory
@@ -209,10 +210,13 @@ def _server_cert(pki: Pki, server_id: int) -> TlsFiles:
     return TlsFiles(d / f"server-{server_id}.pem", d / f"server-{server_id}.key", pki.ca)
 
 
-def test_the_raft_transport_speaks_mtls_and_refuses_a_peer_from_another_ca(pki: Pki) -> None:
+@pytest.mark.parametrize("kind", [GrpcRaftTransport, TcpRaftTransport], ids=["grpc", "tcp"])
+def test_the_raft_transport_speaks_mtls_and_refuses_a_peer_from_another_ca(
+    pki: Pki, kind: type[GrpcRaftTransport | TcpRaftTransport]
+) -> None:
     peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
-    a = GrpcRaftTransport(1, peers, tls=_server_cert(pki, 1))
-    b = GrpcRaftTransport(2, peers, tls=_server_cert(pki, 2))
+    a = kind(1, peers, tls=_server_cert(pki, 1))
+    b = kind(2, peers, tls=_server_cert(pki, 2))
     got: queue.Queue[Message] = queue.Queue()
     a.start(lambda m: None, lambda p: None, lambda p, ok: None)
     b.start(got.put, lambda p: None, lambda p, ok: None)
@@ -221,7 +225,7 @@ def test_the_raft_transport_speaks_mtls_and_refuses_a_peer_from_another_ca(pki: 
         assert got.get(timeout=20) == _hello(2)
     finally:
         a.stop()
-    rogue = GrpcRaftTransport(1, peers, tls=TlsFiles(pki.rogue.cert, pki.rogue.key, pki.ca))
+    rogue = kind(1, peers, tls=TlsFiles(pki.rogue.cert, pki.rogue.key, pki.ca))
     unreachable: queue.Queue[int] = queue.Queue()
     rogue.start(lambda m: None, unreachable.put, lambda p, ok: None)
     try:

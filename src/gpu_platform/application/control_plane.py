@@ -292,9 +292,12 @@ class ControlPlane(JobReads, AgentEndpoints, AdminMethods):
         job_id = self._ids.new_job_id() if token is None else token_job_id(spec.tenant, token)
         with self._unless_replicated():  # replicated: no lock held while the commit is awaited
             self._execute(SubmitJob(job_id, spec, self._now()))
-        self._wake.set()
         with self._lock:
-            return self._state.job(job_id)
+            job = self._state.job(job_id)
+            wake = self._scheduling.wants_cycle(job)  # not while it waits for a dependency
+        if wake:
+            self._wake.set()
+        return job
 
     def submit_array(self, spec: JobSpec, array: ArraySpec | str) -> ArrayInfo:
         """One command (one Raft entry) creates every task of the array."""

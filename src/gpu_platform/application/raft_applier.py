@@ -26,7 +26,10 @@ last snapshot (or the batch says `snapshot_now`: a conf change the stored snapsh
 name), the applier encodes the state machine at exactly that applied index — nothing else
 applies in between — into a temporary file (in memory up to `SPOOL_BYTES`, on disk beyond)
 and hands a `MadeSnapshot(index, conf_state, file)` to `on_snapshot`; the Raft loop stores it
-and compacts the log. The `conf_state` is the one in force at that index (the batch's).
+and compacts the log. With a storage that stages snapshots (`SnapshotStaging`, the SQLite
+one) the applier also writes the bytes into it here, so that the Raft loop's part is one
+small write (a 14 MB snapshot took the loop 1.6 s to write at load 22). The `conf_state` is
+the one in force at that index (the batch's).
 
 `stop()` lets the applier finish what was queued before it, then ends the thread; read waits
 still open fail with `NodeStopped`.
@@ -48,6 +51,7 @@ from gpu_platform.application.raft_errors import MembershipChangeInProgress, Nod
 from gpu_platform.application.raft_proposals import PendingProposals, fail_future
 from gpu_platform.domain.consensus import ConfState, Entry, EntryType
 from gpu_platform.ports.outbound.metrics import RaftMetrics
+from gpu_platform.ports.outbound.raft import SnapshotStaging, StagedSnapshot
 
 __all__ = [
     "SPOOL_BYTES",
@@ -127,19 +131,31 @@ _Item = Committed | Restore | ReadWait | LeadershipLost | None  # None: stop
 
 @dataclass(slots=True)
 class MadeSnapshot:
-    """The state machine's snapshot at `index` (with `conf_state`), spooled in `file`."""
+    """The state machine's snapshot at `index` (with `conf_state`), spooled in `file`; with a
+    staging storage, also written ahead into it (`staged`; `discard` drops it unless the Raft
+    loop took it)."""
 
     index: int
     conf_state: ConfState
     file: IO[bytes]
+    staged: StagedSnapshot | None = None
+    discard: Callable[[StagedSnapshot], None] | None = None
 
     def pieces(self) -> Iterator[bytes]:
         self.file.seek(0)
         while piece := self.file.read(_PIECE):
             yield piece
 
+    def take(self) -> StagedSnapshot | None:
+        """The staged bytes, now the taker's to store (or discard)."""
+        staged, self.staged = self.staged, None
+        return staged
+
     def close(self) -> None:
         self.file.close()
+        staged = self.take()
+        if staged is not None and self.discard is not None:
+            self.discard(staged)
 
 
 class Applier:
@@ -157,10 +173,13 @@ class Applier:
         header: Callable[[ConfState], bytes],
         on_snapshot: Callable[[MadeSnapshot], None],
         lost: Callable[[], BaseException],
+        staging: SnapshotStaging | None = None,
     ) -> None:
         """`applied`: the index the state machine already reflects (the stored snapshot's);
         `header(conf_state)`: the bytes put before the state machine's in a snapshot; `lost()`:
-        the error of a proposal whose index got another entry (or a snapshot)."""
+        the error of a proposal whose index got another entry (or a snapshot); `staging`: a
+        storage that takes a snapshot's bytes on this thread (the Raft loop then only
+        stores the staged result)."""
         self.node_id = node_id
         self.state_machine = state_machine
         self.proposals = proposals
@@ -170,6 +189,7 @@ class Applier:
         self._header = header
         self._on_snapshot = on_snapshot
         self._lost = lost
+        self._staging = staging
         self._last_snapshot = applied
         self._reads: list[tuple[int, Future[int]]] = []
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
@@ -286,4 +306,11 @@ class Applier:
             spool.close()
             raise
         self._last_snapshot = self.applied
-        self._on_snapshot(MadeSnapshot(self.applied, conf_state, spool))
+        made = MadeSnapshot(self.applied, conf_state, spool)
+        if self._staging is not None:
+            try:
+                made.staged = self._staging.stage_snapshot(made.pieces())
+                made.discard = self._staging.discard_staged
+            except Exception:  # the Raft loop writes it itself, as without staging
+                log.exception("raft applier of node %d: staging a snapshot failed", self.node_id)
+        self._on_snapshot(made)

@@ -30,8 +30,9 @@ needs:
    scheduling cycle holding that lock delays applying, never a heartbeat or a vote. Conf
    changes are applied to the `RawNode` and the transport here, at once;
 4. **advance** — every `snapshot_entries` applied entries the applier encodes the state
-   machine at that index and hands it back; the loop stores it and compacts the log
-   (keeping `compact_keep` entries for slow followers).
+   machine at that index (and, with a `SnapshotStaging` storage, writes its bytes ahead)
+   and hands it back; the loop stores it (a staged one: one small write) and compacts the
+   log (keeping `compact_keep` entries for slow followers).
 
 A proposal is only taken by the leader: elsewhere its future fails with `NotLeader` naming the
 known leader and its address. The leader remembers (index, term) of each proposal; when the
@@ -103,6 +104,7 @@ from gpu_platform.application.raft_proposals import (
     ProposalBatch,
     fail_future,
 )
+from gpu_platform.application.raft_stalls import StallWatch
 from gpu_platform.domain.consensus import (
     NONE,
     ConfChange,
@@ -124,7 +126,7 @@ from gpu_platform.domain.consensus import (
     SoftState,
 )
 from gpu_platform.ports.outbound.metrics import NoRaftMetrics, RaftMetrics
-from gpu_platform.ports.outbound.raft import RaftStorage, RaftTransport
+from gpu_platform.ports.outbound.raft import RaftStorage, RaftTransport, SnapshotStaging
 
 __all__ = [
     "ChunkedStateMachine",
@@ -197,9 +199,12 @@ class RaftNode:
             header=self._snapshot_header,
             on_snapshot=lambda made: self._inbox.put(("snapshot", made, None)),
             lost=self._lost,
+            staging=storage if isinstance(storage, SnapshotStaging) else None,
         )
         cover_s = config.tick_interval * config.heartbeat_cover_ticks
         self._keeper = HeartbeatKeeper(config.id, transport, config.tick_interval, cover_s)
+        # A tick later than 2 intervals is a stall of this node (`raft_stalls`).
+        self._stalls = StallWatch(config.id, config.tick_interval, 2 * config.tick_interval)
         rng = random.Random(config.seed if config.seed is not None else time.time_ns())
         self.rawnode = RawNode(self._raft_config(snap.metadata.index), storage, rng)
         self._status = self._snapshot_status()
@@ -368,9 +373,7 @@ class RaftNode:
                             self.config.id,
                             (now - next_tick) * 1000,
                         )
-                    self.rawnode.tick()
-                    self._keeper.ticked()
-                    next_tick = max(next_tick + interval, now)
+                    next_tick = self._tick(now, next_tick)
                 self._process_ready()
                 self._status = self._snapshot_status()
         except BaseException:
@@ -378,6 +381,18 @@ class RaftNode:
             raise
         finally:
             self._shutdown()
+
+    def _tick(self, now: float, due: float) -> float:
+        """Tick the core (unless `raft_stalls` defers it); returns when the next tick is due."""
+        interval, rn, stalls = self.config.tick_interval, self.rawnode, self._stalls
+        stalls.ticked_late(now, now - due)
+        # Never a leader's tick: it sends the heartbeats its followers wait for.
+        follows = rn.raft.state is not Role.LEADER
+        if follows and self.config.stall_defer and stalls.defer(now, rn.tick_ends_period()):
+            return now + interval
+        rn.tick()
+        self._keeper.ticked()
+        return max(due + interval, now)
 
     def _shutdown(self) -> None:
         self._running = False
@@ -412,6 +427,8 @@ class RaftNode:
             assert isinstance(arg, Message)
             with contextlib.suppress(ProposalDroppedError):
                 rn.step(arg)
+            if arg.from_ == rn.raft.lead and rn.raft.state is not Role.LEADER:
+                self._stalls.heard(time.monotonic())
         elif kind == "propose":
             assert isinstance(arg, bytes) and isinstance(extra, Future)
             self._propose(arg, extra)
@@ -502,6 +519,16 @@ class RaftNode:
                 self.transport.send(early)
                 self._keeper.record(early)
             self._persist(rd)
+            for m in late:
+                if m.type is MessageType.SNAP and m.snapshot is not None:
+                    md = m.snapshot.metadata
+                    log.info(
+                        "raft node %d: sending snapshot %d (%d bytes) to %d",
+                        self.config.id,
+                        md.index,
+                        len(m.snapshot.data),
+                        m.to,
+                    )
             if late:
                 self.transport.send(late)
                 if rn.raft.state is Role.LEADER:
@@ -625,11 +652,29 @@ class RaftNode:
 
     def _store_snapshot(self, made: MadeSnapshot) -> None:
         """Store the applier's snapshot (unless one as new arrived meanwhile), then compact."""
+        t0 = time.monotonic()
+        try:
+            self._store_snapshot_now(made)
+        finally:
+            took = time.monotonic() - t0
+            if took > self._slow_s:
+                log.warning(
+                    "raft node %d: storing snapshot %d took %.0f ms",
+                    self.config.id,
+                    made.index,
+                    took * 1000,
+                )
+
+    def _store_snapshot_now(self, made: MadeSnapshot) -> None:
         s = self.storage
         try:
             if made.index > s.snapshot_metadata().index and made.index <= s.last_index():
                 self._save_commit()  # the stored commit index must cover the snapshot's
-                s.create_snapshot(made.index, made.conf_state, made.pieces())
+                staged = made.take()
+                if staged is not None and isinstance(s, SnapshotStaging):
+                    s.store_staged(made.index, made.conf_state, staged)  # written ahead
+                else:
+                    s.create_snapshot(made.index, made.conf_state, made.pieces())
         finally:
             made.close()
         if self._conf_wait and s.snapshot_metadata().index >= self._conf_wait:
@@ -658,8 +703,17 @@ class RaftNode:
     def _on_role(self, role: Role) -> None:
         if role is not self._role:  # a line per transition: failovers can be read from logs
             self._role = role
+            why = ""
+            if role is Role.PRE_CANDIDATE or role is Role.CANDIDATE:
+                why = f" ({self._stalls.describe(time.monotonic())})"
+            else:
+                self._stalls.heard(time.monotonic())  # a new period with the new role
             log.info(
-                "raft node %d: %s in term %d", self.config.id, role.value, self.rawnode.raft.term
+                "raft node %d: %s in term %d%s",
+                self.config.id,
+                role.value,
+                self.rawnode.raft.term,
+                why,
             )
         leader = role is Role.LEADER
         if leader and not self._was_leader:

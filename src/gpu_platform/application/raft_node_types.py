@@ -30,6 +30,9 @@ class RaftNodeConfig:
     # A leader's loop stalled (slow fsync) has its heartbeats repeated for up to this many
     # ticks (`raft_heartbeat`); 0 = never.
     heartbeat_cover_ticks: int = 40
+    # A node stalled since it last heard its leader defers the tick that would start an
+    # election (or check the quorum) by one interval, once (`raft_stalls`); False = never.
+    stall_defer: bool = True
     seed: int | None = None
     # A server joining a running cluster: bootstrap nothing (`voters` is ignored) and wait to
     # be added (`add_voter` on the leader) and brought up to date by it.

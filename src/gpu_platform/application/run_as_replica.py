@@ -25,8 +25,9 @@ class ReplicatedRunAsStore:
         self._access = ReplicatedAccessStore(replication, commit_timeout_s=commit_timeout_s)
 
     def load_grants(self) -> dict[str, RunAsGrant]:
-        with self._replication.lock:
-            return self._replication.state.run_as_grants()
+        # Every submit checks them: read without the state's lock (which a scheduling cycle
+        # may hold); the grants are replaced whole, never changed in place (`run_as_grants`).
+        return self._replication.state.run_as_grants()
 
     def save_grant(self, tenant: str, grant: RunAsGrant | None) -> None:
         if grant is None:

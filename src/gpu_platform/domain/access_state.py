@@ -239,7 +239,8 @@ class AccessHandlers:
         return None if token_id is None else self._tokens[token_id]
 
     def run_as_grants(self) -> dict[str, RunAsGrant]:
-        """Every run-as grant, by tenant (a copy)."""
+        """Every run-as grant, by tenant (a copy). The grants are replaced whole on a change,
+        never changed in place, so a reader may call this without the state's lock."""
         return dict(self._grants)
 
     def _live_admins(self) -> list[str]:
@@ -275,11 +276,12 @@ class AccessHandlers:
                 return events + self._issue(admin)
             case SetRunAsGrant():
                 grant = make_grant(check_tenant_name(cmd.tenant), cmd.accounts, cmd.allow_root)
-                self._grants[cmd.tenant] = grant
+                self._grants = {**self._grants, cmd.tenant: grant}  # replaced, see run_as_grants
                 return [RunAsGrantSet(cmd.tenant)]
             case DeleteRunAsGrant():
-                if self._grants.pop(cmd.tenant, None) is None:
+                if cmd.tenant not in self._grants:
                     return []
+                self._grants = {t: g for t, g in self._grants.items() if t != cmd.tenant}
                 return [RunAsGrantDeleted(cmd.tenant)]
         raise TypeError(f"unknown access command {cmd!r}")  # pragma: no cover
 

@@ -29,13 +29,20 @@ from gpu_platform.domain.events import (
 )
 from gpu_platform.domain.faults.commands import NodeHeartbeat
 from gpu_platform.domain.model.gpu import GpuState
-from gpu_platform.domain.model.node import Node
+from gpu_platform.domain.model.node import Node, NodeState
 from gpu_platform.domain.scheduling.model import Quota
 
 if TYPE_CHECKING:
     from gpu_platform.domain.model.job import Job
 
-__all__ = ["AnnounceServer", "MembershipHandlers", "RegisterNode", "RemoveNode", "SetQuota"]
+__all__ = [
+    "AnnounceServer",
+    "MembershipHandlers",
+    "RegisterNode",
+    "RemoveNode",
+    "SetQuota",
+    "registration_changes_nothing",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +88,18 @@ _DERIVED = (GpuState.ALLOCATED, GpuState.IN_USE)
 
 def _identity(node: Node) -> tuple[tuple[str, int, str], ...]:
     return tuple(sorted((g.uuid, g.index, g.model) for g in node.gpus))
+
+
+def registration_changes_nothing(old: Node | None, new: Node) -> bool:
+    """Would `RegisterNode(new)` leave a node registered as `old` as it is, but for its
+    heartbeat time? True for a READY node whose agent reports the same GPUs and the same
+    description: its registration is then a heartbeat, which a replicated control plane does
+    not commit (an election makes every agent say hello again; issue 21)."""
+    if old is None or old.state is not NodeState.READY or _identity(old) != _identity(new):
+        return False
+    states = {g.uuid: g.state for g in old.gpus}
+    gpus = tuple(replace(g, state=states[g.uuid]) for g in new.gpus)
+    return replace(new, gpus=gpus, state=old.state) == old
 
 
 class MembershipHandlers:

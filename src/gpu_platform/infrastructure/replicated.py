@@ -22,6 +22,7 @@ from gpu_platform.adapters.outbound.observability import PrometheusRaftMetrics
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
 from gpu_platform.adapters.outbound.raft_grpc.transport import parse_peers
 from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
+from gpu_platform.adapters.outbound.raft_tcp import TcpRaftTransport
 from gpu_platform.adapters.outbound.serving.replica_probes import ReplicaProbes
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.agent import Agent
@@ -105,8 +106,8 @@ def running_replication(
     registry: CollectorRegistry,
     audit: Callable[[AuditRecord], None] | None = None,
 ) -> Iterator[RaftReplication | None]:
-    """Raft over gRPC with the log in `data_dir/raft.db`; None for the embedded mode.
-    `audit` records each refused Raft sender (adapters.member_gate)."""
+    """Raft (`raft_transport`: gRPC or TCP) with the log in `data_dir/raft.db`; None for the
+    embedded mode. `audit` records each refused Raft sender (adapters.member_gate)."""
     if settings.server_id == 0:
         yield None
         return
@@ -129,7 +130,7 @@ def running_replication(
     node = RaftNode(
         config,
         storage,
-        GrpcRaftTransport(
+        (TcpRaftTransport if settings.raft_transport == "tcp" else GrpcRaftTransport)(
             settings.server_id,
             peers,
             listen=_raft_listen(settings),

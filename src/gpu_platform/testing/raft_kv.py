@@ -1,6 +1,7 @@
 """A replicated key-value store over `RaftNode` — a test and benchmark HARNESS, not a product.
 
-One process is one Raft node: `SqliteRaftStorage` in `--data`, `GrpcRaftTransport` on its
+One process is one Raft node: `SqliteRaftStorage` in `--data`, `GrpcRaftTransport` (or
+`TcpRaftTransport` with `--transport tcp`; default: `$RAFT_KV_TRANSPORT`, else grpc) on its
 `--peers` address, `KvStateMachine` as the state machine, and a tiny HTTP/JSON interface:
 
 * `POST /put` `{"key": k, "value": v}` -> 200 `{"index": i}` once committed and applied here;
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import socket
 import threading
@@ -41,6 +43,7 @@ from urllib.parse import parse_qs, urlparse
 from gpu_platform.adapters.outbound.integrity import StorageError
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport, parse_peers
 from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
+from gpu_platform.adapters.outbound.raft_tcp import TcpRaftTransport
 from gpu_platform.application.raft_node import (
     InvalidMembershipChange,
     MembershipChangeInProgress,
@@ -245,6 +248,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--compact-keep", type=int, default=1_000)
     p.add_argument("--timeout", type=float, default=10.0, help="seconds a request may wait")
     p.add_argument("--join", action="store_true", help="join a running cluster (bootstrap nothing)")
+    p.add_argument(
+        "--transport",
+        choices=("grpc", "tcp"),
+        default=os.environ.get("RAFT_KV_TRANSPORT", "grpc"),
+        help="Raft transport between the nodes (default: $RAFT_KV_TRANSPORT, else grpc)",
+    )
     args = p.parse_args(argv)
 
     peers = parse_peers(args.peers)
@@ -262,7 +271,8 @@ def main(argv: list[str] | None = None) -> None:
         compact_keep=args.compact_keep,
         join=args.join,
     )
-    node = RaftNode(config, storage, GrpcRaftTransport(args.id, peers), sm)
+    transport = TcpRaftTransport if args.transport == "tcp" else GrpcRaftTransport
+    node = RaftNode(config, storage, transport(args.id, peers), sm)
     node.start()
     http = ThreadingHTTPServer((args.http_host, args.http), _handler(node, sm, args.timeout))
     http.daemon_threads = True

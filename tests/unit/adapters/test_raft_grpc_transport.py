@@ -1,4 +1,8 @@
-"""GrpcRaftTransport on real loopback gRPC: delivery, order, failures, snapshots, overflow."""
+"""The Raft transports on real loopback sockets: delivery, order, failures, snapshots, overflow.
+
+One contract, run against both adapters: `GrpcRaftTransport` (grpcio) and `TcpRaftTransport`
+(plain sockets); the codec they share is checked here too.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -19,6 +24,7 @@ from gpu_platform.adapters.outbound.raft_grpc import (
     parse_peers,
 )
 from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2
+from gpu_platform.adapters.outbound.raft_tcp import TcpRaftTransport
 from gpu_platform.domain.consensus import (
     ConfState,
     Entry,
@@ -55,20 +61,32 @@ def app(i: int) -> Message:
     )  # fmt: skip
 
 
+Transport = Any  # GrpcRaftTransport | TcpRaftTransport (same constructor, same stats names)
+TRANSPORTS: dict[str, type[Transport]] = {"grpc": GrpcRaftTransport, "tcp": TcpRaftTransport}
+
+
+@pytest.fixture(params=sorted(TRANSPORTS))
+def transport(request: pytest.FixtureRequest) -> type[Transport]:
+    """Each contract test runs once per transport."""
+    return TRANSPORTS[request.param]
+
+
 class Collector:
     def __init__(self) -> None:
         self.messages: queue.Queue[Message] = queue.Queue()
         self.unreachable: queue.Queue[int] = queue.Queue()
         self.snapshots: queue.Queue[tuple[int, bool]] = queue.Queue()
 
-    def start(self, t: GrpcRaftTransport) -> None:
+    def start(self, t: Transport) -> None:
         t.start(self.messages.put, self.unreachable.put, lambda p, ok: self.snapshots.put((p, ok)))
 
 
 @pytest.fixture
-def pair() -> Iterator[tuple[GrpcRaftTransport, GrpcRaftTransport, Collector, Collector]]:
+def pair(
+    transport: type[Transport],
+) -> Iterator[tuple[Transport, Transport, Collector, Collector]]:
     peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
-    a, b = GrpcRaftTransport(1, peers), GrpcRaftTransport(2, peers)
+    a, b = transport(1, peers), transport(2, peers)
     ca, cb = Collector(), Collector()
     ca.start(a)
     cb.start(b)
@@ -125,13 +143,13 @@ def test_any_message_survives_the_wire_encoding(m: Message) -> None:
     assert decode_message(raft_pb2.Message.FromString(wire)) == m
 
 
-def test_the_address_book_lists_every_peer() -> None:
+def test_the_address_book_lists_every_peer(transport: type[Transport]) -> None:
     peers = {1: "127.0.0.1:1", 2: "127.0.0.1:2", 3: "h:3"}
-    assert GrpcRaftTransport(2, peers).addresses == peers
+    assert transport(2, peers).addresses == peers
 
 
-def test_the_grpc_transport_satisfies_the_port_protocol() -> None:
-    assert isinstance(GrpcRaftTransport(1, {1: "127.0.0.1:1"}), RaftTransport)
+def test_the_transport_satisfies_the_port_protocol(transport: type[Transport]) -> None:
+    assert isinstance(transport(1, {1: "127.0.0.1:1"}), RaftTransport)
 
 
 def test_a_peer_list_is_parsed_from_the_command_line_form() -> None:
@@ -157,9 +175,11 @@ def test_a_delivered_snapshot_is_reported_to_the_sender(pair) -> None:  # type: 
     assert ca.snapshots.get(timeout=WAIT) == (2, True)
 
 
-def test_a_down_peer_is_reported_unreachable_and_its_snapshot_lost() -> None:
+def test_a_down_peer_is_reported_unreachable_and_its_snapshot_lost(
+    transport: type[Transport],
+) -> None:
     peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
-    a = GrpcRaftTransport(1, peers, rpc_timeout=1.0)
+    a = transport(1, peers, rpc_timeout=1.0)
     ca = Collector()
     ca.start(a)
     try:
@@ -170,15 +190,15 @@ def test_a_down_peer_is_reported_unreachable_and_its_snapshot_lost() -> None:
         a.stop()
 
 
-def test_a_peer_that_comes_back_receives_again_after_backoff() -> None:
+def test_a_peer_that_comes_back_receives_again_after_backoff(transport: type[Transport]) -> None:
     peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
-    a = GrpcRaftTransport(1, peers, rpc_timeout=1.0, backoff_max=0.2)
+    a = transport(1, peers, rpc_timeout=1.0, backoff_max=0.2)
     ca, cb = Collector(), Collector()
     ca.start(a)
     try:
         a.send([app(0)])
         assert ca.unreachable.get(timeout=WAIT) == 2
-        b = GrpcRaftTransport(2, peers)
+        b = transport(2, peers)
         cb.start(b)
         try:
             got = None
@@ -196,12 +216,14 @@ def test_a_peer_that_comes_back_receives_again_after_backoff() -> None:
         a.stop()
 
 
-def test_batches_to_a_peer_share_one_stream_that_is_reopened_in_order_after_a_restart() -> None:
+def test_batches_to_a_peer_share_one_stream_that_is_reopened_in_order_after_a_restart(
+    transport: type[Transport],
+) -> None:
     peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
-    a = GrpcRaftTransport(1, peers, backoff_max=0.2)
+    a = transport(1, peers, backoff_max=0.2)
     ca, cb = Collector(), Collector()
     ca.start(a)
-    b = GrpcRaftTransport(2, peers)
+    b = transport(2, peers)
     cb.start(b)
     try:
         for i in range(100):
@@ -209,7 +231,7 @@ def test_batches_to_a_peer_share_one_stream_that_is_reopened_in_order_after_a_re
         assert [cb.messages.get(timeout=WAIT) for _ in range(100)] == [app(i) for i in range(100)]
         assert a.stats.streams == 1  # a hundred batches, one stream
         b.stop()
-        restarted, cr = GrpcRaftTransport(2, peers), Collector()
+        restarted, cr = transport(2, peers), Collector()
         cr.start(restarted)
         try:
             first = None
@@ -234,9 +256,9 @@ def test_batches_to_a_peer_share_one_stream_that_is_reopened_in_order_after_a_re
         a.stop()
 
 
-def test_send_never_blocks_and_drops_when_a_peer_outbox_is_full() -> None:
+def test_send_never_blocks_and_drops_when_a_peer_outbox_is_full(transport: type[Transport]) -> None:
     peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
-    a = GrpcRaftTransport(1, peers, outbox_limit=10, rpc_timeout=1.0, backoff_initial=5.0)
+    a = transport(1, peers, outbox_limit=10, rpc_timeout=1.0, backoff_initial=5.0)
     ca = Collector()
     ca.start(a)
     try:

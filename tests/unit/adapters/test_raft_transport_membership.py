@@ -1,4 +1,4 @@
-"""add_peer / remove_peer on every RaftTransport: the gRPC one on loopback and the in-memory one.
+"""add_peer / remove_peer on every RaftTransport: gRPC and TCP on loopback, and the in-memory one.
 
 The same behaviour is asked of both: an added peer is in the address book and receives what is
 sent to it; a removed one leaves the book and what is sent to it is dropped.
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
+from gpu_platform.adapters.outbound.raft_tcp import TcpRaftTransport
 from gpu_platform.domain.consensus import Message, MessageType
 from gpu_platform.ports.outbound.raft import RaftTransport
 from gpu_platform.testing.ports import reserve_port
@@ -30,14 +31,15 @@ def _ignore(*_: Any) -> None:
     return None
 
 
-@pytest.fixture(params=["grpc", "memory"])
+@pytest.fixture(params=["grpc", "tcp", "memory"])
 def pair(request: pytest.FixtureRequest) -> Iterator[Pair]:
     """Transport 1 (knowing only itself) and the inbox of node 2, with 2's address."""
     got: queue.Queue[Message] = queue.Queue()
-    if request.param == "grpc":
+    if request.param != "memory":
+        kind = GrpcRaftTransport if request.param == "grpc" else TcpRaftTransport
         addr1, addr2 = f"127.0.0.1:{reserve_port()}", f"127.0.0.1:{reserve_port()}"
-        a = GrpcRaftTransport(1, {1: addr1})
-        b = GrpcRaftTransport(2, {1: addr1, 2: addr2})
+        a = kind(1, {1: addr1})
+        b = kind(2, {1: addr1, 2: addr2})
         a.start(_ignore, _ignore, _ignore)
         b.start(got.put, _ignore, _ignore)
         yield a, got, addr2, lambda: a.stats.dropped_failed

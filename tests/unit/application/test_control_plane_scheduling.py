@@ -12,6 +12,7 @@ from gpu_platform.domain.faults.health import XidReport
 from gpu_platform.domain.model.job import JobSpec, JobState
 from gpu_platform.domain.model.node import Inventory
 from gpu_platform.domain.scheduling import PendingCode, QueueOrder, Quota, SchedulerPolicy
+from gpu_platform.testing.cluster_procs import wait_until
 from gpu_platform.testing.fakes import (
     FakeJobRunner,
     InMemoryJobStore,
@@ -176,6 +177,38 @@ def test_a_job_waits_for_its_dependency_and_is_cancelled_when_it_fails(rig: Rig)
     assert rig.state(second) is JobState.RUNNING
     assert rig.state(doomed) is JobState.CANCELLED
     assert rig.plane.get(doomed).reason == f"dependency {doomed_parent} ended FAILED"
+
+
+def test_a_job_held_by_its_dependency_says_why_before_any_cycle_has_run(rig: Rig) -> None:
+    first = rig.submit(1)
+    second = rig.submit(1, depends_on=(first,))  # no cycle since: it needs none to say why
+    why = rig.plane.why(second)
+    assert why is not None and why.code is PendingCode.DEPENDENCY
+    assert why.message == f"waiting for {first}"
+    assert rig.plane.why(first) is None  # waits for the cycle a runnable submit wakes
+
+
+def test_a_job_held_by_its_dependency_starts_when_the_scheduler_only_runs_on_wakes() -> None:
+    inventory = Inventory((default_node("n0"),), source="sim", simulated=True)
+    runner = FakeJobRunner()
+    plane = ControlPlane(
+        inventory,
+        InMemoryJobStore(),
+        runner,
+        ManualClock(),
+        SequentialJobIds(),
+        RecordingPublisher(),
+        schedule_interval_s=3600.0,  # no timed cycle in this test: only wakes run one
+    )
+    plane.start()
+    try:
+        first = plane.submit(JobSpec(("fake-exit", "0"), gpus=1)).id
+        assert wait_until(lambda: plane.get(first).state is JobState.RUNNING, timeout=30)
+        second = plane.submit(JobSpec(("fake-forever",), gpus=1, depends_on=(first,))).id
+        runner.deliver()  # first completes: its finish wakes the cycle that starts second
+        assert wait_until(lambda: plane.get(second).state is JobState.RUNNING, timeout=30)
+    finally:
+        plane.shutdown()
 
 
 def test_an_unknown_dependency_is_refused_naming_the_field(rig: Rig) -> None:

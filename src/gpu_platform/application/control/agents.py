@@ -18,6 +18,7 @@ from gpu_platform.application.control.shared import LOG_NAME, Shared
 from gpu_platform.domain.cluster_state import FinishJob, RegisterNode, RequeueJob, StartJob
 from gpu_platform.domain.errors import DomainError, NotFound
 from gpu_platform.domain.faults.health import HealthEvent, Heartbeat
+from gpu_platform.domain.membership import registration_changes_nothing
 from gpu_platform.domain.model.job import JobState
 from gpu_platform.domain.model.node import Node, NodeState
 from gpu_platform.ports.outbound.job_runner import ExitReport
@@ -46,7 +47,12 @@ class Agents:
         here that the agent neither runs nor reported ended as lost with the node (an
         interruption: the job is re-queued without using up its attempts)."""
         now = self._s.now()
-        self._s.execute(RegisterNode(node, now))
+        try:
+            registered: Node | None = self._s.state.node(node.name)
+        except NotFound:
+            registered = None
+        if not registration_changes_nothing(registered, node):  # after an election: a heartbeat
+            self._s.execute(RegisterNode(node, now))
         self._s.beats[node.name] = now
         with self._s.lock:
             self._s.agents_seen.add(node.name)
@@ -58,7 +64,7 @@ class Agents:
         to_start: list[tuple[str, int]] = []
         lost: dict[tuple[str, int], set[int]] = {}
         with self._s.lock:
-            jobs = {j.id: j for j in self._s.state.jobs()}
+            jobs = {j.id: j for j in self._s.state.open_jobs()}  # not O(every job kept)
             for job_id, epoch in sorted(reported):
                 job = jobs.get(job_id)
                 alloc = job.allocation if job is not None else None

@@ -42,6 +42,12 @@ from gpu_platform.domain.scheduling import (
     decide,
 )
 from gpu_platform.domain.scheduling.array_throttle import hold_back_throttled
+from gpu_platform.domain.scheduling.dependencies import (
+    BROKEN,
+    dependency_reason,
+    unmet_dependencies,
+    waits_for_dependency,
+)
 from gpu_platform.domain.scheduling.live_view import LiveView
 from gpu_platform.ports.outbound.metrics import SchedulerMetrics
 
@@ -104,7 +110,14 @@ class Scheduling:
             open_jobs = self._s.state.open_jobs()
             holding = (j for j in open_jobs if j.holds_gpus)
             queued, throttled = hold_back_throttled(queued, holding)  # arrays' `%N`
-            pending = [self._pending_job(j) for j in queued]
+            # a job waiting for a dependency binds nothing: left out of the decision, its
+            # reason (DEPENDENCY) is given when asked (`why`); the decision is the same
+            state_of = self._state_of
+            pending = [
+                self._pending_job(j)
+                for j in queued
+                if not (j.spec.depends_on and unmet_dependencies(j.spec, state_of))
+            ]
             running = self._running_jobs(open_jobs, now)
             quotas = self._effective_quotas()
             decision = decide(now, pending, running, view, quotas, self._policy, self._place)
@@ -181,13 +194,26 @@ class Scheduling:
         """Why a waiting job waits, as of the last scheduling cycle (None if it does not)."""
         with self._s.lock:
             job = self._s.state.job(job_id)
-            return self._why.get(job_id) if job.state is JobState.QUEUED else None
+            if job.state is not JobState.QUEUED:
+                return None
+            reason = self._why.get(job_id)
+            if reason is None and job.spec.depends_on:  # not in the decision: see the cycle
+                waiting = unmet_dependencies(job.spec, self._state_of)
+                reason = dependency_reason(waiting) if waiting else None
+            return reason
+
+    def wants_cycle(self, job: Job) -> bool:
+        """Does a submitted `job` need a scheduling cycle? Not while it waits for a dependency
+        that may still complete: the cycle after that dependency ends looks at it."""
+        with self._s.lock:
+            return not waits_for_dependency(job.spec, self._state_of)
+
+    def _state_of(self, job_id: str) -> JobState:
+        return self._s.state.job(job_id).state
 
     def _pending_job(self, job: Job) -> PendingJob:
         spec = job.spec
-        waiting = frozenset(
-            d for d in spec.depends_on if self._s.state.job(d).state is not JobState.COMPLETED
-        )
+        waiting = unmet_dependencies(spec, self._state_of)
         request = request_of(spec)
         if request.fractional and spec.gpu_memory_bytes is not None:  # memory as a fraction
             classes = self._live_view.view.classes  # GPU memory sizes: a few hardware classes
@@ -247,7 +273,7 @@ class Scheduling:
         for job in self._s.state.queued():
             for dep in job.spec.depends_on:
                 state = self._s.state.job(dep).state
-                if state in (JobState.FAILED, JobState.CANCELLED):
+                if state in BROKEN:
                     self._s.execute(CancelJob(job.id, now, f"dependency {dep} ended {state}"))
                     break
 

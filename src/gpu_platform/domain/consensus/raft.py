@@ -246,6 +246,13 @@ class Raft:
         else:
             self._tick_election()
 
+    def tick_ends_period(self) -> bool:
+        """Would the next tick start an election here (a follower or candidate whose
+        randomized election timeout runs out)? Always False on a leader."""
+        if self.state is _L:
+            return False
+        return self.promotable() and self.election_elapsed + 1 >= self.randomized_election_timeout
+
     def _tick_election(self) -> None:
         self.election_elapsed += 1
         if self.promotable() and self.election_elapsed >= self.randomized_election_timeout:

@@ -116,6 +116,10 @@ class RawNode:
         """One unit of logical time (election_tick / heartbeat_tick are counted in these)."""
         self.raft.tick()
 
+    def tick_ends_period(self) -> bool:
+        """Would the next `tick` start an election here (never on a leader)?"""
+        return self.raft.tick_ends_period()
+
     def campaign(self) -> None:
         """Start an election now (pre-vote first if enabled)."""
         self.raft.step(Message(MT.HUP, from_=self.raft.id))

@@ -31,6 +31,7 @@ from gpu_platform.domain.placement.first_fit import Unschedulable
 from gpu_platform.domain.placement.request import MILLI, GangPlacement, GpuRequest
 from gpu_platform.domain.placement.view import UNKNOWN_CAPACITY, ClusterView
 from gpu_platform.domain.scheduling.backfill import Hold, reserve
+from gpu_platform.domain.scheduling.dependencies import dependency_reason
 from gpu_platform.domain.scheduling.ledger import Ledger
 from gpu_platform.domain.scheduling.model import (
     Decision,
@@ -100,7 +101,7 @@ def _key(entry: tuple[tuple[int, int, float, int], PendingJob]) -> tuple[int, in
 
 
 def _dependency(job: PendingJob) -> PendingReason:
-    return PendingReason(PendingCode.DEPENDENCY, f"waiting for {', '.join(sorted(job.waiting_on))}")
+    return dependency_reason(job.waiting_on)
 
 
 def _when(at: float) -> str:

@@ -9,6 +9,7 @@ transport's own thread and must only enqueue).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from gpu_platform.domain.consensus import (
@@ -25,6 +26,8 @@ __all__ = [
     "RaftStorage",
     "RaftTransport",
     "SnapshotReport",
+    "SnapshotStaging",
+    "StagedSnapshot",
     "UnreachableHandler",
 ]
 
@@ -84,6 +87,38 @@ class RaftStorage(Protocol):
     def compact(self, compact_index: int) -> None: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StagedSnapshot:
+    """A snapshot's bytes written ahead by `SnapshotStaging.stage_snapshot`: `chunks` pieces
+    of `size` bytes in all; `serial` names the staging."""
+
+    serial: int
+    chunks: int
+    size: int
+
+
+@runtime_checkable
+class SnapshotStaging(Protocol):
+    """A `RaftStorage` that can write a snapshot's bytes from another thread (issue 21: a
+    snapshot of 20,000 jobs, 14 MB, took the Raft loop 1.6 s to write).
+
+    * `stage_snapshot(pieces)` — write the concatenation of `pieces`, off the Raft loop (the
+      applier's thread), where no reader sees it; one staging at a time: it waits until the
+      previous one was stored or discarded.
+    * `store_staged(index, conf_state, staged)` (on the Raft loop) then makes it the
+      snapshot at `index` in one small durable write (what `create_snapshot` does with the
+      bytes); `discard_staged(staged)` drops it (a newer snapshot arrived meanwhile, or the
+      node stops). A crash before the former leaves the previous snapshot in place."""
+
+    def stage_snapshot(self, pieces: Iterable[bytes]) -> StagedSnapshot: ...
+
+    def store_staged(
+        self, index: int, conf_state: ConfState, staged: StagedSnapshot
+    ) -> Snapshot: ...
+
+    def discard_staged(self, staged: StagedSnapshot) -> None: ...
 
 
 MessageHandler = Callable[[Message], None]

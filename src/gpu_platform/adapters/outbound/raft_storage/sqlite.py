@@ -43,7 +43,7 @@ from gpu_platform.adapters.outbound.integrity import (
     record_crc,
 )
 from gpu_platform.adapters.outbound.process_memory import release_free_memory
-from gpu_platform.adapters.outbound.raft_storage import snapshot_chunks
+from gpu_platform.adapters.outbound.raft_storage import snapshot_chunks, snapshot_staging
 from gpu_platform.domain.consensus import (
     CompactedError,
     ConfState,
@@ -56,6 +56,7 @@ from gpu_platform.domain.consensus import (
     SnapshotOutOfDateError,
 )
 from gpu_platform.domain.consensus.storage import LogReads
+from gpu_platform.ports.outbound.raft import StagedSnapshot
 
 __all__ = ["SqliteRaftStorage"]
 
@@ -109,6 +110,7 @@ class SqliteRaftStorage(LogReads):
         self._chunked = True  # False: a file from before chunks (`snapshot_data` in meta)
         self._ents: list[Entry] = [Entry(0, 0)]  # [0] = the compaction point (index, term)
         self._metas: dict[str, bytes] = {}
+        self._stager = snapshot_staging.Stager(self.path)
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -326,14 +328,7 @@ class SqliteRaftStorage(LogReads):
     ) -> Snapshot:
         """Store the snapshot at `index`: `data`, or the concatenation of its pieces, written
         as they come (none is kept). Returns the snapshot without its bytes (`snapshot()`)."""
-        if index <= self._snapshot.metadata.index:
-            raise SnapshotOutOfDateError
-        if index > self.last_index():
-            raise LogInvariantError(f"snapshot {index} is out of bound lastindex")
-        if index < self._ents[0].index:
-            raise CompactedError
-        term = self._ents[index - self._ents[0].index].term
-        snap = Snapshot(b"", SnapshotMetadata(conf_state, index, term))
+        snap = self._snapshot_at(index, conf_state)
         self._full()
         self._db.execute("BEGIN IMMEDIATE")
         try:
@@ -346,6 +341,38 @@ class SqliteRaftStorage(LogReads):
         self._chunked = True
         release_free_memory()  # what encoding the snapshot took (tens of MiB at scale)
         return snap
+
+    def stage_snapshot(self, pieces: Iterable[bytes]) -> StagedSnapshot:
+        """Write a snapshot's bytes ahead, from a thread other than the Raft loop's, through a
+        connection of its own (`snapshot_staging`); `store_staged` makes it the snapshot."""
+        staged = self._stager.stage(pieces)
+        release_free_memory()  # what encoding the snapshot took, off the Raft loop too
+        return staged
+
+    def store_staged(self, index: int, conf_state: ConfState, staged: StagedSnapshot) -> Snapshot:
+        """`create_snapshot` for bytes staged ahead: one small transaction, fsynced."""
+        try:
+            written = self._stager.taking(staged)
+            snap = self._snapshot_at(index, conf_state)
+            self._full()
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in snapshot_staging.PROMOTE:
+                    self._db.execute(statement)
+                self._put_snapshot_meta(snap.metadata, written)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        finally:
+            self._stager.done(staged)
+        self._snapshot = snap
+        self._chunked = True
+        return snap
+
+    def discard_staged(self, staged: StagedSnapshot) -> None:
+        """Drop bytes staged ahead (their rows go when the next staging begins)."""
+        self._stager.done(staged)
 
     def compact(self, compact_index: int) -> None:
         offset = self._ents[0].index
@@ -366,6 +393,7 @@ class SqliteRaftStorage(LogReads):
         self._ents = [Entry(head.term, head.index), *self._ents[compact_index - offset + 1 :]]
 
     def close(self) -> None:
+        self._stager.close()
         self._db.close()
         self._mark.close()
 
@@ -386,8 +414,21 @@ class SqliteRaftStorage(LogReads):
     def _put_offset(self, head: Entry) -> None:
         self._put("offset", json.dumps([head.index, head.term]))
 
+    def _snapshot_at(self, index: int, conf_state: ConfState) -> Snapshot:
+        """The metadata of a snapshot to create at `index` (raises if it cannot be)."""
+        if index <= self._snapshot.metadata.index:
+            raise SnapshotOutOfDateError
+        if index > self.last_index():
+            raise LogInvariantError(f"snapshot {index} is out of bound lastindex")
+        if index < self._ents[0].index:
+            raise CompactedError
+        term = self._ents[index - self._ents[0].index].term
+        return Snapshot(b"", SnapshotMetadata(conf_state, index, term))
+
     def _put_snapshot(self, md: SnapshotMetadata, pieces: Iterable[bytes]) -> None:
-        written = snapshot_chunks.write(self._db, pieces)
+        self._put_snapshot_meta(md, snapshot_chunks.write(self._db, pieces))
+
+    def _put_snapshot_meta(self, md: SnapshotMetadata, written: snapshot_chunks.Written) -> None:
         conf = _conf_to_json(md.conf_state)
         self._put("snapshot_meta", json.dumps([md.index, md.term, conf, *astuple(written)]))
         self._db.execute("DELETE FROM meta WHERE key = 'snapshot_data'")
