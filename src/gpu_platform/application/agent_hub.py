@@ -24,7 +24,7 @@ Leaving the leader role must not stop jobs: `stop_all` and `reap` do nothing; th
 learns what runs from each agent's hello.
 
 The session and listener protocols, `AttemptRef` and the hub's errors live in
-`agent_contracts` (re-exported here).
+`agent_contracts` (re-exported here); log reads, resets and scripts in `agent_requests`.
 
 Thread-safety: every public method may be called from any thread.
 """
@@ -35,7 +35,7 @@ import contextlib
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -49,9 +49,9 @@ from gpu_platform.application.agent_contracts import (
     AttemptRef,
     NotAccepting,
 )
+from gpu_platform.application.agent_requests import AgentRequests
 from gpu_platform.domain.faults.health import HealthEvent
 from gpu_platform.domain.model.node import Node
-from gpu_platform.ports.outbound.gpu_reset import GpuResetError
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
 from gpu_platform.ports.outbound.node_lease import LEASE_ENDED
 
@@ -67,6 +67,11 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 
+_Handlers = tuple[
+    Callable[[ExitReport], None], Callable[[Sequence[ExitReport]], None] | None
+]  # an attempt's exit handlers: one report, many at once (or None)
+
+
 @dataclass
 class _Live:
     session: AgentSession
@@ -76,7 +81,7 @@ class _Live:
     uuids: dict[int, str] = field(default_factory=dict)  # GPU index -> uuid, from the hello
 
 
-class AgentHub:
+class AgentHub(AgentRequests):
     """Implements the JobRunner port over the agents' streams (see the module docstring)."""
 
     def __init__(
@@ -90,9 +95,9 @@ class AgentHub:
         self._listener: AgentListener | None = None
         self._lock = threading.Lock()
         self._sessions: dict[str, _Live] = {}
-        self._where: dict[tuple[str, int, int], str] = {}  # (job, epoch, rank) -> node
+        self._where: dict[tuple[str, int], dict[int, str]] = {}  # (job, epoch) -> rank -> node
         self._logs_at: dict[tuple[str, int, int], str] = {}  # (job, attempt, rank) -> node
-        self._on_exit: dict[tuple[str, int], Callable[[ExitReport], None]] = {}
+        self._on_exit: dict[tuple[str, int], _Handlers] = {}  # (job, epoch) -> its handlers
         self._requests: dict[int, Future[object]] = {}
         self._asked: dict[int, AgentSession] = {}  # reset/inject request -> its session
         self._ids = itertools.count(1)
@@ -129,7 +134,7 @@ class AgentHub:
             for ref in running:
                 key = (ref.job_id, ref.epoch, ref.rank)
                 live.tasks.add(key)
-                self._where[key] = session.node
+                self._where.setdefault(key[:2], {})[ref.rank] = session.node
                 if ref.attempt:
                     self._logs_at[(ref.job_id, ref.attempt, ref.rank)] = session.node
             self._sessions[session.node] = live
@@ -153,18 +158,38 @@ class AgentHub:
     def exited(self, session: AgentSession, seq: int, report: ExitReport) -> None:
         """A task ended (possibly reported twice across a reconnect: the control plane
         ignores a report for an attempt that is no longer current)."""
+        self.exited_all(session, [(seq, report)])
+
+    def exited_all(self, session: AgentSession, items: Sequence[tuple[int, ExitReport]]) -> None:
+        """`exited` for each (seq, report) one stream reported at once: the attempts started
+        by `start_all` with `on_exits` get their reports in one call (their finishes commit
+        together); each is acknowledged once every handler has returned."""
         self._touch(session)
-        key = (report.job_id, report.epoch, report.rank)
+        groups: dict[_Handlers | None, list[ExitReport]] = {}
         with self._lock:
-            self._where.pop(key, None)
-            handler = self._on_exit.get(key[:2])
-            if not any(k[:2] == key[:2] for k in self._where):
-                self._on_exit.pop(key[:2], None)
-            for live in self._sessions.values():
-                live.tasks.discard(key)
-        (handler or self._need_listener().agent_exit)(report)
-        if seq:
-            session.send_exit_ack(seq)
+            for _, report in items:
+                key = (report.job_id, report.epoch, report.rank)
+                node = self._forget(key)
+                handlers = self._on_exit.get(key[:2])
+                if key[:2] not in self._where:
+                    self._on_exit.pop(key[:2], None)
+                for name in {node, session.node}:
+                    live = self._sessions.get(name) if name is not None else None
+                    if live is not None:
+                        live.tasks.discard(key)
+                groups.setdefault(handlers, []).append(report)
+        for handlers, reports in groups.items():
+            if handlers is None:
+                for report in reports:
+                    self._need_listener().agent_exit(report)
+            elif handlers[1] is not None:
+                handlers[1](reports)
+            else:
+                for report in reports:
+                    handlers[0](report)
+        for seq, _ in items:
+            if seq:
+                session.send_exit_ack(seq)
 
     def launched(self, session: AgentSession, request_id: int, error: str) -> None:
         self._touch(session)
@@ -226,23 +251,50 @@ class AgentHub:
     # -- JobRunner ---------------------------------------------------------------------------
 
     def start(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None]) -> None:
-        request_id = next(self._ids)
-        fut: Future[object] = Future()
-        key = (spec.job_id, spec.epoch, spec.rank)
-        with self._lock:
-            live = self._fresh(spec.node)
-            if live is None or not live.ready:
-                raise AgentUnavailable(f"node {spec.node!r} has no connected agent")
-            self._requests[request_id] = fut
-            self._on_exit[(spec.job_id, spec.epoch)] = on_exit
-            self._where[key] = spec.node
-            self._logs_at[(spec.job_id, spec.attempt, spec.rank)] = spec.node
-            live.tasks.add(key)
-            session = live.session
-        session.send_launch(request_id, spec)
+        (error,) = self.start_all([spec], on_exit)
+        if error is not None:
+            raise error
+
+    def start_all(
+        self,
+        specs: Sequence[LaunchSpec],
+        on_exit: Callable[[ExitReport], None],
+        on_exits: Callable[[Sequence[ExitReport]], None] | None = None,
+    ) -> list[LaunchError | None]:
+        """`start` every spec, their launches sent at once and the answers awaited together
+        (a cycle's launches cost one round trip to each agent, not one per task). Per spec,
+        None (it runs) or the error `start` would have raised (AgentUnavailable when the node
+        has no live agent or it did not answer in time). `on_exits`, if given, takes the
+        exits one stream reports at once instead of `on_exit` one by one."""
+        handlers: _Handlers = (on_exit, on_exits)
+        sent: list[tuple[LaunchSpec, int, Future[object]] | LaunchError] = []
+        for spec in specs:
+            request_id = next(self._ids)
+            fut: Future[object] = Future()
+            with self._lock:
+                live = self._fresh(spec.node)
+                if live is None or not live.ready:
+                    sent.append(AgentUnavailable(f"node {spec.node!r} has no connected agent"))
+                    continue
+                self._requests[request_id] = fut
+                self._on_exit[(spec.job_id, spec.epoch)] = handlers
+                self._where.setdefault((spec.job_id, spec.epoch), {})[spec.rank] = spec.node
+                self._logs_at[(spec.job_id, spec.attempt, spec.rank)] = spec.node
+                live.tasks.add((spec.job_id, spec.epoch, spec.rank))
+                session = live.session
+            session.send_launch(request_id, spec)
+            sent.append((spec, request_id, fut))
+        deadline = time.monotonic() + self._launch_timeout
+        return [x if isinstance(x, LaunchError) else self._answer(*x, deadline) for x in sent]
+
+    def _answer(
+        self, spec: LaunchSpec, request_id: int, fut: Future[object], deadline: float
+    ) -> LaunchError | None:
+        """Wait (until `deadline`, monotonic) for one launch's answer: None when it runs,
+        else its error (the task is no longer tracked)."""
         unavailable = False
         try:
-            self._need_listener().wait_for(fut, self._launch_timeout)
+            self._need_listener().wait_for(fut, max(0.0, deadline - time.monotonic()))
             error = fut.result(timeout=0)
         except FutureTimeout:
             unavailable = True
@@ -255,37 +307,41 @@ class AgentHub:
                 self._requests.pop(request_id, None)
         if isinstance(error, str) and error.startswith(LEASE_ENDED):
             unavailable = True  # a stale launch the agent refused: no fault of the job
-        if error:
-            with self._lock:
-                self._where.pop(key, None)
+        if not error:
+            return None
+        key = (spec.job_id, spec.epoch, spec.rank)
+        with self._lock:
+            self._forget(key)
+            live = self._sessions.get(spec.node)
+            if live is not None:
                 live.tasks.discard(key)
-            raise (AgentUnavailable if unavailable else LaunchError)(str(error))
+        return (AgentUnavailable if unavailable else LaunchError)(str(error))
 
     def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
         lost: list[int] = []
         sends: list[tuple[AgentSession, int]] = []
         silent: list[AgentSession] = []
         with self._lock:
-            ranks = [(k[2], n) for k, n in self._where.items() if k[:2] == (job_id, epoch)]
+            ranks = list(self._where.get((job_id, epoch), {}).items())
             for rank, node in ranks:
                 live = self._fresh(node)
                 if live is None:
                     lost.append(rank)
-                    del self._where[(job_id, epoch, rank)]
+                    self._forget((job_id, epoch, rank))
                     stale = self._sessions.pop(node, None)
                     if stale is not None:  # a stopped agent: when it wakes, it must say
                         silent.append(stale.session)  # hello again and be reconciled
                 elif all(s is not live.session for s, _ in sends):
                     sends.append((live.session, rank))
-            handler = self._on_exit.get((job_id, epoch))
-            if not any(k[:2] == (job_id, epoch) for k in self._where):
+            handlers = self._on_exit.get((job_id, epoch))
+            if (job_id, epoch) not in self._where:
                 self._on_exit.pop((job_id, epoch), None)
         for session, _ in sends:
             session.send_stop(job_id, epoch, grace_s)
         for session in silent:
             session.close("")
         if lost:
-            report = handler or self._need_listener().agent_exit
+            report = handlers[0] if handlers else self._need_listener().agent_exit
             reports = [
                 ExitReport(job_id, epoch, None, rank=r, detail="lost with its node") for r in lost
             ]
@@ -308,100 +364,7 @@ class AgentHub:
     def reap(self, job_id: str, epoch: int) -> int:
         return 0
 
-    def read_log(self, job_id: str, attempt: int, tail_bytes: int, rank: int = 0) -> str:
-        data = self._read(job_id, attempt, rank, -1, tail_bytes)
-        return data.decode("utf-8", errors="replace")
-
-    def read_log_from(
-        self, job_id: str, attempt: int, offset: int, max_bytes: int, rank: int = 0
-    ) -> bytes:
-        return self._read(job_id, attempt, rank, offset, max_bytes)
-
-    # -- GpuReset and injection ----------------------------------------------------------------
-
-    def reset(self, node: str, gpu_index: int) -> None:
-        """GpuReset for agent nodes: the node's agent resets the GPU (see the module docstring).
-        Blocks up to `reset_timeout_s`; call it off every lock."""
-        try:
-            error = self._ask(
-                node,
-                lambda s, rid, uuids: s.send_reset(rid, gpu_index, uuids.get(gpu_index, "")),
-                self._reset_timeout,
-                "the reset",
-            )
-        except AgentUnavailable as exc:
-            raise GpuResetError(str(exc)) from None
-        if error:
-            raise GpuResetError(f"agent on {node}: {error}")
-
-    def inject(self, node: str, script: str) -> list[str]:
-        """Run a fault script on `node`'s agent; the lines it scheduled. ValueError when the
-        node has no live agent, it did not answer, or it refused the script."""
-        try:
-            lines = self._ask(
-                node, lambda s, rid, _: s.send_inject(rid, script), self._log_timeout, "the script"
-            )
-        except AgentUnavailable as exc:
-            raise ValueError(str(exc)) from None
-        assert isinstance(lines, tuple)
-        return list(lines)
-
-    def _ask(
-        self,
-        node: str,
-        send: Callable[[AgentSession, int, dict[int, str]], None],
-        timeout: float,
-        what: str,
-    ) -> object:
-        """Send one request to `node`'s live session and wait for its answer (re-raised when
-        it is an exception); AgentUnavailable when there is no live session, the stream ends
-        (step_down) or no answer comes within `timeout` seconds."""
-        request_id = next(self._ids)
-        fut: Future[object] = Future()
-        with self._lock:
-            live = self._fresh(node)
-            if live is None:
-                raise AgentUnavailable(f"node {node!r} has no connected agent")
-            self._requests[request_id] = fut
-            session, uuids = live.session, dict(live.uuids)
-            self._asked[request_id] = session
-        try:
-            send(session, request_id, uuids)
-            return fut.result(timeout=timeout)
-        except FutureTimeout:
-            raise AgentUnavailable(
-                f"agent on {node} did not answer {what} in {timeout:g}s"
-            ) from None
-        finally:
-            with self._lock:
-                self._requests.pop(request_id, None)
-                self._asked.pop(request_id, None)
-
     # -- plumbing ----------------------------------------------------------------------------
-
-    def _read(self, job_id: str, attempt: int, rank: int, offset: int, max_bytes: int) -> bytes:
-        with self._lock:
-            node = self._logs_at.get((job_id, attempt, rank))
-            targets = [node] if node in self._sessions else list(self._sessions)
-            sessions = [(n, self._sessions[n].session) for n in targets if n is not None]
-        for name, session in sessions:  # the node that ran it, else ask each agent
-            request_id = next(self._ids)
-            fut: Future[object] = Future()
-            with self._lock:
-                self._requests[request_id] = fut
-            session.send_read_log(request_id, job_id, attempt, rank, offset, max_bytes)
-            try:
-                data = fut.result(timeout=self._log_timeout)
-            except (FutureTimeout, LaunchError):
-                continue
-            finally:
-                with self._lock:
-                    self._requests.pop(request_id, None)
-            if isinstance(data, bytes) and (data or name == node):
-                with self._lock:
-                    self._logs_at[(job_id, attempt, rank)] = name
-                return data
-        return b""
 
     def _resolve(self, request_id: int, result: object) -> None:
         with self._lock:
@@ -420,6 +383,17 @@ class AgentHub:
                 return False
             live.last_seen = time.monotonic()
             return True
+
+    def _forget(self, key: tuple[str, int, int]) -> str | None:
+        """Drop a task from `_where` (an attempt with no task left goes); its node, if known.
+        Call under the lock."""
+        ranks = self._where.get(key[:2])
+        if ranks is None:
+            return None
+        node = ranks.pop(key[2], None)
+        if not ranks:
+            del self._where[key[:2]]
+        return node
 
     def _fresh(self, node: str) -> _Live | None:
         live = self._sessions.get(node)

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import pytest
 
-from gpu_platform.application.control.finishing import Finishing
+from gpu_platform.application.control.finishing import MAX_BATCH, Finishing
 from gpu_platform.application.control.shared import Shared
 from gpu_platform.domain.cluster_state import ClusterState, Command, FinishJob, JobBatch
 from gpu_platform.domain.errors import DomainError
@@ -117,3 +117,38 @@ def test_embedded_a_finish_is_executed_as_its_own_command() -> None:
     finishing.finish(FinishJob("j", 1, 0, 1.0))
     assert executed == [FinishJob("j", 1, 0, 1.0)]
     assert log.batches == []
+
+
+def test_finishes_handed_over_together_are_one_batch_and_return_once_all_are_committed() -> None:
+    log = _Log()
+    finishing = _finishing(log)
+    first = threading.Thread(target=finishing.finish, args=(FinishJob("j0", 1, 0, 1.0),))
+    first.start()
+    _wait_until(lambda: len(log.batches) == 1)  # j0's commit is under way
+    together = [FinishJob(f"j{n}", 1, 0, 1.0) for n in range(1, 4)]
+    done = threading.Event()
+
+    def hand_over() -> None:
+        finishing.finish_all(together)
+        done.set()
+
+    both = threading.Thread(target=hand_over)
+    both.start()
+    _wait_until(lambda: len(finishing._queue) == 3)
+    assert not done.is_set()  # queued, not yet committed
+    log.release.set()
+    for t in (first, both):
+        t.join(10)
+    assert done.is_set()
+    assert [[i.job_id for i in b.items] for b in log.batches] == [["j0"], ["j1", "j2", "j3"]]
+    assert (finishing.batches, finishing.finishes) == (2, 4)
+
+
+def test_more_finishes_than_one_batch_holds_are_committed_in_order_before_returning() -> None:
+    log = _Log()
+    log.release.set()
+    finishing = _finishing(log)
+    commands = [FinishJob(f"j{n}", 1, 0, 1.0) for n in range(MAX_BATCH + 3)]
+    finishing.finish_all(commands)
+    assert [len(b.items) for b in log.batches] == [MAX_BATCH, 3]
+    assert [i.job_id for b in log.batches for i in b.items] == [c.job_id for c in commands]

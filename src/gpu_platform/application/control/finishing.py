@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -74,26 +74,37 @@ class Finishing:
         """Record that attempt `command.epoch` ended; returns once committed (module
         docstring). Raises what the commit raised (LeaderElsewhere: this server no longer
         leads); a finish the state machine refused is logged, as a stale report is."""
+        self.finish_all([command])
+
+    def finish_all(self, commands: Sequence[FinishJob]) -> None:
+        """`finish` each command, queued together (one agent's exits reported at once go in
+        one batch); returns once every one is committed. Raises the first commit error."""
         if self._s.replication is None:
-            self._s.execute(command)
+            for command in commands:
+                self._s.execute(command)
             return
-        slot = _Slot(command)
+        slots = [_Slot(command) for command in commands]
+        if not slots:
+            return
+        last = slots[-1]  # queued last, so answered last: every slot is done once it is
         with self._lock_let_go():
             with self._cond:
-                self._queue.append(slot)
-            while not slot.done:
+                self._queue.extend(slots)
+            while not last.done:
                 with self._cond:
-                    while self._committing and not slot.done:
+                    while self._committing and not last.done:
                         self._cond.wait()
-                    if slot.done:
+                    if last.done:
                         break
                     self._committing = True  # nobody commits: take the queue's head
                     batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
                 self._commit(batch)
-        if slot.error is not None:
-            raise slot.error
-        if isinstance(slot.outcome, BatchItemRefused):
-            log.warning("finish refused", job_id=slot.outcome.job_id, error=slot.outcome.error)
+        for slot in slots:
+            if slot.error is not None:
+                raise slot.error
+        for slot in slots:
+            if isinstance(slot.outcome, BatchItemRefused):
+                log.warning("finish refused", job_id=slot.outcome.job_id, error=slot.outcome.error)
 
     def _commit(self, batch: list[_Slot]) -> None:
         """Commit `batch` as one JobBatch, answer its slots, let the next committer go."""

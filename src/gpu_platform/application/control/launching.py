@@ -14,9 +14,7 @@ committed together).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
+from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
@@ -42,8 +40,6 @@ __all__ = ["Launching"]
 
 log = structlog.get_logger(LOG_NAME)
 
-_LAUNCHERS = 16  # launches of one cycle awaited at once (each waits on its agent)
-
 CommitAll = Callable[[list[Command]], list[list[DomainEvent] | DomainError]]
 Lost = Callable[..., None]  # (job_id, epoch, ranks, why, *, ended): the agents' `lost`
 
@@ -52,8 +48,6 @@ class Launching:
     """Binds and launches. `pin` pins tasks to their NUMA nodes' CPUs; `traces` gives each
     job's traceparent; `commit_all`, `effects` and `lock_let_go` are the plane's command path
     (replicated); `lost` is the agents' handling of tasks lost with their node."""
-
-    _launcher: ThreadPoolExecutor | None = None  # a cycle's launches at once (made on first use)
 
     def __init__(
         self,
@@ -81,9 +75,7 @@ class Launching:
         )
 
     def shutdown(self) -> None:
-        """Stop the launch threads (launches under way finish)."""
-        if self._launcher is not None:
-            self._launcher.shutdown(wait=False)
+        """Nothing to stop: a cycle's launches are sent and awaited by the cycle itself."""
 
     def bind_all(
         self,
@@ -118,28 +110,39 @@ class Launching:
         return sum(ran for ran in self._launch_all(launches))
 
     def _launch_all(self, launches: list[tuple[Job, GangPlacement, JobBound]]) -> list[bool]:
-        """`_launch` each bound job; on agents, the jobs of different first nodes at once: a
-        launch waits for its agent's answer, so one after another a cycle would take one
-        round trip per job. One agent's launches stay in cycle order."""
-        by_node: dict[str, list[int]] = {}
-        for n, (_, _, bound) in enumerate(launches):
-            by_node.setdefault(bound.allocation.nodes[0], []).append(n)
-        if len(by_node) <= 1 or self._s.hub is None:
+        """`_launch` each bound job; on agents, every task's launch sent at once and the
+        answers awaited together (`AgentHub.start_all`): one after another, a cycle would
+        take one round trip to an agent per task. Each attempt's `Run` counts all its tasks
+        live before its launches go out, so an exit that comes back first finds it."""
+        hub = self._s.hub
+        if hub is None or not launches:
             return [self._launch(*launch) for launch in launches]
-        if self._launcher is None:
-            self._launcher = ThreadPoolExecutor(_LAUNCHERS, thread_name_prefix="launch")
-        out: list[bool] = [False] * len(launches)
-
-        def launch_on(indices: list[int]) -> None:
-            with self._s.lock:  # each lets the lock go while its agent answers
-                for n in indices:
-                    out[n] = self._launch(*launches[n])
-
+        plans: list[tuple[Job, JobBound, Run, int]] = []  # ..., its first spec's index
+        specs: list[LaunchSpec] = []
+        for job, placed, bound in launches:
+            vendors = [str(s.gpu.vendor) for t in placed.tasks for s in t.gpus]
+            mine = self._task_specs(job, bound, vendors[0] if vendors else "")
+            run = Run(len(bound.allocation.tasks), live=set(range(len(mine))))
+            self._s.runs[(job.id, bound.allocation.epoch)] = run
+            plans.append((job, bound, run, len(specs)))
+            specs += mine
         with self._lock_let_go():
-            groups = [self._launcher.submit(launch_on, group) for group in by_node.values()]
-            wait_futures(groups)
-        for group in groups:
-            group.result()  # a launch's error, once every group has finished
+            errors = hub.start_all(specs, self.on_exit, self.on_exits)
+        out = []
+        for job, bound, run, first in plans:
+            outcome = errors[first : first + len(bound.allocation.tasks)]
+            failed = [(rank, e) for rank, e in enumerate(outcome) if e is not None]
+            run.live.difference_update(rank for rank, _ in failed)
+            if not failed:
+                out.append(True)
+                continue
+            _, error = failed[0]  # the first failing rank's, as one after another
+            run.launch_error = f"launch failed: {error}"
+            out.append(
+                self._launch_failed(
+                    job, bound, run, unavailable=isinstance(error, AgentUnavailable)
+                )
+            )
         return out
 
     def _bind_command(self, job: Job, placed: GangPlacement, borrowing: bool) -> BindJob:
@@ -168,6 +171,14 @@ class Launching:
                 unavailable = isinstance(exc, AgentUnavailable)
                 break
             run.live.add(rank)
+        if not run.launch_error:
+            return True
+        return self._launch_failed(job, bound, run, unavailable=unavailable)
+
+    def _launch_failed(self, job: Job, bound: JobBound, run: Run, *, unavailable: bool) -> bool:
+        """A launch failed (`run.launch_error`): re-queue the job when its node had no agent
+        (`unavailable`), else stop what started and finish the attempt with the error."""
+        alloc = bound.allocation
         if unavailable:  # no fault of the job: it waits for another placement
             why = run.launch_error
             self._s.execute(RequeueJob(job.id, alloc.epoch, self._s.now(), why))
@@ -175,10 +186,8 @@ class Launching:
                 self._s.runs.pop((job.id, alloc.epoch), None)
                 self._s.execute(FinishJob(job.id, alloc.epoch, None, self._s.now(), why))
             return False
-        if not run.launch_error:
-            return True
         if not run.live or not self._s.runner.stop(job.id, alloc.epoch, self._s.grace):
-            del self._s.runs[(job.id, alloc.epoch)]
+            self._s.runs.pop((job.id, alloc.epoch), None)
             self._s.execute(FinishJob(job.id, alloc.epoch, None, self._s.now(), run.launch_error))
         return False
 
@@ -257,45 +266,58 @@ class Launching:
         """A task ended. The attempt's exit is recorded when its last task has ended: with the
         first failing task's code and reason (the rest of a gang is stopped at once). A task its
         node's lease fence stopped was lost with the node, not failed: the job is re-queued."""
-        if report.fenced:
-            self._lost(report.job_id, report.epoch, {report.rank}, report.reason, ended=True)
-            self._s.wake.set()
-            return
-        with self._s.lock:
-            key = (report.job_id, report.epoch)
-            self._record_start(report)
-            run = self._s.runs.get(key)
-            if run is None:  # not started by this incarnation's bookkeeping: report it as is
-                self.finishing.finish(
-                    FinishJob(*key, report.exit_code, self._s.now(), report.reason)
-                )
+        self.on_exits([report])
+
+    def on_exits(self, reports: Sequence[ExitReport]) -> None:
+        """`on_exit` for each report, the attempts that ended committed together (one agent's
+        exits, reported at once, are one batch); returns once they are committed."""
+        for report in reports:
+            if report.fenced:
+                self._lost(report.job_id, report.epoch, {report.rank}, report.reason, ended=True)
                 self._s.wake.set()
-                return
-            run.live.discard(report.rank)
-            failed = report.exit_code != 0
-            if failed and run.failure is None and not run.launch_error:
-                run.failure = report
-                if run.live:
-                    log.warning(
-                        "gang task failed: stopping the whole gang",
-                        job_id=report.job_id,
-                        epoch=report.epoch,
-                        rank=report.rank,
-                        reason=report.reason,
-                    )
-                    self._s.runner.stop(report.job_id, report.epoch, self._s.grace)
+        finishes: list[FinishJob] = []
+        with self._s.lock:
+            for report in reports:
+                finish = None if report.fenced else self._ended(report)
+                if finish is not None:
+                    finishes.append(finish)
+            if finishes:
+                self.finishing.finish_all(finishes)
+        if finishes:
+            self._s.wake.set()
+
+    def _ended(self, report: ExitReport) -> FinishJob | None:
+        """Account one task's exit (under the lock); the attempt's FinishJob once its last
+        task has ended, else None."""
+        key = (report.job_id, report.epoch)
+        self._record_start(report)
+        run = self._s.runs.get(key)
+        if run is None:  # not started by this incarnation's bookkeeping: report it as is
+            return FinishJob(*key, report.exit_code, self._s.now(), report.reason)
+        run.live.discard(report.rank)
+        failed = report.exit_code != 0
+        if failed and run.failure is None and not run.launch_error:
+            run.failure = report
             if run.live:
-                return
-            del self._s.runs[key]
-            code, reason = report.exit_code, report.reason
-            if run.launch_error:
-                code, reason = None, run.launch_error
-            elif run.failure is not None:
-                code, reason = run.failure.exit_code, run.failure.reason
-                if run.tasks > 1:
-                    reason = f"task {run.failure.rank} {reason}; the gang was stopped whole"
-            self.finishing.finish(FinishJob(*key, code, self._s.now(), reason))
-        self._s.wake.set()
+                log.warning(
+                    "gang task failed: stopping the whole gang",
+                    job_id=report.job_id,
+                    epoch=report.epoch,
+                    rank=report.rank,
+                    reason=report.reason,
+                )
+                self._s.runner.stop(report.job_id, report.epoch, self._s.grace)
+        if run.live:
+            return None
+        del self._s.runs[key]
+        code, reason = report.exit_code, report.reason
+        if run.launch_error:
+            code, reason = None, run.launch_error
+        elif run.failure is not None:
+            code, reason = run.failure.exit_code, run.failure.reason
+            if run.tasks > 1:
+                reason = f"task {run.failure.rank} {reason}; the gang was stopped whole"
+        return FinishJob(*key, code, self._s.now(), reason)
 
     def _record_start(self, report: ExitReport) -> None:
         """A task ended whose start was never recorded (bound by a leader that recorded the

@@ -40,7 +40,7 @@ from gpu_platform.application.agent_hub import AgentHub, AttemptRef, NotAcceptin
 from gpu_platform.application.consistency import LeaderElsewhere
 from gpu_platform.application.raft_node import RaftNodeError
 from gpu_platform.domain.model.audit import AuditRecord
-from gpu_platform.ports.outbound.job_runner import LaunchSpec
+from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchSpec
 
 __all__ = [
     "KEEPALIVE_CLIENT_OPTIONS",
@@ -211,12 +211,17 @@ class _Servicer(pb_grpc.AgentServiceServicer):
             )
             yield pb.ServerMessage(welcome=welcome)
             while True:
-                getter = asyncio.ensure_future(session.queue.get())
-                done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
-                if getter not in done:
-                    getter.cancel()
-                    break  # the agent hung up
-                item = getter.result()
+                if not session.queue.empty():  # a cycle's launches come in a burst
+                    item = session.queue.get_nowait()
+                else:
+                    getter = asyncio.ensure_future(session.queue.get())
+                    done, _ = await asyncio.wait(
+                        {getter, reader}, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if getter not in done:
+                        getter.cancel()
+                        break  # the agent hung up
+                    item = getter.result()
                 if item is _CLOSE:
                     if session.leader:
                         context.set_trailing_metadata(((LEADER_METADATA, session.leader),))
@@ -242,11 +247,12 @@ class _Servicer(pb_grpc.AgentServiceServicer):
         loop: asyncio.AbstractEventLoop,
     ) -> None:
         """Dispatch the agent's messages; the slow kinds in order on the worker pool, but
-        exits each at once: each waits for its finish's commit, and exits that wait together
-        are committed together (`application.control.finishing`)."""
+        exits apart from them, in batches (`_ExitBatches`): a batch waits for its finishes'
+        commit, and exits that wait together are committed together
+        (`application.control.finishing`)."""
         tail: asyncio.Future[None] | None = None
-        exits: set[asyncio.Future[None]] = set()
         hub = self._hub
+        exits = _ExitBatches(loop, self._pool, hub, session)
         async for msg in requests:
             session.last_seen = time.monotonic()
             kind = msg.WhichOneof("kind")
@@ -266,20 +272,57 @@ class _Servicer(pb_grpc.AgentServiceServicer):
             elif kind == "health":
                 call = _bind(hub.finding, session, finding_from_json(msg.health.finding_json))
             elif kind == "exit":
-                done = _chain(
-                    loop,
-                    self._pool,
-                    None,
-                    _bind(hub.exited, session, msg.exit.seq, exit_from_pb(msg.exit)),
-                )
-                exits.add(done)
-                done.add_done_callback(exits.discard)
+                exits.add(msg.exit.seq, exit_from_pb(msg.exit))
             if call is not None:
                 tail = _chain(loop, self._pool, tail, call)
         if tail is not None:
             await tail
-        if exits:
-            await asyncio.wait(exits)
+        await exits.drained()
+
+
+class _ExitBatches:
+    """One stream's exits, handed to the hub (`exited_all`) in batches on the worker pool:
+    exits that arrive while a batch is being committed wait and go together in the next.
+    One worker per stream at a time instead of one per exit; an agent that ends many tasks
+    at once has them committed in one or two batches. Used on the event loop only."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        pool: ThreadPoolExecutor,
+        hub: AgentHub,
+        session: _Session,
+    ) -> None:
+        self._loop = loop
+        self._pool = pool
+        self._hub = hub
+        self._session = session
+        self._pending: list[tuple[int, ExitReport]] = []
+        self._running: asyncio.Future[None] | None = None
+
+    def add(self, seq: int, report: ExitReport) -> None:
+        self._pending.append((seq, report))
+        self._kick()
+
+    def _kick(self) -> None:
+        if self._running is not None or not self._pending:
+            return
+        items, self._pending = self._pending, []
+        call = _bind(self._hub.exited_all, self._session, items)
+        self._running = _chain(self._loop, self._pool, None, call)
+        self._running.add_done_callback(self._done)
+
+    def _done(self, _: asyncio.Future[None]) -> None:
+        self._running = None
+        self._kick()
+
+    async def drained(self) -> None:
+        """Return once every exit added so far has been handed over (the stream ended)."""
+        while self._running is not None or self._pending:
+            if self._running is not None and not self._running.done():
+                await asyncio.wait({self._running})
+            else:
+                await asyncio.sleep(0)  # its done callback has yet to run
 
 
 def _beat(hub: AgentHub, session: _Session, seq: int) -> None:
