@@ -1,7 +1,8 @@
 """A Raft node stalled itself hears what arrived meanwhile before it campaigns (issue 21).
 
 The driver's tick decision (`RaftNode._tick`) is driven by hand with explicit times (from
-`T0`, later than any message the node notes on the real clock), over a node that is built
+`t0`, a minute after the test starts: later than any message the node notes on the real
+clock), over a node that is built
 but not started (no loop thread): a follower of leader 2 is stalled half a
 second, then ticks on time until its next tick would start an election, and the leader's
 heartbeat (which had waited in the transport) arrives one interval later. With the deferral
@@ -22,7 +23,12 @@ from gpu_platform.testing.raft_fakes import InMemoryRaftHub, InMemoryRaftStorage
 from gpu_platform.testing.raft_kv import KvStateMachine
 
 TICK = 0.015
-T0 = time.monotonic() + 60.0
+
+
+@pytest.fixture
+def t0() -> float:
+    """Taken when the test starts (not at import: a whole suite can outlast a minute)."""
+    return time.monotonic() + 60.0
 
 
 def follower(defer: bool) -> RaftNode:
@@ -37,10 +43,10 @@ def heartbeat(node: RaftNode) -> None:
     node._handle(("msg", Message(MessageType.HEARTBEAT, 1, 2, 1), None))
 
 
-def stalled_then_heartbeat(node: RaftNode) -> list[Role]:
+def stalled_then_heartbeat(node: RaftNode, t0: float) -> list[Role]:
     """A 500 ms stall, on-time ticks up to the one that would start an election, the leader's
     heartbeat one interval after it was due; the roles seen from that tick on."""
-    due = node._tick(T0 + 0.5, T0)  # the stall
+    due = node._tick(t0 + 0.5, t0)  # the stall
     now = due
     while not node.rawnode.tick_ends_period():
         due = node._tick(now, due)
@@ -55,21 +61,21 @@ def stalled_then_heartbeat(node: RaftNode) -> list[Role]:
     return roles
 
 
-def test_a_stalled_follower_hears_the_waiting_heartbeat_before_it_campaigns() -> None:
+def test_a_stalled_follower_hears_the_waiting_heartbeat_before_it_campaigns(t0: float) -> None:
     node = follower(defer=True)
-    assert stalled_then_heartbeat(node) == [Role.FOLLOWER] * 3
+    assert stalled_then_heartbeat(node, t0) == [Role.FOLLOWER] * 3
     assert node.rawnode.raft.term == 1
     assert node._stalls.deferred == 1
 
 
-def test_without_the_deferral_the_same_follower_campaigns() -> None:
+def test_without_the_deferral_the_same_follower_campaigns(t0: float) -> None:
     node = follower(defer=False)
-    assert stalled_then_heartbeat(node)[0] is Role.PRE_CANDIDATE
+    assert stalled_then_heartbeat(node, t0)[0] is Role.PRE_CANDIDATE
 
 
-def test_a_follower_that_hears_nothing_still_campaigns_one_interval_later() -> None:
+def test_a_follower_that_hears_nothing_still_campaigns_one_interval_later(t0: float) -> None:
     node = follower(defer=True)
-    due = node._tick(T0 + 0.5, T0)
+    due = node._tick(t0 + 0.5, t0)
     now = due
     ticks = 0
     while node.rawnode.raft.state is Role.FOLLOWER:
