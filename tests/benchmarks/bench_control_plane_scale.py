@@ -32,6 +32,7 @@ to the end (row `cluster.array_preload`), then J more are measured (`cluster.arr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -39,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,9 +102,12 @@ def _elections(before: dict[int, Any], after: dict[int, Any]) -> int | None:
     return int(max(after.values())) - int(max(before.values()))
 
 
-def _scale(root: Path, nodes: int, jobs: int, kills: int) -> list[dict[str, Any]]:
+@contextlib.contextmanager
+def _swarmed(root: Path, nodes: int, log_level: str) -> Iterator[tuple[ReplicatedCluster, int]]:
+    """3 servers and `nodes` simulated agents streaming to the leader: (cluster, leader);
+    the swarm and the servers are stopped on the way out."""
     env = {"GPU_PLATFORM_NODE_SUSPECT_AFTER_SECONDS": "15", "GPU_PLATFORM_NODE_DOWN_AFTER_SECONDS": "30",
-           "GPU_PLATFORM_LOG_LEVEL": "warning", "GPU_PLATFORM_SCHEDULE_INTERVAL_SECONDS": "0.5"}  # fmt: skip
+           "GPU_PLATFORM_LOG_LEVEL": log_level, "GPU_PLATFORM_SCHEDULE_INTERVAL_SECONDS": "0.5"}  # fmt: skip
     c = ReplicatedCluster(root, servers=3, agents=0, env=env).start()
     swarm = None
     try:
@@ -116,6 +121,20 @@ def _scale(root: Path, nodes: int, jobs: int, kills: int) -> list[dict[str, Any]
             )  # fmt: skip
         if not wait_until(lambda: len(c.agents_connected(lead)) >= nodes, 300, 0.5):
             raise RuntimeError(f"only {len(c.agents_connected(lead))} of {nodes} agents connected")
+        yield c, lead
+    finally:
+        if swarm is not None:
+            swarm.send_signal(signal.SIGTERM)
+            try:
+                swarm.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                swarm.kill()
+        c.close()
+
+
+def _scale(root: Path, nodes: int, jobs: int, kills: int) -> list[dict[str, Any]]:
+    with _swarmed(root, nodes, "warning") as (c, first):
+        lead = first
         pid = c.servers[lead].pid
         terms0 = {i: (c.cluster(i) or {}).get("term") for i in c.alive()}
         cpu0, _ = _proc_cpu_rss(pid)
@@ -166,14 +185,6 @@ def _scale(root: Path, nodes: int, jobs: int, kills: int) -> list[dict[str, Any]
         row["ops_per_s"] = round(len(bound_us) / elapsed, 1)
         arrays = _arrays_to_bound(c, nodes, jobs)
         return [row, arrays, _leader_kills(c, kills, nodes)]
-    finally:
-        if swarm is not None:
-            swarm.send_signal(signal.SIGTERM)
-            try:
-                swarm.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                swarm.kill()
-        c.close()
 
 
 def _arrays_to_bound(c: ReplicatedCluster, nodes: int, jobs: int) -> dict[str, Any]:
@@ -345,35 +356,13 @@ def _node_loss(root: Path, kills: int) -> dict[str, Any]:
 
 def _arrays_only(root: Path, nodes: int, preload: int, jobs: int) -> list[dict[str, Any]]:
     """P array tasks run to the end, then J more measured, on a fresh cluster (module doc)."""
-    env = {"GPU_PLATFORM_NODE_SUSPECT_AFTER_SECONDS": "15", "GPU_PLATFORM_NODE_DOWN_AFTER_SECONDS": "30",
-           "GPU_PLATFORM_LOG_LEVEL": "info", "GPU_PLATFORM_SCHEDULE_INTERVAL_SECONDS": "0.5"}  # fmt: skip
-    c = ReplicatedCluster(root, servers=3, agents=0, env=env).start()
-    swarm = None
-    try:
-        lead = c.wait_leader(timeout=120)
-        servers = ",".join(f"127.0.0.1:{p}" for p in c.agent_ports.values())
-        with (root / "swarm.log").open("ab") as log:
-            swarm = subprocess.Popen(
-                [sys.executable, "-m", "gpu_platform.testing.agent_swarm",
-                 "--servers", servers, "--nodes", str(nodes)],
-                env=c.env, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        if not wait_until(lambda: len(c.agents_connected(lead)) >= nodes, 300, 0.5):
-            raise RuntimeError(f"only {len(c.agents_connected(lead))} of {nodes} agents connected")
+    with _swarmed(root, nodes, "info") as (c, _lead):
         rows = []
         if preload:
             rows.append(_arrays_to_bound(c, nodes, preload))
             rows[-1]["name"] = "cluster.array_preload"
         rows.append(_arrays_to_bound(c, nodes, jobs))
         return rows
-    finally:
-        if swarm is not None:
-            swarm.send_signal(signal.SIGTERM)
-            try:
-                swarm.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                swarm.kill()
-        c.close()
 
 
 def _arg(name: str, default: int) -> int:
