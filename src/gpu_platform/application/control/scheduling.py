@@ -10,7 +10,7 @@ job, the reason the cycle gave. Every placement decision is reported to the sche
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 import structlog
@@ -85,6 +85,8 @@ class Scheduling:
         self._bind_and_launch = bind_and_launch
         self._running_tasks: dict[tuple[str, int], tuple[TaskPlacement, ...]] = {}
         self._why: dict[str, PendingReason] = {}  # pending job -> why it waits (last cycle)
+        # job id -> (the job, nominated, its entry) from the last cycle (`_pending_jobs`)
+        self._entries: dict[str, tuple[Job, bool, PendingJob]] = {}
         self._asked: set[str] = set()  # jobs the engine was asked about this cycle
 
     def schedule_once(self) -> int:
@@ -112,12 +114,7 @@ class Scheduling:
             queued, throttled = hold_back_throttled(queued, holding)  # arrays' `%N`
             # a job waiting for a dependency binds nothing: left out of the decision, its
             # reason (DEPENDENCY) is given when asked (`why`); the decision is the same
-            state_of = self._state_of
-            pending = [
-                self._pending_job(j)
-                for j in queued
-                if not (j.spec.depends_on and unmet_dependencies(j.spec, state_of))
-            ]
+            pending = self._pending_jobs(queued)
             running = self._running_jobs(open_jobs, now)
             quotas = self._effective_quotas()
             decision = decide(now, pending, running, view, quotas, self._policy, self._place)
@@ -210,6 +207,33 @@ class Scheduling:
 
     def _state_of(self, job_id: str) -> JobState:
         return self._s.state.job(job_id).state
+
+    def _pending_jobs(self, queued: Iterable[Job]) -> list[PendingJob]:
+        """The decision's entries for the queued jobs that wait on no dependency. A job's entry
+        is kept from the last cycle while the job (an immutable value: a changed job is a new
+        object) and its nomination are the same, so a deep queue costs a lookup per job, not
+        a new entry; entries that read more than the job (its dependencies' states, the GPU
+        models or memory sizes of the inventory) are made again every cycle."""
+        state_of = self._state_of
+        nominated = self._s.nominated
+        last = self._entries
+        kept: dict[str, tuple[Job, bool, PendingJob]] = {}
+        out: list[PendingJob] = []
+        for job in queued:
+            spec = job.spec
+            if spec.depends_on and unmet_dependencies(spec, state_of):
+                continue
+            chosen = job.id in nominated
+            hit = last.get(job.id)
+            if hit is not None and hit[0] is job and hit[1] == chosen:
+                entry = hit[2]
+            else:
+                entry = self._pending_job(job)
+            if not (spec.depends_on or spec.mig_profile or spec.gpu_memory_bytes is not None):
+                kept[job.id] = (job, chosen, entry)
+            out.append(entry)
+        self._entries = kept
+        return out
 
     def _pending_job(self, job: Job) -> PendingJob:
         spec = job.spec
