@@ -35,6 +35,7 @@ from gpu_platform.domain.consensus import (
     ProposalDroppedError,
     Role,
 )
+from gpu_platform.ports.outbound.thread_priority import ThreadPriority
 
 __all__ = ["RaftLoop"]
 
@@ -49,11 +50,13 @@ class RaftLoop(ReadyHandling):
     """The Raft loop's thread body, its tick, its shutdown and the inbox's handlers."""
 
     _inbox: queue.SimpleQueue[_Item]
+    priority: ThreadPriority
     _proposals: PendingProposals  # appended, awaiting apply
     _read_seq: int
     _stopped: threading.Event
 
     def _run(self) -> None:
+        self.priority.raise_current(f"raft-{self.config.id}")
         interval = self.config.tick_interval
         next_tick = time.monotonic() + interval
         try:

@@ -92,6 +92,7 @@ from gpu_platform.domain.consensus import (
     Config,
     ConfState,
     HardState,
+    Message,
     RawNode,
     ReadOnlyOption,
     Role,
@@ -100,6 +101,7 @@ from gpu_platform.domain.consensus import (
 )
 from gpu_platform.ports.outbound.metrics import NoRaftMetrics, RaftMetrics
 from gpu_platform.ports.outbound.raft import RaftStorage, RaftTransport, SnapshotStaging
+from gpu_platform.ports.outbound.thread_priority import NoThreadPriority, ThreadPriority
 
 __all__ = [
     "ChunkedStateMachine",
@@ -125,9 +127,12 @@ class RaftNode(RaftLoop):
         transport: RaftTransport,
         state_machine: StateMachine,
         metrics: RaftMetrics | None = None,
+        priority: ThreadPriority | None = None,
     ) -> None:
         self.config = config
         self.metrics = metrics or NoRaftMetrics()
+        # The Raft loop, the keeper and the transport's receiving threads raise themselves.
+        self.priority = priority or NoThreadPriority()
         self._lead = NONE
         self.storage = storage
         self.transport = transport
@@ -138,6 +143,7 @@ class RaftNode(RaftLoop):
         self._reads: dict[bytes, Future[int]] = {}  # ReadIndex asked, not yet confirmed
         self._read_seq = 0
         self._thread: threading.Thread | None = None
+        self._delivering: set[int] = set()  # the transport threads seen delivering messages
         self._stopped = threading.Event()
         self._running = False
         self._was_leader = False
@@ -168,7 +174,9 @@ class RaftNode(RaftLoop):
             staging=storage if isinstance(storage, SnapshotStaging) else None,
         )
         cover_s = config.tick_interval * config.heartbeat_cover_ticks
-        self._keeper = HeartbeatKeeper(config.id, transport, config.tick_interval, cover_s)
+        self._keeper = HeartbeatKeeper(
+            config.id, transport, config.tick_interval, cover_s, priority=self.priority
+        )
         # A tick later than 2 intervals is a stall of this node (`raft_stalls`).
         self._stalls = StallWatch(config.id, config.tick_interval, 2 * config.tick_interval)
         rng = random.Random(config.seed if config.seed is not None else time.time_ns())
@@ -209,7 +217,7 @@ class RaftNode(RaftLoop):
         if self._thread is not None:
             raise RuntimeError("already started")
         self.transport.start(
-            lambda m: self._inbox.put(("msg", m, None)),
+            self._deliver,
             lambda peer: self._inbox.put(("unreachable", peer, None)),
             lambda peer, ok: self._inbox.put(("snap_status", peer, ok)),
         )
@@ -221,6 +229,16 @@ class RaftNode(RaftLoop):
         self._thread.start()
         if self._conf_state.voters == (self.config.id,) and not self._conf_state.learners:
             self.campaign()  # the only voter: nobody to wait for, lead now
+
+    def _deliver(self, m: Message) -> None:
+        """A message from the transport (on its thread): a thread that delivers one for the
+        first time is one the leader's heartbeats and the votes pass through, so its priority
+        is raised then (`priority`)."""
+        tid = threading.get_ident()
+        if tid not in self._delivering:
+            self._delivering.add(tid)
+            self.priority.raise_current(f"raft-net-{self.config.id}")
+        self._inbox.put(("msg", m, None))
 
     def stop(self) -> None:
         """Stop the loop and the transport; pending futures fail with `NodeStopped`.

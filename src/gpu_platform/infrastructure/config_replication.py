@@ -77,6 +77,16 @@ class ReplicationSettings(BaseSettings):
         "single-client commits; docs/raft.md has the figures). Same TLS, token and member "
         "rules; every server of a cluster must use the same one.",
     )
+    raft_realtime_priority: int = Field(
+        0,
+        ge=0,
+        le=99,
+        description="Run the threads that keep leadership (the Raft loop, the heartbeat keeper, "
+        "the Raft transport's receiving thread) under the real-time SCHED_RR policy at this "
+        "priority (1-99), ahead of every normal thread, so that a loaded machine does not "
+        "starve the leader's heartbeats into elections (docs/raft.md, CPU priority). Needs "
+        "CAP_SYS_NICE or RLIMIT_RTPRIO; refused, one warning and normal priority. 0 = off.",
+    )
     raft_snapshot_entries: int = Field(
         10_000, ge=0, description="Applied log entries between state snapshots (0 = never)."
     )
