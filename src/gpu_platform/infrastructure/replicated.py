@@ -18,13 +18,13 @@ from prometheus_client import CollectorRegistry
 from gpu_platform.adapters.cluster_identity import cluster_id
 from gpu_platform.adapters.inbound.agent_client import AgentClient
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
+from gpu_platform.adapters.outbound.cpu_priority import RealtimeThreadPriority
 from gpu_platform.adapters.outbound.observability import PrometheusRaftMetrics
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
 from gpu_platform.adapters.outbound.raft_grpc.transport import parse_peers
 from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
 from gpu_platform.adapters.outbound.raft_tcp import TcpRaftTransport
 from gpu_platform.adapters.outbound.serving.replica_probes import ReplicaProbes
-from gpu_platform.adapters.outbound.thread_priority import RealtimeThreadPriority
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.agent import Agent
 from gpu_platform.application.agent_hub import AgentHub
@@ -39,7 +39,6 @@ from gpu_platform.infrastructure.config import ConfigError, Settings
 from gpu_platform.ports.outbound.gpu_reset import GpuReset
 from gpu_platform.ports.outbound.health_monitor import FaultInjector, HealthMonitor
 from gpu_platform.ports.outbound.job_runner import JobRunner
-from gpu_platform.ports.outbound.thread_priority import ThreadPriority
 
 __all__ = [
     "ServerAddresses",
@@ -142,7 +141,7 @@ def running_replication(
         ),
         replica,
         metrics=metrics,
-        priority=_thread_priority(settings.raft_realtime_priority),
+        priority=RealtimeThreadPriority() if settings.cpu_priority == "high" else None,
     )
     metrics.watch(node.status)
     node.start()
@@ -152,11 +151,6 @@ def running_replication(
     finally:
         node.stop()
         storage.close()
-
-
-def _thread_priority(realtime: int) -> ThreadPriority | None:
-    """The Raft threads' priority (`raft_realtime_priority`; 0 = unchanged)."""
-    return RealtimeThreadPriority(realtime) if realtime else None
 
 
 def _raft_listen(settings: Settings) -> str | None:
