@@ -1,8 +1,8 @@
-"""`cpu_priority = "high"` (issue 21, docs/raft.md "CPU priority"), read back from the kernel
-(/proc/PID/task/TID/stat, /proc/PID/autogroup): every thread of the server at nice -10, its
-autogroup too (each test server leads its own session), and the threads that keep leadership
-under SCHED_RR; a server without the setting, and a process the OS refuses, keep normal
-priority.
+"""`cpu_priority` (issue 21, docs/raft.md "CPU priority"), read back from the kernel
+(/proc/PID/task/TID/stat, /proc/PID/autogroup): at `high` every thread of the server runs at
+nice -10, its autogroup too (each test server leads its own session); at `realtime` also the
+threads that keep leadership under SCHED_RR; a server at `normal`, and a process the OS
+refuses, keep normal priority.
 """
 
 from __future__ import annotations
@@ -48,6 +48,11 @@ def threads(pid: int) -> dict[str, tuple[int, int, int]]:
     return out
 
 
+def _autogroups() -> bool:
+    path = Path("/proc/sys/kernel/sched_autogroup_enabled")
+    return path.exists() and path.read_text().strip() == "1"
+
+
 def autogroup_nice(pid: int) -> int:
     """The nice value of the process's autogroup ("/autogroup-N nice V")."""
     return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
@@ -55,13 +60,13 @@ def autogroup_nice(pid: int) -> int:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReplicatedCluster]:
-    """Servers 1 and 2 with cpu_priority high, server 3 at normal."""
+    """Server 1 at cpu_priority realtime, 2 at high, 3 at normal."""
     if not _may_raise():
         pytest.skip("this user may not raise priorities (no CAP_SYS_NICE, RLIMIT_RTPRIO/NICE)")
     c = ReplicatedCluster(tmp_path_factory.mktemp("prio"), servers=3, agents=0)
     try:
         for i in c.ids:
-            c.env["GPU_PLATFORM_CPU_PRIORITY"] = "high" if i < 3 else "normal"
+            c.env["GPU_PLATFORM_CPU_PRIORITY"] = {1: "realtime", 2: "high"}.get(i, "normal")
             c.start_server(i)
         c.wait_leader()
         yield c
@@ -69,25 +74,30 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReplicatedClus
         c.close()
 
 
-def test_a_high_priority_server_runs_its_raft_threads_under_sched_rr_and_the_rest_at_nice_minus_10(
+def test_a_realtime_server_runs_its_raft_threads_under_sched_rr_and_the_rest_at_nice_minus_10(
     cluster: ReplicatedCluster,
 ) -> None:
-    for i in (1, 2):
-        pid = cluster.servers[i].pid
-        names = [n.format(i) for n in _RAISED]
+    pid = cluster.servers[1].pid
+    names = [n.format(1) for n in _RAISED]
+    # the transport's thread is raised when it first delivers a message
+    assert wait_until(lambda: all(n in threads(pid) for n in names), 30), threads(pid)
+    seen = threads(pid)
+    for n in names:
+        assert seen[n][:2] == (SCHED_RR, 1), (n, seen[n])
+    others = {n: p for n, p in seen.items() if n not in names}
+    assert all(p == (SCHED_OTHER, 0, HIGH_NICE) for p in others.values()), others
+    if _autogroups():
+        assert autogroup_nice(pid) == HIGH_NICE
 
-        # the transport's thread is raised when it first delivers a message
-        def raised(pid: int = pid, names: list[str] = names) -> bool:
-            return all(n in threads(pid) for n in names)
 
-        assert wait_until(raised, 30), threads(pid)
-        seen = threads(pid)
-        for n in names:
-            assert seen[n][:2] == (SCHED_RR, 1), (i, n, seen[n])
-        others = {n: p for n, p in seen.items() if n not in names}
-        assert all(p == (SCHED_OTHER, 0, HIGH_NICE) for p in others.values()), others
-        if Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1":
-            assert autogroup_nice(pid) == HIGH_NICE
+def test_a_high_priority_server_runs_every_thread_at_nice_minus_10_and_none_real_time(
+    cluster: ReplicatedCluster,
+) -> None:
+    pid = cluster.servers[2].pid
+    seen = threads(pid)
+    assert seen and all(p == (SCHED_OTHER, 0, HIGH_NICE) for p in seen.values()), seen
+    if _autogroups():
+        assert autogroup_nice(pid) == HIGH_NICE
 
 
 def test_a_server_at_normal_priority_keeps_every_thread_as_it_was(
@@ -96,7 +106,7 @@ def test_a_server_at_normal_priority_keeps_every_thread_as_it_was(
     pid = cluster.servers[3].pid
     seen = threads(pid)
     assert seen and all(p == (SCHED_OTHER, 0, 0) for p in seen.values()), seen
-    if Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1":
+    if _autogroups():
         assert autogroup_nice(pid) == 0
 
 

@@ -141,7 +141,7 @@ def running_replication(
         ),
         replica,
         metrics=metrics,
-        priority=RealtimeThreadPriority() if settings.cpu_priority == "high" else None,
+        priority=RealtimeThreadPriority() if settings.cpu_priority == "realtime" else None,
     )
     metrics.watch(node.status)
     node.start()

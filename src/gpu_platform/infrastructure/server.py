@@ -188,7 +188,7 @@ def _warn_embedded_jobs(container: Container) -> None:
 def _tune_process(settings: Settings) -> None:
     """Process-wide settings, made before the server's threads start (issue 21)."""
     limit_malloc_arenas(2)  # before the threads allocate (leader RSS)
-    if settings.cpu_priority == "high":  # threads started later inherit the nice value
+    if settings.cpu_priority != "normal":  # threads started later inherit the nice value
         raise_process_priority()
 
 
