@@ -1,0 +1,378 @@
+"""The 3-server cluster under open-loop arrivals (issue 21: "p99 ≤ 250 ms at 500 jobs/s offered").
+
+3 servers (real processes, Raft over gRPC, SQLite with fsync) and simulated agents from one
+`agent_swarm` process, started as `bench_control_plane_scale.py` starts them. Every job is
+`fake-exit 0` on one GPU: it ends at the swarm's next tick, so GPUs free up as jobs arrive.
+
+Open loop: at each offered rate, job i is due at t0 + i/rate whatever happened to the earlier
+ones, and is submitted over gRPC to the leader at its due time by one of `SUBMITTERS` separate
+processes (asyncio + grpc.aio, job i from process i mod SUBMITTERS), so one client process is
+not the bound. Each submitter reports, per job, when it was due, sent and acknowledged:
+`send_late_p99_ms` is how late the clients sent (the client keeps up when it stays small).
+
+Per rate, row `cluster.offered_to_bound` (params: offered_per_s, nodes, GPUs):
+* p50/p99: submit → bound, the leader's bind time minus its submit time (both from the job's
+  history, as `cluster.submit_to_bound` does); ops_per_s = jobs bound per second from the
+  first due time to the last bind (or the last due time, if later).
+* `extra`: submit latency p50/p99 from the due time (as the client saw it), due → bound
+  p50/p99, jobs submitted / bound / lost (errors, refused at the in-flight cap, unanswered),
+  the leader's CPU per job (its CPU over the point, until the point's jobs completed, divided
+  by the jobs submitted; `leader_idle_cpu_pct` is its CPU with no jobs, the agents' heartbeats),
+  its busiest threads' CPU, RSS, elections (term changes during the point), the load average.
+
+A rate is *saturated* (its curve stops there, as in `bench_offered_load.py`) when fewer than
+99 % of its jobs are submitted and bound, bound jobs/s fall below 90 % of the offer, or the
+submit → bound or submit p99 passes 1 s.
+
+Full: 128 nodes x 8 GPUs (1,024 GPUs), 100 → 2,000 jobs/s, 8 s a point. --quick: 32 nodes,
+100 → 1,000 jobs/s, 3 s a point (smoke, GPU_PLATFORM_BENCH_SMOKE=1: 4 nodes, two short points).
+`--rates 500,1000 --seconds 30 --nodes 128` runs chosen points (e.g. to profile the leader:
+its pid is printed). Writes `cluster_offered.png` beside results.json when matplotlib exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _harness import percentile, result
+from bench_control_plane_scale import _elections, _proc_cpu_rss, _swarmed
+
+from gpu_platform.testing.cluster_procs import ReplicatedCluster, wait_until
+
+SUBMITTERS = 3
+IN_FLIGHT = 600  # outstanding submits per submitter beyond which a due job is refused
+DRAIN_S = 10.0  # how long after the last due time submits may still be answered
+BOUND_S = 20.0  # then how long the point's jobs have to complete
+COMMAND = ["fake-exit", "0"]
+
+
+# -- one submitter process ------------------------------------------------------------------
+
+
+async def _submit_share(target: str, rate: float, n: int, me: int, of: int) -> dict[str, Any]:
+    """Connect, say `ready`, read t0 (Unix time) from stdin, then submit jobs me, me+of,
+    me+2*of... of `n`, job i at t0 + i/rate."""
+    import grpc
+
+    from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
+    from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
+
+    channel = grpc.aio.insecure_channel(target)
+    await asyncio.wait_for(channel.channel_ready(), 60)
+    print("ready", flush=True)
+    t0 = float(await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline))
+    stub = pb_grpc.JobServiceStub(channel)
+    request = pb.SubmitJobRequest(command=COMMAND, gpus=1)
+    done: list[tuple[str, float, float, float]] = []  # id, due, sent, acknowledged
+    state = {"in_flight": 0, "errors": 0, "refused": 0}
+    first_error: list[str] = []
+
+    async def one(due: float) -> None:
+        state["in_flight"] += 1
+        sent = time.time()
+        try:
+            job = await stub.SubmitJob(request, timeout=30)
+        except Exception as exc:  # counted: the row shows it
+            state["errors"] += 1
+            if not first_error:
+                first_error.append(f"{type(exc).__name__}: {exc}"[:200])
+        else:
+            done.append((job.id, due, sent, time.time()))
+        finally:
+            state["in_flight"] -= 1
+
+    tasks = []
+    for i in range(me, n, of):
+        due = t0 + i / rate
+        delay = due - time.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if state["in_flight"] >= IN_FLIGHT:
+            state["refused"] += 1
+            continue
+        tasks.append(asyncio.create_task(one(due)))
+    end = t0 + n / rate
+    pending: set[asyncio.Task[None]] = set()
+    if tasks:
+        _, pending = await asyncio.wait(tasks, timeout=max(0.1, end + DRAIN_S - time.time()))
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    await channel.close()
+    return {
+        "jobs": done,
+        "errors": state["errors"],
+        "refused": state["refused"],
+        "timed_out": len(pending),
+        "first_error": first_error[0] if first_error else None,
+    }
+
+
+# -- the driver ------------------------------------------------------------------------------
+
+
+def _offer(target: str, rate: float, seconds: float, submitters: int) -> dict[str, Any]:
+    """One point: `rate * seconds` jobs from `submitters` processes; merged per-job records."""
+    n = max(submitters, round(rate * seconds))
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--submitter",
+                target,
+                str(rate),
+                str(n),
+                str(k),
+                str(submitters),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(submitters)
+    ]
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            if p.stdout.readline().strip() != "ready":
+                raise RuntimeError("a submitter did not start")
+        t0 = time.time() + 0.2
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(f"{t0!r}\n")
+            p.stdin.flush()
+        parts = [json.loads(p.communicate(timeout=seconds + DRAIN_S + 60)[0]) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    merged: dict[str, Any] = {"t0": t0, "end": t0 + n / rate, "offered": n, "jobs": []}
+    for part in parts:
+        merged["jobs"] += part["jobs"]
+        for key in ("errors", "refused", "timed_out"):
+            merged[key] = merged.get(key, 0) + part[key]
+        merged["first_error"] = merged.get("first_error") or part["first_error"]
+    return merged
+
+
+def _threads_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds per thread, "tid name" (Python's threads all carry the process's name:
+    `py-spy dump --pid PID` names them), from /proc."""
+    out: dict[str, float] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[f"{task.name} {name}"] = (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
+def _completed(c: ReplicatedCluster, lead: int) -> int:
+    status = c.client.get(c.url(lead) + "/v1/status", timeout=60).json()
+    return int(status["jobs_by_state"].get("COMPLETED", 0))
+
+
+def _terms(c: ReplicatedCluster) -> dict[int, Any]:
+    return {i: (c.cluster(i) or {}).get("term") for i in c.alive()}
+
+
+def _ms(samples: list[float], q: float) -> float:
+    return round(percentile(samples, q) / 1000, 1)
+
+
+def _point(
+    c: ReplicatedCluster, lead: int, nodes: int, rate: float, seconds: float, listed: int
+) -> dict[str, Any]:
+    """One offered rate on the running cluster; `listed`: jobs submitted before this point."""
+    pid = c.servers[lead].pid
+    target = f"127.0.0.1:{c.grpc[lead]}"
+    terms0 = _terms(c)
+    before = _completed(c, lead)
+    cpu0, _ = _proc_cpu_rss(pid)
+    threads0 = _threads_cpu(pid)
+    w0 = time.perf_counter()
+    p = _offer(target, rate, seconds, SUBMITTERS)
+    ok = len(p["jobs"])
+    wait_until(lambda: _completed(c, lead) - before >= ok, BOUND_S, 0.25)
+    cpu1, rss = _proc_cpu_rss(pid)
+    threads1 = _threads_cpu(pid)
+    window = time.perf_counter() - w0
+    elections = _elections(terms0, _terms(c))
+    load = [round(x, 2) for x in os.getloadavg()]
+    r = c.client.get(c.url(lead) + f"/v1/jobs?offset={listed}", timeout=120)
+    history = {j["id"]: j for j in r.json()} if r.status_code == 200 else {}
+    bound_us, due_bound_us, submit_us, late_us, binds = [], [], [], [], []
+    for job_id, due, sent, acked in p["jobs"]:
+        submit_us.append((acked - due) * 1e6)
+        late_us.append((sent - due) * 1e6)
+        job = history.get(job_id)
+        at = {h["state"]: h["at"] for h in job["history"]} if job else {}
+        if "SCHEDULED" in at:
+            binds.append(at["SCHEDULED"])
+            bound_us.append((at["SCHEDULED"] - job["submitted_at"]) * 1e6)
+            due_bound_us.append((at["SCHEDULED"] - due) * 1e6)
+    span = max([p["end"], *binds]) - p["t0"]
+    busiest = sorted(
+        ((name, cpu - threads0.get(name, 0.0)) for name, cpu in threads1.items()),
+        key=lambda kv: -kv[1],
+    )[:4]
+    row = result(
+        "cluster.offered_to_bound",
+        {"offered_per_s": rate, "seconds": seconds, "nodes": nodes, "gpus": nodes * 8,
+         "servers": 3, "api": "grpc", "submitters": SUBMITTERS},
+        bound_us or [BOUND_S * 1e6],  # none bound: at least the wait
+        extra={
+            "submit_p50_ms": _ms(submit_us, 50),
+            "submit_p99_ms": _ms(submit_us, 99),
+            "send_late_p99_ms": _ms(late_us, 99),
+            "due_to_bound_p50_ms": _ms(due_bound_us, 50),
+            "due_to_bound_p99_ms": _ms(due_bound_us, 99),
+            "offered": p["offered"],
+            "submitted": ok,
+            "bound": len(bound_us),
+            "errors": p["errors"],
+            "refused": p["refused"],
+            "timed_out": p["timed_out"],
+            "first_error": p["first_error"],
+            "leader_cpu_ms_per_job": round((cpu1 - cpu0) / max(ok, 1) * 1e3, 3),
+            "leader_cpu_pct": round((cpu1 - cpu0) / window * 100, 1),
+            "leader_cpu_window_s": round(window, 2),
+            "leader_threads_cpu_s": {name: round(cpu, 2) for name, cpu in busiest},
+            "leader_rss_mib": round(rss / (1 << 20), 1),
+            "elections": elections,
+            "load_average": load,
+        },
+    )  # fmt: skip
+    row["ops_per_s"] = round(len(binds) / span, 1) if span > 0 else 0.0
+    lost = p["offered"] - len(bound_us)
+    row["extra"]["saturated"] = bool(
+        lost > 0.01 * p["offered"]
+        or row["ops_per_s"] < 0.9 * rate
+        or row["p99_us"] > 1e6
+        or row["extra"]["submit_p99_ms"] > 1000
+    )
+    return row
+
+
+def _print(row: dict[str, Any]) -> None:
+    e = row["extra"]
+    print(
+        f"   offered {row['params']['offered_per_s']:>5}/s  bound {row['ops_per_s']:>7}/s  "
+        f"submit->bound p50 {row['p50_us'] / 1000:7.1f} p99 {row['p99_us'] / 1000:7.1f} ms  "
+        f"submit p50 {e['submit_p50_ms']:6.1f} p99 {e['submit_p99_ms']:7.1f} ms  "
+        f"late p99 {e['send_late_p99_ms']:6.1f} ms  cpu {e['leader_cpu_ms_per_job']:5.2f} ms/job "
+        f"({e['leader_cpu_pct']}%)  elections {e['elections']}  load {e['load_average'][0]}"
+        f"{'  SATURATED' if e['saturated'] else ''}",
+        flush=True,
+    )
+
+
+def curve(root: Path, nodes: int, rates: tuple[float, ...], seconds: float) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    with _swarmed(root, nodes, "warning") as (c, lead):
+        pid = c.servers[lead].pid
+        print(f"   leader server-{lead} pid {pid}, {nodes} nodes connected", flush=True)
+        idle0, _ = _proc_cpu_rss(pid)
+        time.sleep(3.0)
+        idle_pct = round((_proc_cpu_rss(pid)[0] - idle0) / 3.0 * 100, 1)
+        listed = 0
+        for rate in rates:
+            if c.wait_leader(timeout=120) != lead:
+                print("   the leader changed: the curve stops", flush=True)
+                break
+            row = _point(c, lead, nodes, rate, seconds, listed)
+            e = row["extra"]
+            e["leader_idle_cpu_pct"] = idle_pct
+            # less what the leader burns idle over the same window (agents' heartbeats)
+            idle_ms = idle_pct / 100 * e["leader_cpu_window_s"] * 1e3
+            e["leader_cpu_ms_per_job_net"] = round(
+                e["leader_cpu_ms_per_job"] - idle_ms / max(e["submitted"], 1), 3
+            )
+            listed += row["extra"]["submitted"]
+            rows.append(row)
+            _print(row)
+            if row["extra"]["saturated"]:
+                break
+    return rows
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    nodes, rates, seconds = (32, (100, 250, 500, 1000), 3.0) if quick else (
+        128, (100, 250, 500, 750, 1000, 1500, 2000), 8.0)  # fmt: skip
+    if os.environ.get("GPU_PLATFORM_BENCH_SMOKE") == "1":
+        nodes, rates, seconds = 4, (20, 50), 1.0
+    if "--rates" in sys.argv:
+        rates = tuple(float(r) for r in sys.argv[sys.argv.index("--rates") + 1].split(","))
+    if "--seconds" in sys.argv:
+        seconds = float(sys.argv[sys.argv.index("--seconds") + 1])
+    if "--nodes" in sys.argv:
+        nodes = int(sys.argv[sys.argv.index("--nodes") + 1])
+    with tempfile.TemporaryDirectory(prefix="bench-offered-") as tmp:
+        rows = curve(Path(tmp), nodes, rates, seconds)
+    try:
+        plot(rows, Path(os.environ.get("GPU_PLATFORM_BENCH_DIR", "bench")) / "cluster_offered.png")
+    except ImportError:
+        print("   matplotlib missing: no cluster_offered.png", flush=True)
+    return rows
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """Submit → bound and submit latency (p50, p99) against the offered rate, log-log."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    x = [r["params"]["offered_per_s"] for r in rows]
+    ax.plot(
+        x, [r["p50_us"] / 1000 for r in rows], "o-", color="tab:blue", label="submit → bound p50"
+    )
+    ax.plot(
+        x, [r["p99_us"] / 1000 for r in rows], "s--", color="tab:blue", label="submit → bound p99"
+    )
+    ax.plot(
+        x, [r["extra"]["submit_p50_ms"] for r in rows], "o-", color="tab:green", label="submit p50"
+    )
+    ax.plot(
+        x, [r["extra"]["submit_p99_ms"] for r in rows], "s--", color="tab:green", label="submit p99"
+    )
+    sat = [r for r in rows if r["extra"]["saturated"]]
+    if sat:
+        ax.axvline(sat[0]["params"]["offered_per_s"], color="tab:red", alpha=0.25, lw=6)
+    ax.axhline(250, color="tab:red", ls=":", label="issue 21: p99 ≤ 250 ms at 500/s")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("offered load (jobs/s, open loop, gRPC to the leader)")
+    ax.set_ylabel("latency (ms)")
+    ax.set_title("3 servers, simulated agents: latency against offered load (shaded: saturated)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"   wrote {path}", flush=True)
+
+
+if __name__ == "__main__":
+    if "--submitter" in sys.argv:
+        at = sys.argv.index("--submitter")
+        target, rate, n, me, of = sys.argv[at + 1 : at + 6]
+        share = asyncio.run(_submit_share(target, float(rate), int(n), int(me), int(of)))
+        print(json.dumps(share), flush=True)
+    else:
+        print(json.dumps(run("--quick" in sys.argv), indent=2))
