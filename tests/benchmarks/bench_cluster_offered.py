@@ -33,12 +33,14 @@ its pid is printed). Writes `cluster_offered.png` beside results.json when matpl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,22 +56,13 @@ BOUND_S = 20.0  # then how long the point's jobs have to complete
 COMMAND = ["fake-exit", "0"]
 
 
-# -- one submitter process ------------------------------------------------------------------
+# -- the submitter processes ----------------------------------------------------------------
 
 
-async def _submit_share(target: str, rate: float, n: int, me: int, of: int) -> dict[str, Any]:
-    """Connect, say `ready`, read t0 (Unix time) from stdin, then submit jobs me, me+of,
-    me+2*of... of `n`, job i at t0 + i/rate."""
-    import grpc
-
+async def _submit_share(stub: Any, rate: float, n: int, me: int, of: int, t0: float) -> Any:
+    """Submit jobs me, me+of, me+2*of... of `n`, job i at t0 + i/rate (Unix time)."""
     from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
-    from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
 
-    channel = grpc.aio.insecure_channel(target)
-    await asyncio.wait_for(channel.channel_ready(), 60)
-    print("ready", flush=True)
-    t0 = float(await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline))
-    stub = pb_grpc.JobServiceStub(channel)
     request = pb.SubmitJobRequest(command=COMMAND, gpus=1)
     done: list[tuple[str, float, float, float]] = []  # id, due, sent, acknowledged
     state = {"in_flight": 0, "errors": 0, "refused": 0}
@@ -106,7 +99,6 @@ async def _submit_share(target: str, rate: float, n: int, me: int, of: int) -> d
     for task in pending:
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
-    await channel.close()
     return {
         "jobs": done,
         "errors": state["errors"],
@@ -116,53 +108,87 @@ async def _submit_share(target: str, rate: float, n: int, me: int, of: int) -> d
     }
 
 
-# -- the driver ------------------------------------------------------------------------------
+async def _submitter(me: int, of: int) -> None:
+    """A submitter process: per stdin line `target rate n t0`, its share of the point as
+    one JSON line (`ready` first, once imported)."""
+    import grpc
+
+    from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
+
+    loop = asyncio.get_running_loop()
+    channels: dict[str, Any] = {}
+    print("ready", flush=True)
+    while line := await loop.run_in_executor(None, sys.stdin.readline):
+        target, rate, n, t0 = line.split()
+        if target not in channels:  # a new leader: connect before t0
+            channels[target] = grpc.aio.insecure_channel(target)
+            await asyncio.wait_for(channels[target].channel_ready(), 60)
+        stub = pb_grpc.JobServiceStub(channels[target])
+        share = await _submit_share(stub, float(rate), int(n), me, of, float(t0))
+        print(json.dumps(share), flush=True)
+    for channel in channels.values():
+        await channel.close()
 
 
-def _offer(target: str, rate: float, seconds: float, submitters: int) -> dict[str, Any]:
-    """One point: `rate * seconds` jobs from `submitters` processes; merged per-job records."""
-    n = max(submitters, round(rate * seconds))
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                __file__,
-                "--submitter",
-                target,
-                str(rate),
-                str(n),
-                str(k),
-                str(submitters),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for k in range(submitters)
-    ]
-    try:
-        for p in procs:
-            assert p.stdout is not None
-            if p.stdout.readline().strip() != "ready":
+class Submitters:
+    """`count` submitter processes, started once (their imports cost CPU: not during a
+    point); `offer()` runs one point through all of them."""
+
+    def __init__(self, count: int) -> None:
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, __file__, "--submitter", str(k), str(count)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for k in range(count)
+        ]
+        for p in self.procs:
+            if self._read(p) != "ready":
                 raise RuntimeError("a submitter did not start")
-        t0 = time.time() + 0.2
-        for p in procs:
+
+    @staticmethod
+    def _read(p: subprocess.Popen[str]) -> str:
+        assert p.stdout is not None
+        return p.stdout.readline().strip()
+
+    def offer(
+        self, target: str, rate: float, seconds: float, started: Callable[[], None]
+    ) -> dict[str, Any]:
+        """One point: `rate * seconds` jobs; merged per-job records. `started()` is called
+        just before t0 (the channels are connected by then)."""
+        n = max(len(self.procs), round(rate * seconds))
+        # a point's first jobs are due 1 s after the line is sent: a submitter connects to a
+        # new target meanwhile
+        started()
+        t0 = time.time() + 1.0
+        for p in self.procs:
             assert p.stdin is not None
-            p.stdin.write(f"{t0!r}\n")
+            p.stdin.write(f"{target} {rate!r} {n} {t0!r}\n")
             p.stdin.flush()
-        parts = [json.loads(p.communicate(timeout=seconds + DRAIN_S + 60)[0]) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
+        parts = [json.loads(self._read(p)) for p in self.procs]
+        merged: dict[str, Any] = {"t0": t0, "end": t0 + n / rate, "offered": n, "jobs": []}
+        for part in parts:
+            merged["jobs"] += part["jobs"]
+            for key in ("errors", "refused", "timed_out"):
+                merged[key] = merged.get(key, 0) + part[key]
+            merged["first_error"] = merged.get("first_error") or part["first_error"]
+        return merged
+
+    def close(self) -> None:
+        for p in self.procs:
+            assert p.stdin is not None
+            p.stdin.close()
+        for p in self.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-    merged: dict[str, Any] = {"t0": t0, "end": t0 + n / rate, "offered": n, "jobs": []}
-    for part in parts:
-        merged["jobs"] += part["jobs"]
-        for key in ("errors", "refused", "timed_out"):
-            merged[key] = merged.get(key, 0) + part[key]
-        merged["first_error"] = merged.get("first_error") or part["first_error"]
-    return merged
+
+
+# -- the driver ------------------------------------------------------------------------------
 
 
 def _threads_cpu(pid: int) -> dict[str, float]:
@@ -180,6 +206,30 @@ def _threads_cpu(pid: int) -> dict[str, float]:
     return out
 
 
+def _machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU ticks of the whole machine, from /proc/stat."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return float(sum(ticks) - idle), float(sum(ticks))
+
+
+def _cpu_by_role(c: ReplicatedCluster, lead: int, submitters: Submitters) -> dict[str, float]:
+    """CPU seconds so far: the leader, the followers, the agent swarm, the submitters."""
+    out = {"leader": 0.0, "followers": 0.0, "swarm": 0.0, "submitters": 0.0}
+    for i, proc in c.servers.items():
+        with contextlib.suppress(OSError):
+            out["leader" if i == lead else "followers"] += _proc_cpu_rss(proc.pid)[0]
+    me = str(os.getpid())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[1] == me and b"agent_swarm" in (stat.parent / "cmdline").read_bytes():
+                out["swarm"] += _proc_cpu_rss(int(stat.parent.name))[0]
+    for proc in submitters.procs:
+        out["submitters"] += _proc_cpu_rss(proc.pid)[0]
+    return out
+
+
 def _completed(c: ReplicatedCluster, lead: int) -> int:
     status = c.client.get(c.url(lead) + "/v1/status", timeout=60).json()
     return int(status["jobs_by_state"].get("COMPLETED", 0))
@@ -194,22 +244,33 @@ def _ms(samples: list[float], q: float) -> float:
 
 
 def _point(
-    c: ReplicatedCluster, lead: int, nodes: int, rate: float, seconds: float, listed: int
+    c: ReplicatedCluster,
+    submitters: Submitters,
+    lead: int,
+    nodes: int,
+    rate: float,
+    seconds: float,
+    listed: int,
 ) -> dict[str, Any]:
     """One offered rate on the running cluster; `listed`: jobs submitted before this point."""
     pid = c.servers[lead].pid
     target = f"127.0.0.1:{c.grpc[lead]}"
     terms0 = _terms(c)
     before = _completed(c, lead)
-    cpu0, _ = _proc_cpu_rss(pid)
-    threads0 = _threads_cpu(pid)
-    w0 = time.perf_counter()
-    p = _offer(target, rate, seconds, SUBMITTERS)
+    at: dict[str, Any] = {}
+
+    def started() -> None:  # the CPU window opens once the submitters are up
+        at.update(cpu=_proc_cpu_rss(pid)[0], threads=_threads_cpu(pid), wall=time.perf_counter())
+        at.update(roles=_cpu_by_role(c, lead, submitters), busy=_machine_busy())
+
+    p = submitters.offer(target, rate, seconds, started)
     ok = len(p["jobs"])
     wait_until(lambda: _completed(c, lead) - before >= ok, BOUND_S, 0.25)
     cpu1, rss = _proc_cpu_rss(pid)
     threads1 = _threads_cpu(pid)
-    window = time.perf_counter() - w0
+    roles1, busy1 = _cpu_by_role(c, lead, submitters), _machine_busy()
+    window = time.perf_counter() - at["wall"]
+    cpu0, threads0, roles0, busy0 = at["cpu"], at["threads"], at["roles"], at["busy"]
     elections = _elections(terms0, _terms(c))
     load = [round(x, 2) for x in os.getloadavg()]
     r = c.client.get(c.url(lead) + f"/v1/jobs?offset={listed}", timeout=120)
@@ -219,11 +280,11 @@ def _point(
         submit_us.append((acked - due) * 1e6)
         late_us.append((sent - due) * 1e6)
         job = history.get(job_id)
-        at = {h["state"]: h["at"] for h in job["history"]} if job else {}
-        if "SCHEDULED" in at:
-            binds.append(at["SCHEDULED"])
-            bound_us.append((at["SCHEDULED"] - job["submitted_at"]) * 1e6)
-            due_bound_us.append((at["SCHEDULED"] - due) * 1e6)
+        when = {h["state"]: h["at"] for h in job["history"]} if job else {}
+        if "SCHEDULED" in when:
+            binds.append(when["SCHEDULED"])
+            bound_us.append((when["SCHEDULED"] - job["submitted_at"]) * 1e6)
+            due_bound_us.append((when["SCHEDULED"] - due) * 1e6)
     span = max([p["end"], *binds]) - p["t0"]
     busiest = sorted(
         ((name, cpu - threads0.get(name, 0.0)) for name, cpu in threads1.items()),
@@ -252,6 +313,9 @@ def _point(
             "leader_cpu_window_s": round(window, 2),
             "leader_threads_cpu_s": {name: round(cpu, 2) for name, cpu in busiest},
             "leader_rss_mib": round(rss / (1 << 20), 1),
+            # CPU over the point by process (seconds), and the machine's busy share
+            "cpu_s_by_process": {k: round(roles1[k] - roles0[k], 2) for k in roles1},
+            "machine_busy_pct": round((busy1[0] - busy0[0]) / (busy1[1] - busy0[1]) * 100, 1),
             "elections": elections,
             "load_average": load,
         },
@@ -274,38 +338,54 @@ def _print(row: dict[str, Any]) -> None:
         f"submit->bound p50 {row['p50_us'] / 1000:7.1f} p99 {row['p99_us'] / 1000:7.1f} ms  "
         f"submit p50 {e['submit_p50_ms']:6.1f} p99 {e['submit_p99_ms']:7.1f} ms  "
         f"late p99 {e['send_late_p99_ms']:6.1f} ms  cpu {e['leader_cpu_ms_per_job']:5.2f} ms/job "
-        f"({e['leader_cpu_pct']}%)  elections {e['elections']}  load {e['load_average'][0]}"
+        f"({e['leader_cpu_pct']}%)  machine {e['machine_busy_pct']}%  elections {e['elections']}  load {e['load_average'][0]}"
         f"{'  SATURATED' if e['saturated'] else ''}",
         flush=True,
     )
 
 
 def curve(root: Path, nodes: int, rates: tuple[float, ...], seconds: float) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
     with _swarmed(root, nodes, "warning") as (c, lead):
-        pid = c.servers[lead].pid
-        print(f"   leader server-{lead} pid {pid}, {nodes} nodes connected", flush=True)
-        idle0, _ = _proc_cpu_rss(pid)
-        time.sleep(3.0)
-        idle_pct = round((_proc_cpu_rss(pid)[0] - idle0) / 3.0 * 100, 1)
-        listed = 0
-        for rate in rates:
-            if c.wait_leader(timeout=120) != lead:
-                print("   the leader changed: the curve stops", flush=True)
-                break
-            row = _point(c, lead, nodes, rate, seconds, listed)
-            e = row["extra"]
-            e["leader_idle_cpu_pct"] = idle_pct
-            # less what the leader burns idle over the same window (agents' heartbeats)
-            idle_ms = idle_pct / 100 * e["leader_cpu_window_s"] * 1e3
-            e["leader_cpu_ms_per_job_net"] = round(
-                e["leader_cpu_ms_per_job"] - idle_ms / max(e["submitted"], 1), 3
-            )
-            listed += row["extra"]["submitted"]
-            rows.append(row)
-            _print(row)
-            if row["extra"]["saturated"]:
-                break
+        submitters = Submitters(SUBMITTERS)
+        try:
+            rows = _points(c, submitters, lead, nodes, rates, seconds)
+        finally:
+            submitters.close()
+    return rows
+
+
+def _points(
+    c: ReplicatedCluster,
+    submitters: Submitters,
+    lead: int,
+    nodes: int,
+    rates: tuple[float, ...],
+    seconds: float,
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    pid = c.servers[lead].pid
+    print(f"   leader server-{lead} pid {pid}, {nodes} nodes connected", flush=True)
+    idle0, _ = _proc_cpu_rss(pid)
+    time.sleep(3.0)
+    idle_pct = round((_proc_cpu_rss(pid)[0] - idle0) / 3.0 * 100, 1)
+    listed = 0
+    for rate in rates:
+        if c.wait_leader(timeout=120) != lead:
+            print("   the leader changed: the curve stops", flush=True)
+            break
+        row = _point(c, submitters, lead, nodes, rate, seconds, listed)
+        e = row["extra"]
+        e["leader_idle_cpu_pct"] = idle_pct
+        # less what the leader burns idle over the same window (agents' heartbeats)
+        idle_ms = idle_pct / 100 * e["leader_cpu_window_s"] * 1e3
+        e["leader_cpu_ms_per_job_net"] = round(
+            e["leader_cpu_ms_per_job"] - idle_ms / max(e["submitted"], 1), 3
+        )
+        listed += row["extra"]["submitted"]
+        rows.append(row)
+        _print(row)
+        if row["extra"]["saturated"]:
+            break
     return rows
 
 
@@ -371,8 +451,6 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 if __name__ == "__main__":
     if "--submitter" in sys.argv:
         at = sys.argv.index("--submitter")
-        target, rate, n, me, of = sys.argv[at + 1 : at + 6]
-        share = asyncio.run(_submit_share(target, float(rate), int(n), int(me), int(of)))
-        print(json.dumps(share), flush=True)
+        asyncio.run(_submitter(int(sys.argv[at + 1]), int(sys.argv[at + 2])))
     else:
         print(json.dumps(run("--quick" in sys.argv), indent=2))
