@@ -27,7 +27,7 @@ submit → bound or submit p99 passes 1 s.
 Full: 128 nodes x 8 GPUs (1,024 GPUs), 100 → 2,000 jobs/s, 8 s a point. --quick: 32 nodes,
 100 → 1,000 jobs/s, 3 s a point (smoke, GPU_PLATFORM_BENCH_SMOKE=1: 4 nodes, two short points).
 `--rates 500,1000 --seconds 30 --nodes 128` runs chosen points (e.g. to profile the leader:
-its pid is printed). Writes `cluster_offered.png` beside results.json when matplotlib exists.
+its pid is printed); `--logs DIR` keeps the servers' logs (at level info) there. Writes `cluster_offered.png` beside results.json when matplotlib exists.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -59,24 +60,35 @@ COMMAND = ["fake-exit", "0"]
 # -- the submitter processes ----------------------------------------------------------------
 
 
-async def _submit_share(stub: Any, rate: float, n: int, me: int, of: int, t0: float) -> Any:
-    """Submit jobs me, me+of, me+2*of... of `n`, job i at t0 + i/rate (Unix time)."""
+async def _submit_share(stubs: list[Any], rate: float, n: int, me: int, of: int, t0: float) -> Any:
+    """Submit jobs me, me+of, me+2*of... of `n`, job i at t0 + i/rate (Unix time), to
+    stubs[0] (the leader); after a "not the leader" refusal, to the next server (a refused
+    job is counted, not sent again: the offer stays open-loop)."""
+    import grpc
+
     from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 
     request = pb.SubmitJobRequest(command=COMMAND, gpus=1)
     done: list[tuple[str, float, float, float]] = []  # id, due, sent, acknowledged
-    state = {"in_flight": 0, "errors": 0, "refused": 0}
+    state = {"in_flight": 0, "errors": 0, "refused": 0, "target": 0, "moved": 0}
     first_error: list[str] = []
 
     async def one(due: float) -> None:
         state["in_flight"] += 1
         sent = time.time()
+        target = state["target"]
         try:
-            job = await stub.SubmitJob(request, timeout=30)
+            job = await stubs[target].SubmitJob(request, timeout=30)
         except Exception as exc:  # counted: the row shows it
             state["errors"] += 1
             if not first_error:
                 first_error.append(f"{type(exc).__name__}: {exc}"[:200])
+            unavailable = isinstance(exc, grpc.aio.AioRpcError) and (
+                exc.code() == grpc.StatusCode.UNAVAILABLE
+            )
+            if unavailable and state["target"] == target:  # try the next server
+                state["target"] = (target + 1) % len(stubs)
+                state["moved"] += 1
         else:
             done.append((job.id, due, sent, time.time()))
         finally:
@@ -104,13 +116,14 @@ async def _submit_share(stub: Any, rate: float, n: int, me: int, of: int, t0: fl
         "errors": state["errors"],
         "refused": state["refused"],
         "timed_out": len(pending),
+        "moved": state["moved"],
         "first_error": first_error[0] if first_error else None,
     }
 
 
 async def _submitter(me: int, of: int) -> None:
-    """A submitter process: per stdin line `target rate n t0`, its share of the point as
-    one JSON line (`ready` first, once imported)."""
+    """A submitter process: per stdin line `leader,other,... rate n t0` (gRPC targets), its
+    share of the point as one JSON line (`ready` first, once imported)."""
     import grpc
 
     from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
@@ -119,12 +132,14 @@ async def _submitter(me: int, of: int) -> None:
     channels: dict[str, Any] = {}
     print("ready", flush=True)
     while line := await loop.run_in_executor(None, sys.stdin.readline):
-        target, rate, n, t0 = line.split()
-        if target not in channels:  # a new leader: connect before t0
-            channels[target] = grpc.aio.insecure_channel(target)
-            await asyncio.wait_for(channels[target].channel_ready(), 60)
-        stub = pb_grpc.JobServiceStub(channels[target])
-        share = await _submit_share(stub, float(rate), int(n), me, of, float(t0))
+        targets, rate, n, t0 = line.split()
+        stubs = []
+        for target in targets.split(","):
+            if target not in channels:  # connect before t0
+                channels[target] = grpc.aio.insecure_channel(target)
+                await asyncio.wait_for(channels[target].channel_ready(), 60)
+            stubs.append(pb_grpc.JobServiceStub(channels[target]))
+        share = await _submit_share(stubs, float(rate), int(n), me, of, float(t0))
         print(json.dumps(share), flush=True)
     for channel in channels.values():
         await channel.close()
@@ -171,7 +186,7 @@ class Submitters:
         merged: dict[str, Any] = {"t0": t0, "end": t0 + n / rate, "offered": n, "jobs": []}
         for part in parts:
             merged["jobs"] += part["jobs"]
-            for key in ("errors", "refused", "timed_out"):
+            for key in ("errors", "refused", "timed_out", "moved"):
                 merged[key] = merged.get(key, 0) + part[key]
             merged["first_error"] = merged.get("first_error") or part["first_error"]
         return merged
@@ -254,7 +269,8 @@ def _point(
 ) -> dict[str, Any]:
     """One offered rate on the running cluster; `listed`: jobs submitted before this point."""
     pid = c.servers[lead].pid
-    target = f"127.0.0.1:{c.grpc[lead]}"
+    others = [f"127.0.0.1:{c.grpc[i]}" for i in c.alive() if i != lead]
+    target = ",".join([f"127.0.0.1:{c.grpc[lead]}", *others])
     terms0 = _terms(c)
     before = _completed(c, lead)
     at: dict[str, Any] = {}
@@ -307,6 +323,8 @@ def _point(
             "errors": p["errors"],
             "refused": p["refused"],
             "timed_out": p["timed_out"],
+            # submitters that moved to the next server after a refusal (an election)
+            "moved_server": p["moved"],
             "first_error": p["first_error"],
             "leader_cpu_ms_per_job": round((cpu1 - cpu0) / max(ok, 1) * 1e3, 3),
             "leader_cpu_pct": round((cpu1 - cpu0) / window * 100, 1),
@@ -345,12 +363,18 @@ def _print(row: dict[str, Any]) -> None:
 
 
 def curve(root: Path, nodes: int, rates: tuple[float, ...], seconds: float) -> list[dict[str, Any]]:
-    with _swarmed(root, nodes, "warning") as (c, lead):
+    level = "info" if "--logs" in sys.argv else "warning"
+    with _swarmed(root, nodes, level) as (c, lead):
         submitters = Submitters(SUBMITTERS)
         try:
             rows = _points(c, submitters, lead, nodes, rates, seconds)
         finally:
             submitters.close()
+            if "--logs" in sys.argv:  # keep the servers' and the swarm's logs
+                keep = Path(sys.argv[sys.argv.index("--logs") + 1])
+                keep.mkdir(parents=True, exist_ok=True)
+                for log in root.glob("*.log"):
+                    shutil.copy(log, keep / log.name)
     return rows
 
 
@@ -370,9 +394,9 @@ def _points(
     idle_pct = round((_proc_cpu_rss(pid)[0] - idle0) / 3.0 * 100, 1)
     listed = 0
     for rate in rates:
-        if c.wait_leader(timeout=120) != lead:
-            print("   the leader changed: the curve stops", flush=True)
-            break
+        if c.wait_leader(timeout=120) != lead:  # an election meanwhile: go on with the new one
+            lead = c.wait_leader(timeout=120)
+            print(f"   the leader is now server-{lead} pid {c.servers[lead].pid}", flush=True)
         row = _point(c, submitters, lead, nodes, rate, seconds, listed)
         e = row["extra"]
         e["leader_idle_cpu_pct"] = idle_pct
