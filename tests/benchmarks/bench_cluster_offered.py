@@ -18,14 +18,14 @@ Per rate, row `cluster.offered_to_bound` (params: offered_per_s, nodes, GPUs):
   p50/p99, jobs submitted / bound / lost (errors, refused at the in-flight cap, unanswered),
   the leader's CPU per job (its CPU over the point, until the point's jobs completed, divided
   by the jobs submitted; `leader_idle_cpu_pct` is its CPU with no jobs, the agents' heartbeats),
-  its busiest threads' CPU, RSS, elections (term changes during the point), the load average.
+  CPU by process (leader, followers, swarm, submitters) and the machine's busy share, RSS, elections (term changes during the point), the load average.
 
 A rate is *saturated* (its curve stops there, as in `bench_offered_load.py`) when fewer than
 99 % of its jobs are submitted and bound, bound jobs/s fall below 90 % of the offer, or the
 submit → bound or submit p99 passes 1 s.
 
 Full: 128 nodes x 8 GPUs (1,024 GPUs), 100 → 2,000 jobs/s, 8 s a point. --quick: 32 nodes,
-100 → 1,000 jobs/s, 3 s a point (smoke, GPU_PLATFORM_BENCH_SMOKE=1: 4 nodes, one 1 s point).
+100 → 1,000 jobs/s (steps of 100 to 500), 3 s a point (smoke, GPU_PLATFORM_BENCH_SMOKE=1: 4 nodes, one 1 s point).
 `--rates 500,1000 --seconds 30 --nodes 128` runs chosen points (e.g. to profile the leader:
 its pid is printed); `--logs DIR` keeps the servers' logs (at level info) there. Writes `cluster_offered.png` beside results.json when matplotlib exists.
 """
@@ -394,7 +394,7 @@ def _points(
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
-    nodes, rates, seconds = (32, (100, 250, 500, 1000), 3.0) if quick else (
+    nodes, rates, seconds = (32, (100, 200, 300, 400, 500, 750, 1000), 3.0) if quick else (
         128, (100, 250, 500, 750, 1000, 1500, 2000), 8.0)  # fmt: skip
     if os.environ.get("GPU_PLATFORM_BENCH_SMOKE") == "1":
         nodes, rates, seconds = 4, (20,), 1.0
