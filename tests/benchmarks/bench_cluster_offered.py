@@ -92,6 +92,27 @@ def _terms(c: ReplicatedCluster) -> dict[int, Any]:
     return {i: (c.cluster(i) or {}).get("term") for i in c.alive()}
 
 
+def _histories(c: ReplicatedCluster, lead: int, listed: int, ids: set[str]) -> dict[str, Any]:
+    """The point's jobs (`listed` = jobs before it), read from a follower's replica (stale
+    reads), so listing hundreds of jobs does not load the leader between points; waits up to
+    10 s for the follower to have applied every bind."""
+    follower = next((i for i in c.alive() if i != lead), lead)
+    url = c.url(follower) + f"/v1/jobs?offset={listed}"
+    found: dict[str, Any] = {}
+
+    def complete() -> bool:
+        r = c.client.get(url, headers={"X-Read-Consistency": "stale"}, timeout=120)
+        found.clear()
+        found.update({j["id"]: j for j in r.json()} if r.status_code == 200 else {})
+        return all(
+            any(h["state"] == "SCHEDULED" for h in found[i]["history"]) if i in found else False
+            for i in ids
+        )
+
+    wait_until(complete, 10.0, 0.5)
+    return found
+
+
 def _ms(samples: list[float], q: float) -> float:
     return round(percentile(samples, q) / 1000, 1)
 
@@ -126,8 +147,7 @@ def _point(
     cpu0, roles0, busy0 = at["cpu"], at["roles"], at["busy"]
     elections = _elections(terms0, _terms(c))
     load = [round(x, 2) for x in os.getloadavg()]
-    r = c.client.get(c.url(lead) + f"/v1/jobs?offset={listed}", timeout=120)
-    history = {j["id"]: j for j in r.json()} if r.status_code == 200 else {}
+    history = _histories(c, lead, listed, {job[0] for job in p["jobs"]})
     bound_us, due_bound_us, submit_us, late_us, binds = [], [], [], [], []
     for job_id, due, sent, acked in p["jobs"]:
         submit_us.append((acked - due) * 1e6)
