@@ -64,7 +64,6 @@ of a `Ready` `raft_ready`, storing snapshots `raft_snapshots`: mixins stacked as
 
 from __future__ import annotations
 
-import queue
 import random
 import threading
 import time
@@ -81,6 +80,7 @@ from gpu_platform.application.raft_errors import (
     RaftNodeError,
 )
 from gpu_platform.application.raft_heartbeat import HeartbeatKeeper
+from gpu_platform.application.raft_inbox import Inbox
 from gpu_platform.application.raft_loop import RaftLoop, _Item
 from gpu_platform.application.raft_membership import add_voter_change, remove_voter_change
 from gpu_platform.application.raft_node_types import RaftNodeConfig, RaftNodeStatus
@@ -132,7 +132,8 @@ class RaftNode(RaftLoop):
         self.storage = storage
         self.transport = transport
         self.state_machine = state_machine
-        self._inbox: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._inbox: Inbox[_Item] = Inbox()
+        self._crashed: BaseException | None = None
         self._batch = ProposalBatch()  # proposals taken this drain, not yet appended
         self._proposals = PendingProposals()  # appended, awaiting apply
         self._reads: dict[bytes, Future[int]] = {}  # ReadIndex asked, not yet confirmed
@@ -208,8 +209,11 @@ class RaftNode(RaftLoop):
         """Start the transport and the Raft loop."""
         if self._thread is not None:
             raise RuntimeError("already started")
+        # A transport whose receiving threads may block has them run the loop's work
+        # (`raft_inbox`); any other (an asyncio thread) only queues.
+        inline = getattr(self.transport, "inline_delivery", False) is True
         self.transport.start(
-            lambda m: self._inbox.put(("msg", m, None)),
+            self._deliver if inline else lambda m: self._inbox.put(("msg", m, None)),
             lambda peer: self._inbox.put(("unreachable", peer, None)),
             lambda peer, ok: self._inbox.put(("snap_status", peer, ok)),
         )
