@@ -50,39 +50,45 @@ class RaftLoop(ReadyHandling):
 
     _inbox: Inbox[_Item]
     _crashed: BaseException | None  # the loop's work failed on a transport thread
+    _next_tick: float  # monotonic seconds
     _proposals: PendingProposals  # appended, awaiting apply
     _read_seq: int
     _stopped: threading.Event
 
     def _run(self) -> None:
-        interval = self.config.tick_interval
-        next_tick = time.monotonic() + interval
         inbox = self._inbox
         try:
             while True:
-                inbox.wait(max(0.0, next_tick - time.monotonic()))
+                inbox.wait(max(0.0, self._next_tick - time.monotonic()))
                 with inbox.lock:
                     if self._crashed is not None:
                         raise RuntimeError("the Raft loop's work failed on another thread")
-                    if not self._running or not self._drain():
+                    if not self._work():
                         return
-                    now = time.monotonic()
-                    if now >= next_tick:
-                        if now - next_tick > self._slow_s:  # no heartbeat went out meanwhile
-                            log.warning(
-                                "raft node %d: tick %.0f ms late (loop busy or starved of CPU)",
-                                self.config.id,
-                                (now - next_tick) * 1000,
-                            )
-                        next_tick = self._tick(now, next_tick)
-                    self._process_ready()
-                    self._status = self._snapshot_status()
         except BaseException:
             log.exception("raft loop of node %d crashed", self.config.id)
             raise
         finally:
             with inbox.lock:
                 self._shutdown()
+
+    def _work(self) -> bool:
+        """One round of the loop's work, on whichever thread holds the loop lock: the inbox,
+        the tick when due, the `Ready`s, the status; False once stopped."""
+        if not self._running or not self._drain():
+            return False
+        now = time.monotonic()
+        if now >= self._next_tick:
+            if now - self._next_tick > self._slow_s:  # no heartbeat went out meanwhile
+                log.warning(
+                    "raft node %d: tick %.0f ms late (loop busy or starved of CPU)",
+                    self.config.id,
+                    (now - self._next_tick) * 1000,
+                )
+            self._next_tick = self._tick(now, self._next_tick)
+        self._process_ready()
+        self._status = self._snapshot_status()
+        return True
 
     def _drain(self) -> bool:
         """Handle what is queued (up to `max_inbox_batch` items) and append the proposals
@@ -107,9 +113,8 @@ class RaftLoop(ReadyHandling):
         if not inbox.offer(("msg", message, None)):
             return
         try:
-            if self._running and self._crashed is None and self._drain():
-                self._process_ready()
-                self._status = self._snapshot_status()
+            if self._crashed is None:
+                self._work()
         except BaseException as exc:  # the loop's thread ends the node, as if it had failed
             log.exception(
                 "raft node %d: the loop's work failed on a transport thread", self.config.id

@@ -134,6 +134,7 @@ class RaftNode(RaftLoop):
         self.state_machine = state_machine
         self._inbox: Inbox[_Item] = Inbox()
         self._crashed: BaseException | None = None
+        self._next_tick = time.monotonic() + config.tick_interval  # set again by start()
         self._batch = ProposalBatch()  # proposals taken this drain, not yet appended
         self._proposals = PendingProposals()  # appended, awaiting apply
         self._reads: dict[bytes, Future[int]] = {}  # ReadIndex asked, not yet confirmed
@@ -212,6 +213,7 @@ class RaftNode(RaftLoop):
         # A transport whose receiving threads may block has them run the loop's work
         # (`raft_inbox`); any other (an asyncio thread) only queues.
         inline = getattr(self.transport, "inline_delivery", False) is True
+        self._next_tick = time.monotonic() + self.config.tick_interval
         self.transport.start(
             self._deliver if inline else lambda m: self._inbox.put(("msg", m, None)),
             lambda peer: self._inbox.put(("unreachable", peer, None)),
