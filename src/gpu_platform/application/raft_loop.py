@@ -1,10 +1,14 @@
-"""The Raft driver's loop: the one thread that touches the `RawNode`.
+"""The Raft driver's loop: the work done under the loop lock, the only code that touches
+the `RawNode`.
 
 `RaftLoop` is a mixin of `RaftNode` (`raft_node`, whose docstring gives the theory of
 operation): it drains the inbox (messages, proposals, reads, conf changes, transport reports,
 the applier's snapshots, stop), group-commits the proposals taken in one drain, ticks the core
-(unless `raft_stalls` defers it), handles each `Ready` (`raft_ready`) and publishes the status;
-on stop it fails whatever is still pending with `NodeStopped`. Split from `raft_node` only for
+when due (unless `raft_stalls` defers it), handles each `Ready` (`raft_ready`) and publishes
+the status; on stop it fails whatever is still pending with `NodeStopped`. That work runs on
+the loop's own thread (`_run`) or, for a transport's reader thread that found the loop lock
+free, on that thread (`_deliver`, see `raft_inbox`); if it fails there, the loop's thread
+ends the node as if it had failed itself. Split from `raft_node` only for
 size; it shares `RaftNode`'s attributes and is not used alone.
 """
 

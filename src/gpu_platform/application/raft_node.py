@@ -1,20 +1,25 @@
 """`RaftNode`: the Raft driver — a `RawNode` wired to durable storage, a transport and a
-replicated state machine, on one thread.
+replicated state machine, driven under one lock.
 
-Theory of operation. Everything that touches the `RawNode` runs on one thread, the *Raft
-loop*. Other threads talk to it through an inbox queue: messages from the transport, client
-proposals and reads, transport reports, stop. The loop takes whatever is queued — proposals
-from every caller go into one `ProposalBatch` appended with a single `propose_many` (group
-commit: one append, one storage write, one fsync per batch, see `raft_proposals`) — ticks the
-`RawNode` every `tick_interval` seconds, and handles each `Ready` in the order Raft's safety
-needs:
+Theory of operation. Everything that touches the `RawNode` runs under one lock, the *loop
+lock*, normally on one thread, the *Raft loop*. Other threads talk to it through an inbox
+(`raft_inbox`): messages from the transport, client proposals and reads, transport reports,
+stop. A transport whose receiving threads may block (TCP) has them do the loop's work
+themselves when the lock is free, so a received message reaches the core without a thread
+hand-off; everything else is queued for the loop's thread. The loop takes whatever is
+queued — proposals from every caller go into one `ProposalBatch` appended with a single
+`propose_many` (group commit: one append, one storage write, one fsync per batch, see
+`raft_proposals`) — ticks the `RawNode` every `tick_interval` seconds, and handles each
+`Ready` in the order Raft's safety needs:
 
 0. **send early (leader only)** — a leader's AppendEntries and heartbeats go out *before* its
    own write, so the followers' fsyncs overlap the leader's (Raft thesis §10.2.1; etcd does
    the same). This cannot commit anything the leader has not made durable: acknowledgements
-   are handled on this same thread, after step 1 returns, so the quorum that commits an entry
-   always includes the leader's durable copy. Only when the Ready changes neither term nor
-   vote; everything else waits for step 2;
+   are handled under the same loop lock, after step 1 returns, so the quorum that commits an
+   entry always includes the leader's durable copy. Only when the Ready changes neither term
+   nor vote; everything else waits for step 2. A Ready that writes no entry (a commit move)
+   sends nothing early: it hands over (step 3) before it sends, so the client's answer does
+   not wait for the commit news to the followers;
 1. **persist** — `storage.save(hard_state, entries_to_persist, snapshot, sync)`: one atomic
    write, fsynced when the Ready says `must_sync` (new entries, term or vote); a received
    snapshot is also restored into the state machine here. A Ready that only moves the commit
