@@ -17,6 +17,7 @@ A caller that must never block (an asyncio thread, a client's proposal) uses `pu
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 from typing import Generic, TypeVar
 
@@ -31,12 +32,16 @@ class Inbox(Generic[T]):
     def __init__(self) -> None:
         self.lock = threading.Lock()  # the loop lock: its holder runs the Raft loop's work
         self._items: collections.deque[T] = collections.deque()
-        self._signal = threading.Event()
+        # A binary semaphore: released = "look"; the loop's thread takes it in `wait`. A bare
+        # lock wakes its waiter in C, as `queue.SimpleQueue` does; `threading.Event` makes
+        # the woken thread take a Python condition's lock again (one more wake-up).
+        self._signal = threading.Lock()
+        self._signal.acquire()
 
     def put(self, item: T) -> None:
         """Queue `item` and wake the loop's thread; never blocks."""
         self._items.append(item)
-        self._signal.set()
+        self.wake()
 
     def offer(self, item: T) -> bool:
         """Queue `item`; True when the caller now holds `lock` and must run the loop's work
@@ -44,18 +49,22 @@ class Inbox(Generic[T]):
         self._items.append(item)
         if self.lock.acquire(blocking=False):
             return True
-        self._signal.set()
+        self.wake()
         return False
 
     def wake(self) -> None:
         """Wake the loop's thread (it then takes the lock and looks)."""
-        self._signal.set()
+        with contextlib.suppress(RuntimeError):  # released already: it will look anyway
+            self._signal.release()
 
     def wait(self, timeout: float) -> None:
         """On the loop's thread, without the lock: until something was put or woken, or
-        `timeout` seconds."""
-        self._signal.wait(timeout)
-        self._signal.clear()  # before taking: an item put from now on sets it again
+        `timeout` seconds. Taking the signal resets it before the caller looks: an item put
+        from then on releases it again."""
+        if timeout > 0:
+            self._signal.acquire(timeout=timeout)
+        else:
+            self._signal.acquire(blocking=False)
 
     def take(self) -> T | None:
         """The oldest item, or None when empty (only under `lock`)."""
