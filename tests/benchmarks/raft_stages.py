@@ -59,9 +59,9 @@ def install() -> None:
                 _mark(f"l.loop_took_ack{arg.from_}", arg.index)
         elif kind == "propose":
             _mark("l.loop_took_prop", self.rawnode.raft.raft_log.last_index() + 1)
-        return handle(self, item)  # type: ignore[no-any-return]
+        return bool(handle(self, item))
 
-    loop_cls._handle = _handle  # type: ignore[method-assign]
+    loop_cls._handle = _handle  # type: ignore[method-assign,assignment,unused-ignore]
 
     save = SqliteRaftStorage.save
 
@@ -71,7 +71,7 @@ def install() -> None:
         save(self, hs, entries, snapshot, sync)
         _mark("save_end", key)
 
-    SqliteRaftStorage.save = _save  # type: ignore[method-assign]
+    SqliteRaftStorage.save = _save  # type: ignore[method-assign,assignment,unused-ignore]
 
     hand_over = raft_ready.ReadyHandling._hand_over
 
@@ -80,7 +80,7 @@ def install() -> None:
             _mark("l.committed", e.index)
         hand_over(self, rd)
 
-    raft_ready.ReadyHandling._hand_over = _hand_over  # type: ignore[method-assign]
+    raft_ready.ReadyHandling._hand_over = _hand_over  # type: ignore[method-assign,assignment,unused-ignore]
 
     resolve = raft_proposals.PendingProposals.resolve
 
@@ -89,7 +89,7 @@ def install() -> None:
         _mark("l.future_set", index)
         return out
 
-    raft_proposals.PendingProposals.resolve = _resolve  # type: ignore[method-assign]
+    raft_proposals.PendingProposals.resolve = _resolve  # type: ignore[method-assign,assignment,unused-ignore]
 
     apply = KvStateMachine.apply
 
@@ -97,7 +97,7 @@ def install() -> None:
         _mark("applying", index)
         return apply(self, index, data)
 
-    KvStateMachine.apply = _apply  # type: ignore[method-assign]
+    KvStateMachine.apply = _apply  # type: ignore[method-assign,assignment,unused-ignore]
 
     for cls in (TcpRaftTransport, GrpcRaftTransport):
         _wrap_transport(cls, app, ack)
