@@ -181,7 +181,8 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     out = Path(args.out)
-    # where benchmarks put files beside results.json (bench_offered_load.py's PNG)
+    # where benchmarks put files beside results.json (the PNGs of bench_offered_load.py and
+    # bench_cluster_offered.py)
     os.environ["GPU_PLATFORM_BENCH_DIR"] = str(out.parent)
     rows: list[dict[str, Any]] = []
     failed: dict[str, str] = {}

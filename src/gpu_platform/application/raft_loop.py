@@ -1,10 +1,14 @@
-"""The Raft driver's loop: the one thread that touches the `RawNode`.
+"""The Raft driver's loop: the work done under the loop lock, the only code that touches
+the `RawNode`.
 
 `RaftLoop` is a mixin of `RaftNode` (`raft_node`, whose docstring gives the theory of
 operation): it drains the inbox (messages, proposals, reads, conf changes, transport reports,
 the applier's snapshots, stop), group-commits the proposals taken in one drain, ticks the core
-(unless `raft_stalls` defers it), handles each `Ready` (`raft_ready`) and publishes the status;
-on stop it fails whatever is still pending with `NodeStopped`. Split from `raft_node` only for
+when due (unless `raft_stalls` defers it), handles each `Ready` (`raft_ready`) and publishes
+the status; on stop it fails whatever is still pending with `NodeStopped`. That work runs on
+the loop's own thread (`_run`) or, for a transport's reader thread that found the loop lock
+free, on that thread (`_deliver`, see `raft_inbox`); if it fails there, the loop's thread
+ends the node as if it had failed itself. Split from `raft_node` only for
 size; it shares `RaftNode`'s attributes and is not used alone.
 """
 
@@ -12,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import queue
 import threading
 import time
 from concurrent.futures import Future
@@ -23,6 +26,7 @@ from gpu_platform.application.raft_errors import (
     MembershipChangeInProgress,
     NodeStopped,
 )
+from gpu_platform.application.raft_inbox import Inbox
 from gpu_platform.application.raft_membership import PENDING, refusal
 from gpu_platform.application.raft_proposals import PendingProposals
 from gpu_platform.application.raft_proposals import fail_future as _fail
@@ -49,7 +53,9 @@ _Item = tuple[str, object, object]
 class RaftLoop(ReadyHandling):
     """The Raft loop's thread body, its tick, its shutdown and the inbox's handlers."""
 
-    _inbox: queue.SimpleQueue[_Item]
+    _inbox: Inbox[_Item]
+    _crashed: BaseException | None  # the loop's work failed on a transport thread
+    _next_tick: float  # monotonic seconds
     priority: ThreadPriority
     _proposals: PendingProposals  # appended, awaiting apply
     _read_seq: int
@@ -57,43 +63,73 @@ class RaftLoop(ReadyHandling):
 
     def _run(self) -> None:
         self.priority.raise_current(f"raft-{self.config.id}")
-        interval = self.config.tick_interval
-        next_tick = time.monotonic() + interval
+        inbox = self._inbox
         try:
             while True:
-                timeout = max(0.0, next_tick - time.monotonic())
-                try:
-                    item = self._inbox.get(timeout=timeout)
-                except queue.Empty:
-                    item = None
-                if item is not None:
-                    if not self._handle(item):
+                inbox.wait(max(0.0, self._next_tick - time.monotonic()))
+                with inbox.lock:
+                    if self._crashed is not None:
+                        raise RuntimeError("the Raft loop's work failed on another thread")
+                    if not self._work():
                         return
-                    for _ in range(self.config.max_inbox_batch):
-                        try:
-                            more = self._inbox.get_nowait()
-                        except queue.Empty:
-                            break
-                        if not self._handle(more):
-                            return
-                if self._batch:
-                    self._append_batch()
-                now = time.monotonic()
-                if now >= next_tick:
-                    if now - next_tick > self._slow_s:  # no heartbeat went out meanwhile
-                        log.warning(
-                            "raft node %d: tick %.0f ms late (loop busy or starved of CPU)",
-                            self.config.id,
-                            (now - next_tick) * 1000,
-                        )
-                    next_tick = self._tick(now, next_tick)
-                self._process_ready()
-                self._status = self._snapshot_status()
         except BaseException:
             log.exception("raft loop of node %d crashed", self.config.id)
             raise
         finally:
-            self._shutdown()
+            with inbox.lock:
+                self._shutdown()
+
+    def _work(self) -> bool:
+        """One round of the loop's work, on whichever thread holds the loop lock: the inbox,
+        the tick when due, the `Ready`s, the status; False once stopped."""
+        if not self._running or not self._drain():
+            return False
+        now = time.monotonic()
+        if now >= self._next_tick:
+            if now - self._next_tick > self._slow_s:  # no heartbeat went out meanwhile
+                log.warning(
+                    "raft node %d: tick %.0f ms late (loop busy or starved of CPU)",
+                    self.config.id,
+                    (now - self._next_tick) * 1000,
+                )
+            self._next_tick = self._tick(now, self._next_tick)
+        self._process_ready()
+        self._status = self._snapshot_status()
+        return True
+
+    def _drain(self) -> bool:
+        """Handle what is queued (up to `max_inbox_batch` items) and append the proposals
+        taken as one batch; False once stop was taken (under the loop lock)."""
+        inbox = self._inbox
+        for _ in range(self.config.max_inbox_batch + 1):
+            item = inbox.take()
+            if item is None:
+                break
+            if not self._handle(item):
+                self._running = False  # also when taken by `_deliver`: the loop then ends
+                inbox.wake()
+                return False
+        if self._batch:
+            self._append_batch()
+        return True
+
+    def _deliver(self, message: Message) -> None:
+        """A received message from a transport thread that may block (`Inbox.offer`): run
+        the loop's work on this thread when the loop lock is free, else queue it."""
+        inbox = self._inbox
+        if not inbox.offer(("msg", message, None)):
+            return
+        try:
+            if self._crashed is None:
+                self._work()
+        except BaseException as exc:  # the loop's thread ends the node, as if it had failed
+            log.exception(
+                "raft node %d: the loop's work failed on a transport thread", self.config.id
+            )
+            self._crashed = exc
+            inbox.wake()
+        finally:
+            inbox.lock.release()
 
     def _tick(self, now: float, due: float) -> float:
         """Tick the core (unless `raft_stalls` defers it); returns when the next tick is due."""
@@ -122,11 +158,8 @@ class RaftLoop(ReadyHandling):
         for rfut in self._reads.values():
             _fail(rfut, err)
         self._reads.clear()
-        while True:  # requests that raced with stop
-            try:
-                kind, arg, waiter = self._inbox.get_nowait()
-            except queue.Empty:
-                break
+        while (item := self._inbox.take()) is not None:  # requests that raced with stop
+            kind, arg, waiter = item
             if kind in ("propose", "read", "conf") and isinstance(waiter, Future):
                 _fail(waiter, err)
             elif isinstance(arg, MadeSnapshot):

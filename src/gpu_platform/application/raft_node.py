@@ -1,20 +1,25 @@
 """`RaftNode`: the Raft driver — a `RawNode` wired to durable storage, a transport and a
-replicated state machine, on one thread.
+replicated state machine, driven under one lock.
 
-Theory of operation. Everything that touches the `RawNode` runs on one thread, the *Raft
-loop*. Other threads talk to it through an inbox queue: messages from the transport, client
-proposals and reads, transport reports, stop. The loop takes whatever is queued — proposals
-from every caller go into one `ProposalBatch` appended with a single `propose_many` (group
-commit: one append, one storage write, one fsync per batch, see `raft_proposals`) — ticks the
-`RawNode` every `tick_interval` seconds, and handles each `Ready` in the order Raft's safety
-needs:
+Theory of operation. Everything that touches the `RawNode` runs under one lock, the *loop
+lock*, normally on one thread, the *Raft loop*. Other threads talk to it through an inbox
+(`raft_inbox`): messages from the transport, client proposals and reads, transport reports,
+stop. A transport whose receiving threads may block (TCP) has them do the loop's work
+themselves when the lock is free, so a received message reaches the core without a thread
+hand-off; everything else is queued for the loop's thread. The loop takes whatever is
+queued — proposals from every caller go into one `ProposalBatch` appended with a single
+`propose_many` (group commit: one append, one storage write, one fsync per batch, see
+`raft_proposals`) — ticks the `RawNode` every `tick_interval` seconds, and handles each
+`Ready` in the order Raft's safety needs:
 
 0. **send early (leader only)** — a leader's AppendEntries and heartbeats go out *before* its
    own write, so the followers' fsyncs overlap the leader's (Raft thesis §10.2.1; etcd does
    the same). This cannot commit anything the leader has not made durable: acknowledgements
-   are handled on this same thread, after step 1 returns, so the quorum that commits an entry
-   always includes the leader's durable copy. Only when the Ready changes neither term nor
-   vote; everything else waits for step 2;
+   are handled under the same loop lock, after step 1 returns, so the quorum that commits an
+   entry always includes the leader's durable copy. Only when the Ready changes neither term
+   nor vote; everything else waits for step 2. A Ready that writes no entry (a commit move)
+   sends nothing early: it hands over (step 3) before it sends, so the client's answer does
+   not wait for the commit news to the followers;
 1. **persist** — `storage.save(hard_state, entries_to_persist, snapshot, sync)`: one atomic
    write, fsynced when the Ready says `must_sync` (new entries, term or vote); a received
    snapshot is also restored into the state machine here. A Ready that only moves the commit
@@ -64,10 +69,10 @@ of a `Ready` `raft_ready`, storing snapshots `raft_snapshots`: mixins stacked as
 
 from __future__ import annotations
 
-import queue
 import random
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
@@ -81,6 +86,7 @@ from gpu_platform.application.raft_errors import (
     RaftNodeError,
 )
 from gpu_platform.application.raft_heartbeat import HeartbeatKeeper
+from gpu_platform.application.raft_inbox import Inbox
 from gpu_platform.application.raft_loop import RaftLoop, _Item
 from gpu_platform.application.raft_membership import add_voter_change, remove_voter_change
 from gpu_platform.application.raft_node_types import RaftNodeConfig, RaftNodeStatus
@@ -137,7 +143,9 @@ class RaftNode(RaftLoop):
         self.storage = storage
         self.transport = transport
         self.state_machine = state_machine
-        self._inbox: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._inbox: Inbox[_Item] = Inbox()
+        self._crashed: BaseException | None = None
+        self._next_tick = time.monotonic() + config.tick_interval  # set again by start()
         self._batch = ProposalBatch()  # proposals taken this drain, not yet appended
         self._proposals = PendingProposals()  # appended, awaiting apply
         self._reads: dict[bytes, Future[int]] = {}  # ReadIndex asked, not yet confirmed
@@ -216,8 +224,12 @@ class RaftNode(RaftLoop):
         """Start the transport and the Raft loop."""
         if self._thread is not None:
             raise RuntimeError("already started")
+        # A transport whose receiving threads may block has them run the loop's work
+        # (`raft_inbox`); any other (an asyncio thread) only queues.
+        inline = getattr(self.transport, "inline_delivery", False) is True
+        self._next_tick = time.monotonic() + self.config.tick_interval
         self.transport.start(
-            self._deliver,
+            self._raising(self._deliver if inline else lambda m: self._inbox.put(("msg", m, None))),
             lambda peer: self._inbox.put(("unreachable", peer, None)),
             lambda peer, ok: self._inbox.put(("snap_status", peer, ok)),
         )
@@ -230,15 +242,20 @@ class RaftNode(RaftLoop):
         if self._conf_state.voters == (self.config.id,) and not self._conf_state.learners:
             self.campaign()  # the only voter: nobody to wait for, lead now
 
-    def _deliver(self, m: Message) -> None:
-        """A message from the transport (on its thread): a thread that delivers one for the
-        first time is one the leader's heartbeats and the votes pass through, so its priority
-        is raised then (`priority`)."""
-        tid = threading.get_ident()
-        if tid not in self._delivering:
-            self._delivering.add(tid)
-            self.priority.raise_current(f"raft-net-{self.config.id}")
-        self._inbox.put(("msg", m, None))
+    def _raising(self, deliver: Callable[[Message], None]) -> Callable[[Message], None]:
+        """`deliver`, called on the transport's threads: a thread that delivers a message for
+        the first time is one the leader's heartbeats and the votes pass through, so its
+        priority is raised then (`priority`)."""
+        seen = self._delivering
+
+        def delivered(m: Message) -> None:
+            tid = threading.get_ident()
+            if tid not in seen:
+                seen.add(tid)
+                self.priority.raise_current(f"raft-net-{self.config.id}")
+            deliver(m)
+
+        return delivered
 
     def stop(self) -> None:
         """Stop the loop and the transport; pending futures fail with `NodeStopped`.

@@ -83,10 +83,19 @@ class ReadyHandling(SnapshotKeeping):
         while rn.has_ready():
             rd = rn.ready()
             early, late = self._split_messages(rd)
-            if early:
+            writes = bool(rd.entries_to_persist) or rd.snapshot is not None
+            if early and writes:  # overlap the followers' fsyncs with ours
                 self.transport.send(early)
                 self._keeper.record(early)
+                early = []
             self._persist(rd)
+            # Nothing written (a commit move): the client's answer goes first, the commit news
+            # to the followers after; not a conf change's (it may add or remove a peer).
+            first = not writes and not any(
+                e.type is EntryType.CONF_CHANGE for e in rd.committed_entries
+            )
+            if first:
+                self._hand_over(rd)
             for m in late:
                 if m.type is MessageType.SNAP and m.snapshot is not None:
                     md = m.snapshot.metadata
@@ -97,11 +106,13 @@ class ReadyHandling(SnapshotKeeping):
                         len(m.snapshot.data),
                         m.to,
                     )
+            late = early + late
             if late:
                 self.transport.send(late)
                 if rn.raft.state is Role.LEADER:
                     self._keeper.record(late)
-            self._hand_over(rd)
+            if not first:
+                self._hand_over(rd)
             if rd.soft_state is not None:
                 self._observe_leader(rd.soft_state)
                 self._on_role(rd.soft_state.role)

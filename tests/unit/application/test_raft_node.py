@@ -52,6 +52,9 @@ class CheckedTransport(InMemoryRaftTransport):
 
     storage: CheckedStorage
     violations: list[str]
+    # True: the hub's delivery thread runs the receiving node's loop work (`raft_inbox`), as
+    # a TCP reader thread does.
+    inline_delivery = False
 
     def send(self, messages: Sequence[Message]) -> None:
         hs = self.storage.hard_state
@@ -84,8 +87,9 @@ class CheckedMachine(KvStateMachine):
 
 
 class Cluster:
-    def __init__(self, n: int = 3, **overrides: object) -> None:
+    def __init__(self, n: int = 3, inline: bool = False, **overrides: object) -> None:
         self.hub = InMemoryRaftHub()
+        self.inline = inline
         self.ids = tuple(range(1, n + 1))
         self.overrides = overrides
         self.violations: list[str] = []
@@ -101,6 +105,7 @@ class Cluster:
         t = CheckedTransport(self.hub, i)
         self.hub._transports[i] = t
         t.storage, t.violations = self.storages[i], self.violations
+        t.inline_delivery = self.inline
         sm = CheckedMachine()
         sm.storage, sm.violations = self.storages[i], self.violations
         defaults: dict[str, object] = {"tick_interval": 0.01, "election_tick": 10, "seed": i}
@@ -145,9 +150,9 @@ class Cluster:
         self.hub.close()
 
 
-@pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    c = Cluster()
+@pytest.fixture(params=[False, True], ids=["queued", "inline"])
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    c = Cluster(inline=request.param)
     yield c
     c.stop()
     assert c.violations == []

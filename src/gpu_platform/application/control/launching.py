@@ -32,7 +32,8 @@ from gpu_platform.domain.model.job import Job, JobState
 from gpu_platform.domain.model.job_array import array_env
 from gpu_platform.domain.model.node import Node
 from gpu_platform.domain.placement import GangPlacement
-from gpu_platform.domain.topology.matrix import TopologyMatrix, build_matrix
+from gpu_platform.domain.scheduling.live_view import HardwareCache
+from gpu_platform.domain.topology.matrix import TopologyMatrix
 from gpu_platform.ports.outbound.job_runner import ExitReport, GangEnv, LaunchError, LaunchSpec
 from gpu_platform.ports.outbound.trace_context import JobTraceContext
 
@@ -69,7 +70,8 @@ class Launching:
         self._effects = effects
         self._lock_let_go = lock_let_go
         self._lost = lost
-        self._matrices: dict[str, TopologyMatrix] = {}
+        self._hardware = HardwareCache()  # one NIC matrix per hardware type
+        self._matrices: dict[str, tuple[object, TopologyMatrix]] = {}  # node -> (topology, m)
         self.finishing = Finishing(
             shared, commit_all=commit_all, effects=effects, lock_let_go=lock_let_go
         )
@@ -252,10 +254,12 @@ class Launching:
         """RDMA NICs closest to the job's GPUs (NCCL's choice), in GPU order, no repeats."""
         if node.topology is None or not gpus:
             return ()
-        matrix = self._matrices.get(node.name)
-        if matrix is None:
-            rdma = [n.name for n in node.topology.nics if n.kind == "rdma"]
-            matrix = self._matrices[node.name] = build_matrix(node.topology, rdma)
+        seen = self._matrices.get(node.name)
+        if seen is not None and seen[0] is node.topology:
+            matrix = seen[1]
+        else:  # a new node, or its topology changed: by hardware signature, not by name
+            matrix = self._hardware.rdma_matrix(node.topology)
+            self._matrices[node.name] = (node.topology, matrix)
         out: list[str] = []
         for gpu in gpus:
             if gpu in matrix.gpus:

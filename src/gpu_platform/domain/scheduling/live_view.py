@@ -53,6 +53,7 @@ class HardwareCache:
 
     def __init__(self) -> None:
         self._matrices: dict[HostTopology, TopologyMatrix] = {}
+        self._rdma: dict[HostTopology, TopologyMatrix] = {}
         self._classes: dict[tuple[object, ...], HardwareClass] = {}
 
     def matrix(self, node: Node) -> TopologyMatrix | None:
@@ -62,6 +63,15 @@ class HardwareCache:
         matrix = self._matrices.get(sig)
         if matrix is None:
             matrix = self._matrices[sig] = build_matrix(node.topology)
+        return matrix
+
+    def rdma_matrix(self, topo: HostTopology) -> TopologyMatrix:
+        """The matrix of `topo` with its RDMA NICs as the only NIC columns (NCCL's choice)."""
+        sig = _topology_signature(topo)
+        matrix = self._rdma.get(sig)
+        if matrix is None:
+            rdma = [n.name for n in topo.nics if n.kind == "rdma"]
+            matrix = self._rdma[sig] = build_matrix(topo, rdma)
         return matrix
 
     def hardware(self, node: Node) -> HardwareClass:

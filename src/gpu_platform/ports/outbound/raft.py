@@ -145,6 +145,10 @@ class RaftTransport(Protocol):
     forgets one, closing its connection and dropping what is queued for it; both are called
     from the Raft loop as conf changes are applied, before or after `start`, are idempotent,
     and show in `addresses` at once. Messages to a peer not in the book are dropped.
+
+    Optional: a transport whose `on_message` calls come from threads that may block (not an
+    event loop) says so with a class attribute `inline_delivery = True`; the Raft node then
+    steps, persists and sends on those threads when its loop is free (`application.raft_inbox`).
     """
 
     @property

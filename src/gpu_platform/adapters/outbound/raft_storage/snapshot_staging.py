@@ -9,6 +9,7 @@ chunk per transaction without fsync: the Raft loop's writes wait at most for one
 Nothing reads that table. The Raft loop then *promotes* it inside its own transaction, which
 changes only the schema and one metadata row:
 
+    DROP TABLE IF EXISTS snapshot_retired;  -- gone already: refreshes a stale schema cache
     ALTER TABLE snapshot_chunks RENAME TO snapshot_retired;
     ALTER TABLE snapshot_staged RENAME TO snapshot_chunks;
 
@@ -38,6 +39,10 @@ WAIT_S = 5.0
 """How long a staging waits for the previous one to be promoted or discarded."""
 
 PROMOTE = (
+    # A no-op (the staging dropped it), but it makes this connection load the schema again:
+    # opened before the staging's DROP (a restart after a promote), its cached schema still
+    # lists `snapshot_retired`, and ALTER's name check trusts the cache.
+    "DROP TABLE IF EXISTS snapshot_retired",
     "ALTER TABLE snapshot_chunks RENAME TO snapshot_retired",
     "ALTER TABLE snapshot_staged RENAME TO snapshot_chunks",
 )

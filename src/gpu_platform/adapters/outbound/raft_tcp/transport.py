@@ -71,6 +71,10 @@ class TcpRaftTransport:
     The constructor's arguments mean what `GrpcRaftTransport`'s do (`rpc_timeout` bounds a
     connect, a handshake and a write that makes no progress)."""
 
+    # `on_message` is called on a reader thread of this peer's connection that may block: the
+    # Raft node runs its loop's work there when it can (`application.raft_inbox`).
+    inline_delivery = True
+
     def __init__(
         self,
         node_id: int,
