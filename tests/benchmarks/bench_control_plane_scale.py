@@ -7,7 +7,8 @@ SQLite WAL with fsync) and simulated agents — each node its own real gRPC stre
   `extra`: REST submit latency p50/p99 as the client saw it, jobs/s completed, the leader's
   CPU seconds and RSS, commits (Raft applied index), nodes/GPUs, and `elections_during_run`:
   term changes between the agents being connected and the end of the run, no server killed
-  (issue 21: must be 0), with the load average.
+  (issue 21: must be 0), with the load average. The servers run at `cpu_priority = high`
+  (`GPU_PLATFORM_CPU_PRIORITY=normal` for the default; in each row's params).
 * `cluster.array_to_bound`: then, on the same cluster, the same number of jobs as job arrays
   (one POST /v1/arrays per 1,000 tasks, so the 8 REST clients' submit rate is not what is
   measured): per task, bind time minus the array's submit time, p50/p99; ops_per_s = tasks
@@ -51,6 +52,10 @@ from gpu_platform.application.raft_node import RaftNodeConfig
 from gpu_platform.testing.cluster_procs import ReplicatedCluster, wait_until
 
 DEFAULTS = RaftNodeConfig(id=0, voters=())  # the server's Raft timing (not overridden here)
+# The servers' cpu_priority (docs/raft.md): high, as on a machine shared with other work (this
+# one: the agents and clients run beside the servers); GPU_PLATFORM_CPU_PRIORITY=normal for the
+# server's default. Recorded in each row's params.
+CPU_PRIORITY = os.environ.get("GPU_PLATFORM_CPU_PRIORITY", "high")
 
 
 def _proc_cpu_rss(pid: int) -> tuple[float, int]:
@@ -107,7 +112,8 @@ def _swarmed(root: Path, nodes: int, log_level: str) -> Iterator[tuple[Replicate
     """3 servers and `nodes` simulated agents streaming to the leader: (cluster, leader);
     the swarm and the servers are stopped on the way out."""
     env = {"GPU_PLATFORM_NODE_SUSPECT_AFTER_SECONDS": "15", "GPU_PLATFORM_NODE_DOWN_AFTER_SECONDS": "30",
-           "GPU_PLATFORM_LOG_LEVEL": log_level, "GPU_PLATFORM_SCHEDULE_INTERVAL_SECONDS": "0.5"}  # fmt: skip
+           "GPU_PLATFORM_LOG_LEVEL": log_level, "GPU_PLATFORM_SCHEDULE_INTERVAL_SECONDS": "0.5",
+           "GPU_PLATFORM_CPU_PRIORITY": CPU_PRIORITY}  # fmt: skip
     c = ReplicatedCluster(root, servers=3, agents=0, env=env).start()
     swarm = None
     try:
@@ -164,7 +170,14 @@ def _scale(root: Path, nodes: int, jobs: int, kills: int) -> list[dict[str, Any]
         done = sum(1 for j in listed if j["state"] == "COMPLETED")
         row = result(
             "cluster.submit_to_bound",
-            {"nodes": nodes, "gpus": nodes * 8, "jobs": jobs, "servers": 3, "api": "rest"},
+            {
+                "nodes": nodes,
+                "gpus": nodes * 8,
+                "jobs": jobs,
+                "servers": 3,
+                "api": "rest",
+                "cpu_priority": CPU_PRIORITY,
+            },
             bound_us,
             extra={
                 "submit_rest_p50_us": round(percentile(submit_us, 50), 1),
@@ -234,7 +247,14 @@ def _arrays_to_bound(c: ReplicatedCluster, nodes: int, jobs: int) -> dict[str, A
     span = max(binds) - min(submits) if binds else float("nan")
     row = result(
         "cluster.array_to_bound",
-        {"nodes": nodes, "gpus": nodes * 8, "jobs": jobs, "servers": 3, "api": "rest arrays"},
+        {
+            "nodes": nodes,
+            "gpus": nodes * 8,
+            "jobs": jobs,
+            "servers": 3,
+            "api": "rest arrays",
+            "cpu_priority": CPU_PRIORITY,
+        },
         bound_us,
         extra={
             "arrays": len(ids),
@@ -309,7 +329,8 @@ def _leader_kills(c: ReplicatedCluster, kills: int, nodes: int) -> dict[str, Any
     row = result(
         "control_plane.failover",
         {"servers": 3, "nodes": nodes, "kills": kills, "settings": "server defaults",
-         "tick_s": DEFAULTS.tick_interval, "election_tick": DEFAULTS.election_tick},
+         "tick_s": DEFAULTS.tick_interval, "election_tick": DEFAULTS.election_tick,
+         "cpu_priority": CPU_PRIORITY},
         elect,
         extra={
             "max_us": round(max(elect), 1),

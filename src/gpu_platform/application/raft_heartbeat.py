@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 from gpu_platform.domain.consensus import Message, MessageType
 from gpu_platform.ports.outbound.raft import RaftTransport
+from gpu_platform.ports.outbound.thread_priority import NoThreadPriority, ThreadPriority
 
 __all__ = ["HeartbeatKeeper"]
 
@@ -47,8 +48,10 @@ class HeartbeatKeeper:
         tick_s: float,
         cover_s: float,
         stall_ticks: int = 2,
+        priority: ThreadPriority | None = None,
     ) -> None:
         self.node_id = node_id
+        self.priority = priority or NoThreadPriority()
         self.transport = transport
         self.tick_s = tick_s
         self.cover_s = cover_s
@@ -92,6 +95,7 @@ class HeartbeatKeeper:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        self.priority.raise_current(f"raft-beat-{self.node_id}")
         covered = 0.0  # the last tick of the stall being covered (logged once per stall)
         while not self._stop.wait(self.tick_s):
             beats, last = self._beats, self._last_tick

@@ -39,6 +39,7 @@ from gpu_platform.domain.consensus import (
     ProposalDroppedError,
     Role,
 )
+from gpu_platform.ports.outbound.thread_priority import ThreadPriority
 
 __all__ = ["RaftLoop"]
 
@@ -55,11 +56,13 @@ class RaftLoop(ReadyHandling):
     _inbox: Inbox[_Item]
     _crashed: BaseException | None  # the loop's work failed on a transport thread
     _next_tick: float  # monotonic seconds
+    priority: ThreadPriority
     _proposals: PendingProposals  # appended, awaiting apply
     _read_seq: int
     _stopped: threading.Event
 
     def _run(self) -> None:
+        self.priority.raise_current(f"raft-{self.config.id}")
         inbox = self._inbox
         try:
             while True:

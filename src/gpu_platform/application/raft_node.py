@@ -72,6 +72,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
@@ -97,6 +98,7 @@ from gpu_platform.domain.consensus import (
     Config,
     ConfState,
     HardState,
+    Message,
     RawNode,
     ReadOnlyOption,
     Role,
@@ -105,6 +107,7 @@ from gpu_platform.domain.consensus import (
 )
 from gpu_platform.ports.outbound.metrics import NoRaftMetrics, RaftMetrics
 from gpu_platform.ports.outbound.raft import RaftStorage, RaftTransport, SnapshotStaging
+from gpu_platform.ports.outbound.thread_priority import NoThreadPriority, ThreadPriority
 
 __all__ = [
     "ChunkedStateMachine",
@@ -130,9 +133,12 @@ class RaftNode(RaftLoop):
         transport: RaftTransport,
         state_machine: StateMachine,
         metrics: RaftMetrics | None = None,
+        priority: ThreadPriority | None = None,
     ) -> None:
         self.config = config
         self.metrics = metrics or NoRaftMetrics()
+        # The Raft loop, the keeper and the transport's receiving threads raise themselves.
+        self.priority = priority or NoThreadPriority()
         self._lead = NONE
         self.storage = storage
         self.transport = transport
@@ -145,6 +151,7 @@ class RaftNode(RaftLoop):
         self._reads: dict[bytes, Future[int]] = {}  # ReadIndex asked, not yet confirmed
         self._read_seq = 0
         self._thread: threading.Thread | None = None
+        self._delivering: set[int] = set()  # the transport threads seen delivering messages
         self._stopped = threading.Event()
         self._running = False
         self._was_leader = False
@@ -175,7 +182,9 @@ class RaftNode(RaftLoop):
             staging=storage if isinstance(storage, SnapshotStaging) else None,
         )
         cover_s = config.tick_interval * config.heartbeat_cover_ticks
-        self._keeper = HeartbeatKeeper(config.id, transport, config.tick_interval, cover_s)
+        self._keeper = HeartbeatKeeper(
+            config.id, transport, config.tick_interval, cover_s, priority=self.priority
+        )
         # A tick later than 2 intervals is a stall of this node (`raft_stalls`).
         self._stalls = StallWatch(config.id, config.tick_interval, 2 * config.tick_interval)
         rng = random.Random(config.seed if config.seed is not None else time.time_ns())
@@ -220,7 +229,7 @@ class RaftNode(RaftLoop):
         inline = getattr(self.transport, "inline_delivery", False) is True
         self._next_tick = time.monotonic() + self.config.tick_interval
         self.transport.start(
-            self._deliver if inline else lambda m: self._inbox.put(("msg", m, None)),
+            self._raising(self._deliver if inline else lambda m: self._inbox.put(("msg", m, None))),
             lambda peer: self._inbox.put(("unreachable", peer, None)),
             lambda peer, ok: self._inbox.put(("snap_status", peer, ok)),
         )
@@ -232,6 +241,21 @@ class RaftNode(RaftLoop):
         self._thread.start()
         if self._conf_state.voters == (self.config.id,) and not self._conf_state.learners:
             self.campaign()  # the only voter: nobody to wait for, lead now
+
+    def _raising(self, deliver: Callable[[Message], None]) -> Callable[[Message], None]:
+        """`deliver`, called on the transport's threads: a thread that delivers a message for
+        the first time is one the leader's heartbeats and the votes pass through, so its
+        priority is raised then (`priority`)."""
+        seen = self._delivering
+
+        def delivered(m: Message) -> None:
+            tid = threading.get_ident()
+            if tid not in seen:
+                seen.add(tid)
+                self.priority.raise_current(f"raft-net-{self.config.id}")
+            deliver(m)
+
+        return delivered
 
     def stop(self) -> None:
         """Stop the loop and the transport; pending futures fail with `NodeStopped`.

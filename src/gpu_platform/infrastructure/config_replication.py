@@ -77,6 +77,16 @@ class ReplicationSettings(BaseSettings):
         "single-client commits; docs/raft.md has the figures). Same TLS, token and member "
         "rules; every server of a cluster must use the same one.",
     )
+    cpu_priority: Literal["normal", "high", "realtime"] = Field(
+        "normal",
+        description="high: what etcd's tuning guide does with renice for etcd on a shared "
+        "machine, from inside: the server's threads (and its autogroup, when it leads its own "
+        "session) run at nice -10, so that a loaded machine does not starve a live leader into "
+        "elections. realtime: high, and the threads that keep leadership (the Raft loop, the "
+        "heartbeat keeper, the Raft transport's thread) under the real-time SCHED_RR policy "
+        "(more CPU: they no longer wait to batch). docs/raft.md, CPU priority. Needs "
+        "CAP_SYS_NICE (or RLIMIT_NICE / RLIMIT_RTPRIO); refused, one warning and normal priority.",
+    )
     raft_snapshot_entries: int = Field(
         10_000, ge=0, description="Applied log entries between state snapshots (0 = never)."
     )

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 from gpu_platform.adapters.cluster_identity import cluster_id
 from gpu_platform.adapters.inbound.agent_client import AgentClient
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
+from gpu_platform.adapters.outbound.cpu_priority import RealtimeThreadPriority
 from gpu_platform.adapters.outbound.observability import PrometheusRaftMetrics
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
 from gpu_platform.adapters.outbound.raft_grpc.transport import parse_peers
@@ -140,6 +141,7 @@ def running_replication(
         ),
         replica,
         metrics=metrics,
+        priority=RealtimeThreadPriority() if settings.cpu_priority == "realtime" else None,
     )
     metrics.watch(node.status)
     node.start()

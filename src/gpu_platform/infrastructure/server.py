@@ -18,6 +18,8 @@ import structlog
 import uvicorn
 
 from gpu_platform.adapters.grpc_bind import PortUnavailable
+from gpu_platform.adapters.outbound.cpu_priority import raise_process_priority
+from gpu_platform.adapters.outbound.gc_pauses import freeze_startup_heap
 from gpu_platform.adapters.outbound.integrity import StorageError
 from gpu_platform.adapters.outbound.process_memory import limit_malloc_arenas
 from gpu_platform.adapters.outbound.storage import AuditChainBroken
@@ -183,8 +185,15 @@ def _warn_embedded_jobs(container: Container) -> None:
         )
 
 
+def _tune_process(settings: Settings) -> None:
+    """Process-wide settings, made before the server's threads start (issue 21)."""
+    limit_malloc_arenas(2)  # before the threads allocate (leader RSS)
+    if settings.cpu_priority != "normal":  # threads started later inherit the nice value
+        raise_process_priority()
+
+
 def serve_settings(settings: Settings) -> None:
-    limit_malloc_arenas(2)  # before the server's threads allocate (issue 21: leader RSS)
+    _tune_process(settings)
     lock = lock_data_dir(settings.data_dir)
     try:
         check_ports_free(settings)
@@ -238,6 +247,7 @@ def serve_settings(settings: Settings) -> None:
             **(tls.uvicorn_options() if tls is not None else {}),  # type: ignore[arg-type]
         )
         received: list[int] = []
+        freeze_startup_heap()  # short GC pauses: a long one stalls the Raft threads (issue 21)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda signum, _frame: received.append(signum))
         ReportingServer(  # it writes <data_dir>/ports.json once REST accepts connections
