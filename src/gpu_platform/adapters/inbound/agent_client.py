@@ -20,7 +20,7 @@ import itertools
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -71,6 +71,17 @@ class _Silence:
             await asyncio.sleep(0.1)
         self.abandoned = True
         self._call.cancel()
+
+
+def _keeper(work: set[asyncio.Future[None]]) -> Callable[[Awaitable[None]], None]:
+    """Runs a coroutine as a task held in `work` until it is done (a task needs a reference)."""
+
+    def keep(coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        work.add(task)
+        task.add_done_callback(work.discard)
+
+    return keep
 
 
 class AgentClient:
@@ -202,12 +213,12 @@ class AgentClient:
             call = stub.Connect(requests(), metadata=self._metadata)
             beat: asyncio.Task[None] | None = None
             work: set[asyncio.Future[None]] = set()  # launches, log reads, resets in flight
+            keep = _keeper(work)  # each is dropped from `work` once done
             silence = _Silence(call, WELCOME_TIMEOUT_S)
             watch = asyncio.create_task(silence.watch())
             try:
                 async for msg in call:
                     silence.hear()
-                    work = {w for w in work if not w.done()}
                     kind = msg.WhichOneof("kind")
                     if kind == "welcome":
                         self.connected_to = target
@@ -221,12 +232,12 @@ class AgentClient:
                         beat = asyncio.create_task(self._beat(outbox, interval))
                         log.info("agent connected", server=target)
                     elif kind == "launch":
-                        work.add(asyncio.ensure_future(self._launch(outbox, msg.launch)))
+                        keep(self._launch(outbox, msg.launch))
                     elif kind == "stop":
                         s = msg.stop
                         self._agent.stop_attempt(s.job_id, s.epoch, s.grace_s)
                     elif kind == "read_log":
-                        work.add(asyncio.ensure_future(self._read_log(outbox, msg.read_log)))
+                        keep(self._read_log(outbox, msg.read_log))
                     elif kind == "exit_ack":
                         self._agent.ack(msg.exit_ack.seq)
                     elif kind == "heartbeat_ack":
@@ -236,9 +247,9 @@ class AgentClient:
                         if sent is not None and lease_s > 0:  # from the sending, not the ack
                             self._agent.renew_lease(sent + lease_s)
                     elif kind == "reset_gpu":
-                        work.add(asyncio.ensure_future(self._reset(outbox, msg.reset_gpu)))
+                        keep(self._reset(outbox, msg.reset_gpu))
                     elif kind == "inject":
-                        work.add(asyncio.ensure_future(self._inject(outbox, msg.inject)))
+                        keep(self._inject(outbox, msg.inject))
             except (asyncio.CancelledError, grpc.aio.AioRpcError):
                 if not silence.abandoned:
                     raise
