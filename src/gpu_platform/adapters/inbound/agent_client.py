@@ -40,7 +40,9 @@ from gpu_platform.adapters.inbound.grpc.agent_service import (
     KEEPALIVE_CLIENT_OPTIONS,
     LEADER_METADATA,
 )
+from gpu_platform.adapters.inbound.local_agent_link import LocalAgentLink
 from gpu_platform.application.agent import Agent, ExitNotice, Outgoing
+from gpu_platform.application.agent_hub import NotAccepting
 
 __all__ = ["AgentClient"]
 
@@ -98,9 +100,11 @@ class AgentClient:
         loop: asyncio.AbstractEventLoop | None = None,
         pool: ThreadPoolExecutor | None = None,
         token: str | None = None,
+        local: LocalAgentLink | None = None,
     ) -> None:
         """`loop`/`pool`: run on a shared event loop (already running on its own thread) and
-        worker pool instead of owning them — many simulated agents in one process."""
+        worker pool instead of owning them — many simulated agents in one process. `local`:
+        this process's own server, reached without gRPC at `local.target`."""
         if not servers:
             raise ValueError("servers: at least one host:port is needed")
         self._agent = agent
@@ -119,6 +123,7 @@ class AgentClient:
         self.streams = 0  # streams opened so far
         self._beats = itertools.count(1)
         self._sent: dict[int, float] = {}  # heartbeat seq -> monotonic time it was queued
+        self._local = local
 
     def start(self) -> None:
         if self._shared:
@@ -138,6 +143,8 @@ class AgentClient:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._local is not None:
+            self._local.close()
 
     def _cancel_all(self) -> None:
         for task in asyncio.all_tasks(self._loop):
@@ -155,7 +162,13 @@ class AgentClient:
             hint = ""
             opened = time.monotonic()
             try:
-                await self._stream(target)
+                if self._local is not None and target == self._local.target:
+                    hint = await self._serve_local(self._local, target)
+                    if hint:
+                        delay = self._backoff[0]
+                        continue
+                else:
+                    await self._stream(target)
             except grpc.aio.AioRpcError as exc:
                 leader = dict(exc.trailing_metadata() or ()).get(LEADER_METADATA, "")
                 if isinstance(leader, str) and leader and leader != target:
@@ -178,6 +191,25 @@ class AgentClient:
             turn += 1
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._backoff[1])
+
+    async def _serve_local(self, local: LocalAgentLink, target: str) -> str:
+        """One turn at this process's own server, without gRPC: the leader to dial next
+        when it does not lead ('' when unknown or once the link has ended)."""
+
+        def welcomed() -> None:
+            self.connected_to = target
+            self.streams += 1
+            log.info("agent connected", server=target, link="in-process")
+
+        try:
+            await local.serve(self._agent, self._pool, welcomed, f"in-process/{self.instance}")
+        except NotAccepting as exc:
+            return exc.leader if exc.leader != target else ""
+        except PermissionError as exc:  # another live agent holds the node
+            log.error("refused by the server", server=target, why=str(exc))
+        except Exception as exc:  # refused by the control plane (e.g. a conflicting node)
+            log.warning("agent refused", server=target, error=str(exc))
+        return ""
 
     async def _stream(self, target: str) -> None:
         options = [("grpc.max_receive_message_length", 64 << 20), *KEEPALIVE_CLIENT_OPTIONS]
