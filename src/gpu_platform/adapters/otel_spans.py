@@ -61,4 +61,7 @@ def current_span(tracer: Tracer, name: str, parent: Context | None) -> Iterator[
 @functools.lru_cache(maxsize=16)
 def _default(sampler: Sampler | None) -> bool:
     """Whether `sampler` samples as the SDK's default does (parent-based, roots always)."""
-    return sampler is not None and sampler.get_description() == DEFAULT_ON.get_description()
+    if sampler is None:
+        return False
+    default: str = DEFAULT_ON.get_description()  # type: ignore[no-untyped-call]
+    return sampler.get_description() == default

@@ -89,8 +89,9 @@ def test_a_jobs_traceparent_joins_the_api_call_and_steps_reach_a_later_processor
     jobs.publish(JobStarted("j1", 1))
     (start,) = exporter.get_finished_spans()
     assert start.name == "job.start" and format(start.context.trace_id, "032x") == CALLER_TRACE
-    assert start.parent is not None and format(start.parent.span_id, "016x") == (
-        traceparent.split("-")[2]
+    assert (
+        start.parent is not None
+        and format(start.parent.span_id, "016x") == (traceparent.split("-")[2])
     )
 
 
