@@ -9,6 +9,10 @@ server process's CPU per job (`server_cpu_ms_per_job`: user + system from the bu
 call until every job has ended, so the jobs' bind, launch and finish count too) and the
 load average when the row began (`load_average`): the machine is shared, compare rows of one
 run only.
+
+`e2e.held_submit` (the default server, gRPC, 1 and 64 clients): the submit path alone — each
+job depends on one that never ends, so nothing is launched — with the server's CPU per held
+submit over the burst (`server_cpu_ms_per_submit`).
 """
 
 from __future__ import annotations
@@ -71,9 +75,11 @@ class _Server:
 
         return submit
 
-    def grpc(self) -> Callable[[], str]:
+    def grpc(self, depends_on: str = "") -> Callable[[], str]:
         stub = pb_grpc.JobServiceStub(grpc.insecure_channel(self.grpc_target))
-        request = pb.SubmitJobRequest(command=JOB, gpus=0)
+        request = pb.SubmitJobRequest(
+            command=JOB, gpus=0, depends_on=[depends_on] if depends_on else []
+        )
         return lambda: str(stub.SubmitJob(request, timeout=60).id)
 
 
@@ -138,6 +144,47 @@ def _row(server: _Server, api: str, store: str, n: int, clients: int) -> dict[st
     return row
 
 
+def _held_rows(server: _Server, n: int, many: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Held submits (gRPC): every job waits on `sleep 3600`, killed afterwards."""
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        body = {"command": ["sleep", "3600"], "gpus": 0}
+        anchor = str(client.post("/v1/jobs", json=body).json()["id"])
+        rows = []
+        try:
+            burst(lambda: server.grpc(anchor), 50, 8)  # warm-up
+            for clients in (many[0], many[-1]):
+                load = os.getloadavg()[0]
+                cpu0 = _cpu_s(server.proc.pid)
+                out = burst(lambda: server.grpc(anchor), n, clients)
+                done = len(out["latencies"])
+                row = result(
+                    "e2e.held_submit",
+                    {"api": "grpc", "submits": n, "store": "raft", "clients": clients},
+                    out["latencies"],
+                    extra={
+                        "server_cpu_ms_per_submit": round(
+                            (_cpu_s(server.proc.pid) - cpu0) / max(1, done) * 1000, 2
+                        ),
+                        "errors": len(out["errors"]),
+                        "load_average": round(load, 2),
+                    },
+                )
+                row["ops_per_s"] = round(done / out["seconds"], 1)
+                rows.append(row)
+                p, e = row["params"], row["extra"]
+                print(
+                    f"e2e.held_submit grpc clients={p['clients']:2} "
+                    f"p50={row['p50_us'] / 1000:.2f} ms p99={row['p99_us'] / 1000:.2f} ms "
+                    f"{row['ops_per_s']}/s cpu/submit={e['server_cpu_ms_per_submit']} ms "
+                    f"load={e['load_average']}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        finally:
+            client.post(f"/v1/jobs/{anchor}/kill")  # its dependents end too
+    return rows
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     """The default server (a one-voter Raft cluster whose jobs run on its in-process agent)
     and, for comparison, the embedded core (server_id = 0: SQLite, jobs in the server)."""
@@ -155,6 +202,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 rows += [rest_row, grpc_row]
                 _print(rest_row)
                 _print(grpc_row)
+            if store == "raft":
+                rows += _held_rows(server, 3 * n // 2, many)
     return rows
 
 

@@ -359,8 +359,8 @@ def test_servers_join_lead_and_leave_through_the_cli(tmp_path: Path) -> None:
 
 
 def test_a_one_server_cluster_runs_jobs_on_its_in_process_agent(tmp_path: Path) -> None:
-    """`serve --id 1 --peers 1=... --local-agent`: one voter, its own agent over loopback gRPC
-    (the same code path as many servers and agents); state survives a restart."""
+    """`serve --id 1 --peers 1=... --local-agent`: one voter, its own agent in-process (the
+    same calls as many servers' agents make over gRPC); state survives a restart."""
     c = ReplicatedCluster(tmp_path, servers=1, agents=0, env={"GPU_PLATFORM_LOCAL_AGENT": "true"})
     c.start()
     try:

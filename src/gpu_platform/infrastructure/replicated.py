@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 from gpu_platform.adapters.cluster_identity import cluster_id
 from gpu_platform.adapters.inbound.agent_client import AgentClient
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
+from gpu_platform.adapters.inbound.local_agent_link import LocalAgentLink
 from gpu_platform.adapters.outbound.cpu_priority import RealtimeThreadPriority
 from gpu_platform.adapters.outbound.observability import PrometheusRaftMetrics
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
@@ -236,11 +237,20 @@ def running_local_agent(
     agent = Agent(node, probes, monitors, gpu_reset=gpu_reset, injector=injector, lease=lease)
     target = advertised(settings, tls, (settings.port, settings.grpc_port, agent_server.port))
     socket = local_agent_socket(settings, tls)
+    own = f"unix:{socket}" if socket is not None else target.agent_address
+    link = LocalAgentLink(  # its own server without gRPC; other leaders over gRPC
+        agent_server.hub,
+        own,
+        heartbeat_s=settings.agent_heartbeat_seconds,
+        lease_s=settings.agent_lease_seconds,
+        claims=agent_server,
+    )
     client = AgentClient(
         agent,
-        [f"unix:{socket}" if socket is not None else target.agent_address],
+        [own],
         credentials=tls.grpc_channel_credentials() if tls is not None else None,
         token=cluster_token(settings, server=True),
+        local=link,
     )
     agent.start()
     client.start()

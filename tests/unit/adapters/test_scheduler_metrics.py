@@ -11,11 +11,15 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
 
 from gpu_platform.adapters.outbound.observability.scheduler_metrics import (
+    PrometheusSchedulerMetrics,
     failure_reason,
     preemption_reason,
 )
+from gpu_platform.domain.events import JobStarted, JobSubmitted
+from gpu_platform.domain.model.job import Job, JobSpec, JobState
 from gpu_platform.domain.placement import Unschedulable
 from gpu_platform.testing.fakes import FakeJobRunner, ManualClock
 from tests.unit.adapters.test_observability import rig, scrape
@@ -164,3 +168,23 @@ def test_failure_and_preemption_labels_stay_bounded() -> None:
     assert preemption_reason("attempt 1 lost: control plane restarted") == "restart"
     assert preemption_reason("control plane shut down") == "shutdown"
     assert preemption_reason("anything else") == "other"
+
+
+def test_a_submit_published_after_its_jobs_bind_and_start_counts_its_own_move() -> None:
+    """The scheduler may bind and start an applied job before the submitting thread has
+    published the submit: each event still counts the move it stands for."""
+    history = tuple(
+        (0.0, state, "") for state in (JobState.QUEUED, JobState.SCHEDULED, JobState.RUNNING)
+    )
+    job = Job("j1", JobSpec(command=("true",), gpus=0), JobState.RUNNING, 0.0, history=history)
+    metrics = PrometheusSchedulerMetrics(CollectorRegistry())
+    metrics.watch_jobs(lambda _: job, lambda: 0.0)
+    metrics.publish(JobStarted("j1", 1))
+    metrics.publish(JobSubmitted("j1", 0))
+    counted = {
+        (s.labels["from_state"], s.labels["to_state"]): s.value
+        for family in metrics.transitions.collect()
+        for s in family.samples
+        if s.name.endswith("_total")
+    }
+    assert counted == {("PENDING", "QUEUED"): 1.0, ("SCHEDULED", "RUNNING"): 1.0}

@@ -20,7 +20,7 @@ import itertools
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -40,7 +40,9 @@ from gpu_platform.adapters.inbound.grpc.agent_service import (
     KEEPALIVE_CLIENT_OPTIONS,
     LEADER_METADATA,
 )
+from gpu_platform.adapters.inbound.local_agent_link import LocalAgentLink
 from gpu_platform.application.agent import Agent, ExitNotice, Outgoing
+from gpu_platform.application.agent_hub import NotAccepting
 
 __all__ = ["AgentClient"]
 
@@ -73,6 +75,17 @@ class _Silence:
         self._call.cancel()
 
 
+def _keeper(work: set[asyncio.Future[None]]) -> Callable[[Awaitable[None]], None]:
+    """Runs a coroutine as a task held in `work` until it is done (a task needs a reference)."""
+
+    def keep(coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        work.add(task)
+        task.add_done_callback(work.discard)
+
+    return keep
+
+
 class AgentClient:
     """Keeps `agent` connected to the leader among `servers` (host:port of their agent APIs)."""
 
@@ -87,9 +100,11 @@ class AgentClient:
         loop: asyncio.AbstractEventLoop | None = None,
         pool: ThreadPoolExecutor | None = None,
         token: str | None = None,
+        local: LocalAgentLink | None = None,
     ) -> None:
         """`loop`/`pool`: run on a shared event loop (already running on its own thread) and
-        worker pool instead of owning them — many simulated agents in one process."""
+        worker pool instead of owning them — many simulated agents in one process. `local`:
+        this process's own server, reached without gRPC at `local.target`."""
         if not servers:
             raise ValueError("servers: at least one host:port is needed")
         self._agent = agent
@@ -108,6 +123,7 @@ class AgentClient:
         self.streams = 0  # streams opened so far
         self._beats = itertools.count(1)
         self._sent: dict[int, float] = {}  # heartbeat seq -> monotonic time it was queued
+        self._local = local
 
     def start(self) -> None:
         if self._shared:
@@ -127,6 +143,8 @@ class AgentClient:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._local is not None:
+            self._local.close()
 
     def _cancel_all(self) -> None:
         for task in asyncio.all_tasks(self._loop):
@@ -144,7 +162,13 @@ class AgentClient:
             hint = ""
             opened = time.monotonic()
             try:
-                await self._stream(target)
+                if self._local is not None and target == self._local.target:
+                    hint = await self._serve_local(self._local, target)
+                    if hint:
+                        delay = self._backoff[0]
+                        continue
+                else:
+                    await self._stream(target)
             except grpc.aio.AioRpcError as exc:
                 leader = dict(exc.trailing_metadata() or ()).get(LEADER_METADATA, "")
                 if isinstance(leader, str) and leader and leader != target:
@@ -167,6 +191,25 @@ class AgentClient:
             turn += 1
             await asyncio.sleep(delay)
             delay = min(delay * 2, self._backoff[1])
+
+    async def _serve_local(self, local: LocalAgentLink, target: str) -> str:
+        """One turn at this process's own server, without gRPC: the leader to dial next
+        when it does not lead ('' when unknown or once the link has ended)."""
+
+        def welcomed() -> None:
+            self.connected_to = target
+            self.streams += 1
+            log.info("agent connected", server=target, link="in-process")
+
+        try:
+            await local.serve(self._agent, self._pool, welcomed, f"in-process/{self.instance}")
+        except NotAccepting as exc:
+            return exc.leader if exc.leader != target else ""
+        except PermissionError as exc:  # another live agent holds the node
+            log.error("refused by the server", server=target, why=str(exc))
+        except Exception as exc:  # refused by the control plane (e.g. a conflicting node)
+            log.warning("agent refused", server=target, error=str(exc))
+        return ""
 
     async def _stream(self, target: str) -> None:
         options = [("grpc.max_receive_message_length", 64 << 20), *KEEPALIVE_CLIENT_OPTIONS]
@@ -202,12 +245,12 @@ class AgentClient:
             call = stub.Connect(requests(), metadata=self._metadata)
             beat: asyncio.Task[None] | None = None
             work: set[asyncio.Future[None]] = set()  # launches, log reads, resets in flight
+            keep = _keeper(work)  # each is dropped from `work` once done
             silence = _Silence(call, WELCOME_TIMEOUT_S)
             watch = asyncio.create_task(silence.watch())
             try:
                 async for msg in call:
                     silence.hear()
-                    work = {w for w in work if not w.done()}
                     kind = msg.WhichOneof("kind")
                     if kind == "welcome":
                         self.connected_to = target
@@ -221,12 +264,12 @@ class AgentClient:
                         beat = asyncio.create_task(self._beat(outbox, interval))
                         log.info("agent connected", server=target)
                     elif kind == "launch":
-                        work.add(asyncio.ensure_future(self._launch(outbox, msg.launch)))
+                        keep(self._launch(outbox, msg.launch))
                     elif kind == "stop":
                         s = msg.stop
                         self._agent.stop_attempt(s.job_id, s.epoch, s.grace_s)
                     elif kind == "read_log":
-                        work.add(asyncio.ensure_future(self._read_log(outbox, msg.read_log)))
+                        keep(self._read_log(outbox, msg.read_log))
                     elif kind == "exit_ack":
                         self._agent.ack(msg.exit_ack.seq)
                     elif kind == "heartbeat_ack":
@@ -236,9 +279,9 @@ class AgentClient:
                         if sent is not None and lease_s > 0:  # from the sending, not the ack
                             self._agent.renew_lease(sent + lease_s)
                     elif kind == "reset_gpu":
-                        work.add(asyncio.ensure_future(self._reset(outbox, msg.reset_gpu)))
+                        keep(self._reset(outbox, msg.reset_gpu))
                     elif kind == "inject":
-                        work.add(asyncio.ensure_future(self._inject(outbox, msg.inject)))
+                        keep(self._inject(outbox, msg.inject))
             except (asyncio.CancelledError, grpc.aio.AioRpcError):
                 if not silence.abandoned:
                     raise

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
-from concurrent.futures import wait as wait_futures
+from concurrent.futures import CancelledError, Future
 
 from gpu_platform.application.cluster_replica import Applied
 from gpu_platform.application.consistency import LeaderElsewhere
@@ -76,7 +75,8 @@ class Commands:
             raise self._elsewhere()
         futures = [self._s.replication.submit(c) for c in commands]
         with self.lock_let_go():
-            wait_futures(futures)
+            for future in futures:
+                _wait(future, None)
         out: list[list[DomainEvent] | DomainError] = []
         for future in futures:
             try:
@@ -103,7 +103,7 @@ class Commands:
 
     def wait_for(self, future: Future[object], timeout: float) -> None:
         with self.lock_let_go():
-            wait_futures([future], timeout=timeout)
+            _wait(future, timeout)
 
     def execute(self, command: Command) -> list[DomainEvent]:
         """Apply, persist changed hardware then jobs, then publish and carry out effects.
@@ -180,3 +180,10 @@ class Commands:
                 records.append(HardwareRecord("node", e.node, str(e.new), e.reason, now))
         if records:
             self._hardware.save_hardware(records)
+
+
+def _wait(future: Future[object], timeout: float | None) -> None:
+    """Wait until `future` is done or `timeout` passes, raising nothing (as
+    `concurrent.futures.wait` does, without its waiter objects installed on every call)."""
+    with contextlib.suppress(CancelledError, TimeoutError):
+        future.exception(timeout)

@@ -138,7 +138,8 @@ class _Servicer(pb_grpc.AgentServiceServicer):
         gate: MemberGate,
     ) -> None:
         self._gate = gate
-        self._claims: dict[str, tuple[str, _Session]] = {}  # node -> (identity, live session)
+        self._claims: dict[str, tuple[str, Any]] = {}  # node -> (identity, live session)
+        self._claims_lock = threading.Lock()
         self._hub = hub
         self._pool = pool
         self._server_id = server_id
@@ -176,17 +177,11 @@ class _Servicer(pb_grpc.AgentServiceServicer):
             return
         session = _Session(node.name, loop)
         identity = f"{peer_certificate_digest(context)}/{hello.instance}"
-        held = self._claims.get(node.name)
-        silent = held is not None and time.monotonic() - held[1].last_seen > 3 * self._heartbeat_s
-        if held is not None and held[0] != identity and not silent:
-            why = (
-                f"node {node.name} is connected from another agent (another certificate or "
-                "agent process); a second one cannot claim it while the first is live"
-            )
+        why = self.claim(node.name, identity, session)
+        if why is not None:
             self._gate.record(context, node.name, why)
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"agent refused: {why}")
             return
-        self._claims[node.name] = (identity, session)
         running = tuple(AttemptRef(a.job_id, a.epoch, a.rank, a.attempt) for a in hello.running)
         exited = tuple((e.seq, exit_from_pb(e)) for e in hello.exited)
         try:
@@ -234,11 +229,29 @@ class _Servicer(pb_grpc.AgentServiceServicer):
             self._release(session)
             self._hub.closed(session)
 
-    def _release(self, session: _Session) -> None:
+    def claim(self, node: str, identity: str, session: Any) -> str | None:
+        """Hold `node` for `session` (it has `last_seen`, a monotonic time) unless an agent of
+        another `identity` holds it and spoke within three heartbeat intervals: why not, else
+        None. Also called by the in-process agent's link, from its own thread."""
+        with self._claims_lock:
+            held = self._claims.get(node)
+            silent = (
+                held is not None and time.monotonic() - held[1].last_seen > 3 * self._heartbeat_s
+            )
+            if held is not None and held[0] != identity and not silent:
+                return (
+                    f"node {node} is connected from another agent (another certificate or "
+                    "agent process); a second one cannot claim it while the first is live"
+                )
+            self._claims[node] = (identity, session)
+            return None
+
+    def _release(self, session: Any) -> None:
         """`session` no longer holds its node (unless another session has taken it over)."""
-        held = self._claims.get(session.node)
-        if held is not None and held[1] is session:
-            del self._claims[session.node]
+        with self._claims_lock:
+            held = self._claims.get(session.node)
+            if held is not None and held[1] is session:
+                del self._claims[session.node]
 
     async def _read(
         self,
@@ -380,6 +393,7 @@ class AgentGrpcServer:
         another agent (certificate or agent process; live: it spoke within three heartbeat
         intervals) is refused. `audit` records refusals."""
         self._hub = hub
+        self.hub = hub  # the in-process agent's link reaches it directly (`claim`, `release`)
         self._address = f"{host}:{port}"
         self._socket = local_socket  # also on this unix socket (mode 0600), without TLS
         self._tls = tls
@@ -391,6 +405,14 @@ class AgentGrpcServer:
         self._thread: threading.Thread | None = None
         self._server: grpc.aio.Server | None = None
         self.port = port
+
+    def claim(self, node: str, identity: str, session: Any) -> str | None:
+        """Hold `node` for an in-process link's `session`, as a stream's hello does (the same
+        rule: refused while another live agent holds it): why not, else None."""
+        return self._servicer.claim(node, identity, session)
+
+    def release(self, session: Any) -> None:
+        self._servicer._release(session)
 
     def start(self) -> None:
         started = threading.Event()

@@ -19,6 +19,7 @@ from typing import Any
 
 import grpc
 
+from gpu_platform.adapters.inbound.grpc.interceptors import WrappedHandlers
 from gpu_platform.adapters.member_gate import client_certificate_refusal
 from gpu_platform.domain.model.tenancy import (
     ANONYMOUS_ADMIN,
@@ -79,6 +80,7 @@ def _actor(context: grpc.ServicerContext) -> str:
 class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
     def __init__(self, access: AccessService) -> None:
         self._access = access
+        self._wrapped = WrappedHandlers()
 
     def _admit(self, context: grpc.ServicerContext) -> Principal:
         remaining = context.time_remaining()
@@ -105,6 +107,9 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         handler = continuation(handler_call_details)
         if handler is None or handler_call_details.method.startswith(_OPEN):
             return handler
+        return self._wrapped.get(handler_call_details.method, handler, self._wrap)
+
+    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         if handler.unary_unary is not None:
             unary = handler.unary_unary
 

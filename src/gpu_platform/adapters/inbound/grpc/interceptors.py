@@ -1,5 +1,9 @@
 """gRPC server interceptors: one OpenTelemetry span and one latency/status sample per unary
-RPC (streams are left alone: they last as long as the client wants)."""
+RPC (streams are left alone: they last as long as the client wants).
+
+grpc asks every interceptor for a handler on every call; each wraps the handler it is given
+once (`WrappedHandlers`) and hands back the same wrapping while it is given the same handler.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,37 @@ import grpc
 from opentelemetry.trace import TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from gpu_platform.adapters.otel_spans import current_span
 from gpu_platform.ports.outbound.metrics import ApiMetrics
 
-__all__ = ["MetricsInterceptor", "TracingInterceptor"]
+__all__ = ["MetricsInterceptor", "TracingInterceptor", "WrappedHandlers"]
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+class WrappedHandlers:
+    """An interceptor's wrappings, made once per (method, inner handler). The inner handler
+    is kept with its wrapping, so its id is not reused while the entry lives; at most
+    `limit` entries (a server has a fixed set of methods)."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        self._by_key: dict[tuple[str, int], tuple[grpc.RpcMethodHandler, Any]] = {}
+        self._limit = limit
+
+    def get(
+        self,
+        method: str,
+        handler: grpc.RpcMethodHandler,
+        wrap: Callable[[str, grpc.RpcMethodHandler], grpc.RpcMethodHandler],
+    ) -> grpc.RpcMethodHandler:
+        key = (method, id(handler))
+        hit = self._by_key.get(key)
+        if hit is not None and hit[0] is handler:
+            return hit[1]
+        wrapped = wrap(method, handler)
+        if len(self._by_key) < self._limit:
+            self._by_key[key] = (handler, wrapped)
+        return wrapped
 
 
 class TracingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
@@ -23,6 +55,7 @@ class TracingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
 
     def __init__(self, tracer_provider: TracerProvider) -> None:
         self._tracer = tracer_provider.get_tracer("gpu_platform.grpc")
+        self._wrapped = WrappedHandlers()
 
     def intercept_service(
         self,
@@ -32,12 +65,14 @@ class TracingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         handler = continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler  # streams are left untraced: a span per event would be noise
-        method = handler_call_details.method
+        return self._wrapped.get(handler_call_details.method, handler, self._wrap)
+
+    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         inner = handler.unary_unary
 
         def traced(request: Any, context: grpc.ServicerContext) -> Any:
-            parent = TraceContextTextMapPropagator().extract(dict(context.invocation_metadata()))
-            with self._tracer.start_as_current_span(method, context=parent) as span:
+            parent = _PROPAGATOR.extract(dict(context.invocation_metadata()))
+            with current_span(self._tracer, method, parent) as span:
                 span.set_attribute("rpc.system", "grpc")
                 span.set_attribute("rpc.method", method)
                 return inner(request, context)
@@ -54,6 +89,7 @@ class MetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
 
     def __init__(self, metrics: ApiMetrics) -> None:
         self._metrics = metrics
+        self._wrapped = WrappedHandlers()
 
     def intercept_service(
         self,
@@ -63,7 +99,9 @@ class MetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         handler = continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler  # streams (WatchJobs) last as long as the client wants
-        method = handler_call_details.method
+        return self._wrapped.get(handler_call_details.method, handler, self._wrap)
+
+    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         inner = handler.unary_unary
 
         def measured(request: Any, context: grpc.ServicerContext) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 from opentelemetry.trace import Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from gpu_platform.adapters.otel_spans import current_span
 from gpu_platform.ports.outbound.metrics import ApiMetrics
 
 __all__ = ["MeasureRequests", "TraceRequests"]
@@ -49,7 +50,7 @@ class TraceRequests:
         carrier = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         method, path = scope["method"], scope["path"]
         parent = _PROPAGATOR.extract(carrier)
-        with self.tracer.start_as_current_span(f"{method} {path}", context=parent) as span:
+        with current_span(self.tracer, f"{method} {path}", parent) as span:
             span.set_attribute("http.request.method", method)
             span.set_attribute("url.path", path)
 

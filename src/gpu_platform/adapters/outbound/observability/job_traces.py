@@ -16,6 +16,9 @@ caller's `traceparent`):
 The job's trace context is kept as a W3C `traceparent` string from submit on and every later
 span is started from it, on whichever thread reports the step. It lives in this process's
 memory: a job restored after a restart continues in a new trace rooted at `job.resume`.
+While the provider has no span processor (no exporter configured: the default server) only
+the root span is made — its `traceparent` goes to the task and its trace id to log lines —
+and the step spans, which nothing would receive, are not.
 Implements EventPublisher (events) and SchedulerMetrics (placement timing).
 """
 
@@ -32,6 +35,7 @@ from opentelemetry.trace import Span, TracerProvider, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
+from gpu_platform.adapters.otel_spans import exporting
 from gpu_platform.domain.events import (
     DomainEvent,
     JobAborted,
@@ -90,6 +94,10 @@ class OtelJobTracer:
             entry.failed_placements += 1  # a waiting job is retried every cycle: no span each
             return
         end = time.time_ns()
+        if not exporting(self._tracer):
+            entry.failed_placements = 0
+            entry.mark_ns = end
+            return
         start = max(entry.mark_ns, end - int(latency_us * 1000))
         span = self._span("job.place", entry, start, job_id)
         span.set_attribute("gpu_platform.placement.failed_attempts", entry.failed_placements)
@@ -151,8 +159,9 @@ class OtelJobTracer:
         root.set_attribute("gpu_platform.gpus", gpus)
         entry = self._remember(job_id, root, now)
         root.end(end_time=now)
-        commit = self._span("job.commit", entry, now, job_id)
-        commit.end(end_time=now)
+        if exporting(self._tracer):
+            commit = self._span("job.commit", entry, now, job_id)
+            commit.end(end_time=now)
 
     def _remember(self, job_id: str, root: Span, now_ns: int) -> _JobTrace:
         carrier: dict[str, str] = {}
@@ -184,6 +193,9 @@ class OtelJobTracer:
     def _step(self, name: str, job_id: str, attrs: Mapping[str, AttributeValue]) -> None:
         entry = self._entry(job_id)
         end = time.time_ns()
+        if not exporting(self._tracer):
+            entry.mark_ns = end
+            return
         span = self._span(name, entry, min(entry.mark_ns, end), job_id)
         for key, value in attrs.items():
             span.set_attribute(key, value)

@@ -60,6 +60,9 @@ _MOVES: dict[type, int] = {
 # the state a bind or start moves into: one command may bind and start (`BindJob.start`), so
 # the job's history may already be past it when the bind's event is counted
 _INTO: dict[type, JobState] = {JobBound: JobState.SCHEDULED, JobStarted: JobState.RUNNING}
+# a submit's move is the job's first: its event may be published after the job's bind and start
+# (the scheduler took the applied job while the submitting thread had yet to publish)
+_FIRST: dict[type, JobState] = {JobSubmitted: JobState.QUEUED}
 
 
 def failure_reason(failure: Unschedulable) -> str:
@@ -155,7 +158,7 @@ class PrometheusSchedulerMetrics:
         if not moves:
             return
         job_id: str = getattr(event, "job_id")  # noqa: B009 - every moving event has one
-        self._count_transitions(job_id, moves, _INTO.get(type(event)))
+        self._count_transitions(job_id, moves, _INTO.get(type(event)), _FIRST.get(type(event)))
         now = self._now
         if isinstance(event, JobRequeued):
             self.preemptions.labels(reason=preemption_reason(event.reason)).inc()
@@ -171,7 +174,13 @@ class PrometheusSchedulerMetrics:
             with self._lock:
                 self._requeued_at.pop(job_id, None)
 
-    def _count_transitions(self, job_id: str, moves: int, into: JobState | None = None) -> None:
+    def _count_transitions(
+        self,
+        job_id: str,
+        moves: int,
+        into: JobState | None = None,
+        first: JobState | None = None,
+    ) -> None:
         if self._jobs is None:
             return
         try:
@@ -182,6 +191,8 @@ class PrometheusSchedulerMetrics:
         states = [JobState.PENDING, *(state for _, state, _ in job.history)]
         if into is not None and into in states:  # a bind that also started: its own move
             states = states[: len(states) - states[::-1].index(into)]
+        elif first is not None and first in states:  # the job's first move, whatever came after
+            states = states[: states.index(first) + 1]
         path = states[-moves - 1 :]
         for old, new in itertools.pairwise(path):
             self.transitions.labels(from_state=str(old), to_state=str(new)).inc()
