@@ -1,7 +1,10 @@
 """ProcessJobRunner: each attempt is a real process in its own session and process group.
 
-- Launches happen on one long-lived launcher thread: the exec shim's PR_SET_PDEATHSIG fires
-  when the *thread* that forked dies, so that thread must live as long as the runner.
+- Launches happen on one long-lived launcher thread. It starts the runner's launch server
+  (`launch_server.py`) at the first launch, and each task is forked from that server and runs
+  the exec shim (`_shim.py`). PR_SET_PDEATHSIG fires when the *thread* that forked dies: each
+  task dies with the launch server, and the launch server with the launcher thread, so that
+  thread must live as long as the runner.
 - The attempt is confined by the Isolation adapter (cgroups) before it execs: the shim writes
   its own pid into the attempt's cgroups first.
 - stdout and stderr go through a pipe to `<root>/<job_id>/attempt-<n>.log`, capped at
@@ -26,8 +29,6 @@ import os
 import queue
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +42,7 @@ import structlog
 from gpu_platform.adapters.outbound.cgroups.devices import gpu_device_rules
 from gpu_platform.adapters.outbound.cgroups.noop import NoopIsolation
 from gpu_platform.adapters.outbound.process.accounts import (
+    SHIM,
     check_cwd,
     job_account,
     pid_namespaces_work,
@@ -55,6 +57,7 @@ from gpu_platform.adapters.outbound.process.environment import (
     visibility_env,
 )
 from gpu_platform.adapters.outbound.process.fence import ProcessLeaseFence
+from gpu_platform.adapters.outbound.process.launch_server import LaunchedProcess, LaunchServer
 from gpu_platform.adapters.outbound.process.logs import (
     attempt_log_path,
     pump_log,
@@ -83,14 +86,13 @@ __all__ = [
 ]
 
 log = structlog.get_logger(__name__)
-_SHIM = str(Path(__file__).with_name("_shim.py"))
 FENCED = "stopped by the node's lease fence: its agent lost touch with the leader"
 
 
 @dataclass
 class _Attempt:
     spec: LaunchSpec
-    proc: subprocess.Popen[bytes]
+    proc: LaunchedProcess  # or, in the benchmark's baseline, a Popen of the shim
     pump: threading.Thread
     waiter: threading.Thread | None = None
     kill_timer: threading.Timer | None = None
@@ -132,7 +134,7 @@ class ProcessJobRunner:
         self._pids_max = pids_max
         self._majors = device_majors
         self._default_user = default_user
-        self._pidns = pid_namespace and pid_namespaces_work(_SHIM)
+        self._pidns = pid_namespace and pid_namespaces_work(SHIM)
         self._protected = tuple(p.resolve() for p in (*protected, self.log_root))
         self._lock = threading.Lock()
         self._live: dict[tuple[str, int, int], _Attempt] = {}  # (job, epoch, rank)
@@ -140,6 +142,7 @@ class ProcessJobRunner:
         self._requests: queue.Queue[
             tuple[LaunchSpec, Callable[[ExitReport], None], Future[None], float] | None
         ] = queue.Queue()
+        self.launch_server = LaunchServer(without_secrets(os.environ))
         self._launcher = threading.Thread(
             target=self._launch_loop, name="job-launcher", daemon=True
         )
@@ -188,7 +191,7 @@ class ProcessJobRunner:
             waiter.join(timeout=grace_s + 10)
 
     def close(self, grace_s: float = 10.0) -> None:
-        """Stop every attempt, then the launcher thread."""
+        """Stop every attempt, then the launcher thread and the launch server."""
         self.stop_all(grace_s)
         self._requests.put(None)
         self._launcher.join(timeout=5)
@@ -254,6 +257,7 @@ class ProcessJobRunner:
                 done.set_exception(exc)
             else:
                 done.set_result(None)
+        self.launch_server.close()
 
     def _launch(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None], at: float) -> None:
         _require_mig_instance(spec)
@@ -272,7 +276,7 @@ class ProcessJobRunner:
             joins = self.isolation.prepare(self.isolation_spec(spec))
         except IsolationError as exc:
             raise LaunchError(f"isolation ({self.isolation.name}): {exc}") from exc
-        shim = [sys.executable, "-I", "-S", _SHIM, str(os.getpid())]
+        shim: list[str] = []  # the shim's options (`_shim.py`)
         for join in joins:
             shim += ["--join", join]
         if self._own_pid_namespace(spec):
@@ -289,18 +293,10 @@ class ProcessJobRunner:
             self._release(spec.job_id, spec.epoch, spec.rank)  # for: stale, may run elsewhere
             raise LaunchError(f"{LEASE_ENDED}: not starting job {spec.job_id} here")
         try:
-            proc = subprocess.Popen(
-                [*shim, "--", *wrapper, *spec.argv],
-                env=env,
-                cwd=path.parent,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except OSError as exc:
+            proc = self._spawn(shim, [*wrapper, *spec.argv], env, str(path.parent))
+        except LaunchError:
             self._release(spec.job_id, spec.epoch, spec.rank)
-            raise LaunchError(f"cannot start {program!r}: {exc.strerror or exc}") from exc
+            raise
         assert proc.stdout is not None
         pump = threading.Thread(
             target=pump_log,
@@ -329,6 +325,12 @@ class ProcessJobRunner:
             isolation=self.isolation.name,
             log=str(path),
         )
+
+    def _spawn(
+        self, options: list[str], argv: list[str], env: dict[str, str], cwd: str
+    ) -> LaunchedProcess:
+        """The task: forked by the launch server, running the shim with `options`, `argv`."""
+        return self.launch_server.spawn(options, argv, env, cwd)
 
     def _own_pid_namespace(self, spec: LaunchSpec) -> bool:
         """Not under systemd-run (it names its own pid to systemd) nor for an MPS client."""
