@@ -9,7 +9,9 @@ this end of a SOCK_SEQPACKET Unix socket pair. It dies with the runner's launche
   stderr=STDOUT, cwd=cwd, close_fds=True)` did — a new session, stdin from /dev/null, stdout and
   stderr to the pipe, no other descriptor, `cwd` — then runs `_shim.main` with this process as
   its parent (each task dies with this server, which dies with the runner) and `env`. Answers
-  ("started", pid), or ("failed", reason) when it cannot fork;
+  ("started", pid) once the job has executed (or the child has ended), as Popen returns once
+  its child has executed, or ("failed", reason) when it cannot fork. The job's environment is
+  `env` plus what the standalone shim's interpreter added to it (`with_coerced_locale`);
 - watches each child through a pidfd and, when it has ended, sends ("exit", pid, returncode)
   (Popen's convention: -N for a signal), leaving it a zombie, so its pid (and process group) is
   not reused until the runner has seen the exit: ("reap", pid) reaps it;
@@ -20,6 +22,7 @@ A request is one or more packets: the first starts with its total length (4 byte
 the pipe, the rest continue it. Standalone: stdlib only, like `_shim.py`.
 """
 
+import _locale
 import array
 import contextlib
 import marshal
@@ -36,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _shim  # beside this file (-I leaves the script's directory off sys.path)
 
 PACKET = 32768
+LocaleError = _locale.Error  # type: ignore[attr-defined]  # (locale.Error; not in typeshed)
 HEADER = struct.Struct("!I")
 
 
@@ -47,6 +51,33 @@ def returncode(pid: int) -> int:
     if info.si_code == os.CLD_EXITED:
         return info.si_status
     return -info.si_status
+
+
+def with_coerced_locale(env: dict[str, str]) -> dict[str, str]:
+    """`env` as a job received it from the standalone shim: that interpreter coerced a C or
+    POSIX LC_CTYPE (unset, or a locale this host lacks) to C.UTF-8 at its start (PEP 538)
+    and exported LC_CTYPE, which the job inherited. Call in the child only (it sets the C
+    environment's locale variables and LC_CTYPE)."""
+    if env.get("LC_ALL"):
+        return env
+    for name in ("LC_ALL", "LC_CTYPE", "LANG", "LOCPATH"):  # what setlocale(..., "") reads
+        if name in env:
+            os.environ[name] = env[name]
+        else:
+            os.environ.pop(name, None)
+    try:
+        current = _locale.setlocale(_locale.LC_CTYPE, "")
+    except LocaleError:
+        current = "C"  # a fresh interpreter keeps the C locale then
+    if current not in ("C", "POSIX"):
+        return env
+    for target in ("C.UTF-8", "C.utf8", "UTF-8"):  # CPython's order
+        try:
+            _locale.setlocale(_locale.LC_CTYPE, target)
+        except LocaleError:
+            continue
+        return {**env, "LC_CTYPE": target}
+    return env
 
 
 def child(me: int, null: int, pipe: int, done: int, request: tuple[Any, ...]) -> None:
@@ -64,7 +95,7 @@ def child(me: int, null: int, pipe: int, done: int, request: tuple[Any, ...]) ->
             os.chdir(cwd)
         except OSError as exc:
             _shim.fail(f"cannot enter {cwd!r}: {exc.strerror}")
-        _shim.main([str(me), *options, "--", *argv], env, done)
+        _shim.main([str(me), *options, "--", *argv], with_coerced_locale(env), done)
     except BaseException:  # a bug here: say it in the job's log, never return to the loop
         traceback.print_exc()
         sys.stderr.flush()
@@ -75,7 +106,7 @@ class Server:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.me = os.getpid()
-        self.null = os.open(os.devnull, os.O_RDONLY)
+        self.null = os.open(os.devnull, os.O_RDWR)  # as Popen opens it for stdin=DEVNULL
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ)
         self.children: dict[int, int] = {}  # pid -> pidfd, until its exit is sent

@@ -114,10 +114,13 @@ class _Link:
             reply = None
         if reply is None or reply[0] != "ready":
             self.close()
-            raise LaunchError(f"the launch server did not start ({self.status()})")
+            raise LaunchError(f"the launch server did not start ({self.status(5)})")
 
-    def status(self) -> str:
-        code = self.proc.poll()
+    def status(self, settle_s: float = 0.0) -> str:
+        """How the server ended, waiting up to `settle_s` for it (its socket closes first)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=settle_s)
+        code = self.proc.returncode
         if code is None:
             return "still running"
         return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
@@ -205,14 +208,14 @@ class LaunchServer:
                 link.send(("spawn", options, argv, env, cwd), write_end)
             except OSError as exc:
                 os.close(read_end)
-                raise LaunchError(f"the launch server is gone ({link.status()})") from exc
+                raise LaunchError(f"the launch server is gone ({link.status(5)})") from exc
             finally:
                 os.close(write_end)
             reply = link.replies.get()
             if reply is None:
                 os.close(read_end)
                 raise LaunchError(
-                    f"the launch server died while starting the task ({link.status()})"
+                    f"the launch server died while starting the task ({link.status(5)})"
                 )
             if reply[0] != "started":
                 os.close(read_end)
