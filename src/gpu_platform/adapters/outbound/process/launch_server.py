@@ -76,7 +76,8 @@ class LaunchedProcess:
     def _collect(self) -> int:
         if not self._reaped:  # free the pid (and process group id) only now
             self._reaped = True
-            self._link.send(("reap", self.pid))
+            with contextlib.suppress(OSError):  # a dead server's children went to init
+                self._link.send(("reap", self.pid))
         assert self.returncode is not None
         return self.returncode
 
@@ -155,7 +156,10 @@ class _Link:
                 else:
                     self.replies.put(message)
         except OSError:
-            pass
+            pass  # the server is gone (or closed)
+        except Exception:  # a message this side cannot read: end the server, loudly
+            log.exception("unreadable message from the launch server; stopping it")
+            self.proc.kill()
         self.dead.set()
         for task in list(self.tasks.values()):  # killed with it by their death signal
             task._reaped = True
