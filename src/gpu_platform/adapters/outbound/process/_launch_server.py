@@ -53,31 +53,56 @@ def returncode(pid: int) -> int:
     return -info.si_status
 
 
+LOCALE_VARS = ("LC_ALL", "LC_CTYPE", "LANG", "LOCPATH")  # what setlocale(LC_CTYPE, "") reads
+_coerced: dict[tuple[str | None, ...], str | None] = {}
+
+
 def with_coerced_locale(env: dict[str, str]) -> dict[str, str]:
     """`env` as a job received it from the standalone shim: that interpreter coerced a C or
     POSIX LC_CTYPE (unset, or a locale this host lacks) to C.UTF-8 at its start (PEP 538)
-    and exported LC_CTYPE, which the job inherited. Call in the child only (it sets the C
-    environment's locale variables and LC_CTYPE)."""
+    and exported LC_CTYPE, which the job inherited. Decided once per distinct setting."""
     if env.get("LC_ALL"):
         return env
-    for name in ("LC_ALL", "LC_CTYPE", "LANG", "LOCPATH"):  # what setlocale(..., "") reads
-        if name in env:
-            os.environ[name] = env[name]
-        else:
-            os.environ.pop(name, None)
+    key = tuple(env.get(name) for name in LOCALE_VARS)
+    if key not in _coerced:
+        _coerced[key] = coerced_ctype(key)
+    target = _coerced[key]
+    return env if target is None else {**env, "LC_CTYPE": target}
+
+
+def coerced_ctype(values: tuple[str | None, ...]) -> str | None:
+    """The LC_CTYPE a fresh interpreter would export with these locale variables, if any;
+    this process's own variables and locale are put back afterwards."""
+    saved = {name: os.environ.get(name) for name in LOCALE_VARS}
+    before = _locale.setlocale(_locale.LC_CTYPE)
     try:
-        current = _locale.setlocale(_locale.LC_CTYPE, "")
-    except LocaleError:
-        current = "C"  # a fresh interpreter keeps the C locale then
-    if current not in ("C", "POSIX"):
-        return env
-    for target in ("C.UTF-8", "C.utf8", "UTF-8"):  # CPython's order
+        for name, value in zip(LOCALE_VARS, values, strict=True):
+            set_variable(name, value)
         try:
-            _locale.setlocale(_locale.LC_CTYPE, target)
+            current = _locale.setlocale(_locale.LC_CTYPE, "")
         except LocaleError:
-            continue
-        return {**env, "LC_CTYPE": target}
-    return env
+            current = "C"  # a fresh interpreter keeps the C locale then
+        if current not in ("C", "POSIX"):
+            return None
+        for target in ("C.UTF-8", "C.utf8", "UTF-8"):  # CPython's order
+            try:
+                _locale.setlocale(_locale.LC_CTYPE, target)
+            except LocaleError:
+                continue
+            return target
+        return None
+    finally:
+        for name, value in saved.items():
+            set_variable(name, value)
+        _locale.setlocale(_locale.LC_CTYPE, before)
+
+
+def set_variable(name: str, value: str | None) -> None:
+    """Set (None: unset) a variable of this process's environment (os.environ and C's)."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def child(me: int, null: int, pipe: int, done: int, request: tuple[Any, ...]) -> None:
@@ -95,7 +120,7 @@ def child(me: int, null: int, pipe: int, done: int, request: tuple[Any, ...]) ->
             os.chdir(cwd)
         except OSError as exc:
             _shim.fail(f"cannot enter {cwd!r}: {exc.strerror}")
-        _shim.main([str(me), *options, "--", *argv], with_coerced_locale(env), done)
+        _shim.main([str(me), *options, "--", *argv], env, done)
     except BaseException:  # a bug here: say it in the job's log, never return to the loop
         traceback.print_exc()
         sys.stderr.flush()
@@ -140,6 +165,7 @@ class Server:
     def spawn(self, request: tuple[Any, ...], pipe: int | None) -> None:
         """Fork the task; answer once it has executed the job (or ended), as Popen returns
         once its child has executed."""
+        request = (*request[:3], with_coerced_locale(request[3]), *request[4:])
         if pipe is None:
             self.send(("failed", "no output pipe came with the request"))
             return
@@ -199,6 +225,7 @@ class Server:
 def main() -> None:
     runner, fd = int(sys.argv[1]), int(sys.argv[2])
     _shim.die_with_parent(runner)
+    _shim.libc()  # loaded here once, not in every child
     server = Server(socket.socket(fileno=fd))
     try:
         server.serve()

@@ -44,8 +44,16 @@ def fail(message: str, code: int = 126) -> None:
     os._exit(code)
 
 
+_LIBC: list[ctypes.CDLL] = []  # made once (the launch server makes it before it forks)
+
+
 def libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+    if not _LIBC:
+        lib = ctypes.CDLL(None, use_errno=True)
+        for name in ("prctl", "unshare", "mount"):
+            getattr(lib, name)  # each function's wrapper is made on its first lookup
+        _LIBC.append(lib)
+    return _LIBC[0]
 
 
 def set_death_signal() -> None:
