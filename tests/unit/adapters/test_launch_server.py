@@ -131,6 +131,21 @@ def test_a_task_is_reported_as_popen_reports_it_exit_code_or_signal(server: Laun
     assert task.wait() == -signal.SIGKILL
 
 
+def test_a_stop_signal_to_the_launch_server_leaves_it_and_its_tasks_running(
+    server: LaunchServer,
+) -> None:
+    # systemd stops a service by signalling its whole cgroup; the agent stops its tasks itself
+    task = server.spawn([], ["sleep", "600"], {"PATH": PATH}, "/")
+    pid, starts = server.pid, server.starts
+    assert pid is not None
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        os.kill(pid, sig)
+    assert server.spawn([], ["true"], {"PATH": PATH}, "/").wait() == 0  # served after them
+    assert (server.pid, server.starts, task.poll()) == (pid, starts, None)
+    task.kill()
+    assert task.wait() == -signal.SIGKILL
+
+
 def test_killing_the_launch_server_kills_its_tasks_and_the_next_launch_starts_another(
     tmp_path: Path,
 ) -> None:

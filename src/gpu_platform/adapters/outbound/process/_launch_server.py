@@ -16,7 +16,9 @@ this end of a SOCK_SEQPACKET Unix socket pair. It dies with the runner's launche
   (Popen's convention: -N for a signal), leaving it a zombie, so its pid (and process group) is
   not reused until the runner has seen the exit: ("reap", pid) reaps it;
 - at EOF (the runner closed the socket or died) SIGKILLs what is left of its children's process
-  groups and exits.
+  groups and exits. It ignores SIGTERM, SIGINT and SIGHUP (a service manager's stop signal to
+  the agent's whole cgroup must not kill every task at once; the agent stops them with their
+  grace); each child gets the handlers back before anything else.
 
 A request is one or more packets: the first starts with its total length (4 bytes) and carries
 the pipe, the rest continue it. Standalone: stdlib only, like `_shim.py`.
@@ -53,6 +55,8 @@ def returncode(pid: int) -> int:
     return -info.si_status
 
 
+#: Stop signals and their handlers at start-up; ignored here, restored in each child.
+HANDLERS = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
 LOCALE_VARS = ("LC_ALL", "LC_CTYPE", "LANG", "LOCPATH")  # what setlocale(LC_CTYPE, "") reads
 _coerced: dict[tuple[str | None, ...], str | None] = {}
 
@@ -110,6 +114,8 @@ def child(me: int, null: int, pipe: int, done: int, request: tuple[Any, ...]) ->
     (close-on-exec) is closed once the job has executed, or this child has ended."""
     _, options, argv, env, cwd = request
     try:
+        for sig, handler in HANDLERS.items():  # the shim starts as a fresh interpreter would
+            signal.signal(sig, handler)
         os.setsid()
         os.dup2(null, 0)
         os.dup2(pipe, 1)
@@ -226,6 +232,8 @@ def main() -> None:
     runner, fd = int(sys.argv[1]), int(sys.argv[2])
     _shim.die_with_parent(runner)
     _shim.libc()  # loaded here once, not in every child
+    for sig in HANDLERS:  # a stop signal to the agent's whole cgroup (systemd) leaves it be:
+        signal.signal(sig, signal.SIG_IGN)  # it ends with the runner, and the tasks with it
     server = Server(socket.socket(fileno=fd))
     try:
         server.serve()
