@@ -9,14 +9,17 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from gpu_platform.adapters.outbound.cgroups.noop import NoopIsolation
 from gpu_platform.adapters.outbound.process import ProcessJobRunner
 from gpu_platform.adapters.outbound.process.launch_server import LaunchServer
+from gpu_platform.ports.outbound.isolation import IsolationSpec
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
 from gpu_platform.testing.shim_launch import popen_shim
 
@@ -144,6 +147,43 @@ def test_a_stop_signal_to_the_launch_server_leaves_it_and_its_tasks_running(
     assert (server.pid, server.starts, task.poll()) == (pid, starts, None)
     task.kill()
     assert task.wait() == -signal.SIGKILL
+
+
+class HeldIsolation(NoopIsolation):
+    """No confinement, but `prepare` waits for `go`: holds a launch half done."""
+
+    def __init__(self) -> None:
+        self.entered, self.go = threading.Event(), threading.Event()
+
+    def prepare(self, spec: IsolationSpec) -> tuple[str, ...]:
+        self.entered.set()
+        self.go.wait(30)
+        return ()
+
+
+def test_a_stop_that_comes_while_the_task_is_launched_stops_it_once_it_runs(
+    tmp_path: Path,
+) -> None:
+    # the agent runs a stop beside a launch; before its exec a task has no attempt marker,
+    # so `reap` cannot find it: the stop must wait for the launch, not be lost
+    held = HeldIsolation()
+    runner = ProcessJobRunner(tmp_path / "jobs", base_env={"PATH": PATH}, isolation=held)
+    try:
+        reports: list[ExitReport] = []
+        launch = threading.Thread(
+            target=runner.start, args=(spec("j-s", ("sleep", "600")), reports.append)
+        )
+        launch.start()
+        assert held.entered.wait(30)
+        assert runner.stop("j-s", 1, grace_s=600) is True  # a report will follow
+        assert runner.stop("j-other", 1, grace_s=600) is False
+        held.go.set()
+        launch.join(30)
+        assert wait_for(lambda: bool(reports))
+        assert reports[0].signal == signal.SIGTERM
+    finally:
+        held.go.set()
+        runner.close(grace_s=1)
 
 
 def test_killing_the_launch_server_kills_its_tasks_and_the_next_launch_starts_another(

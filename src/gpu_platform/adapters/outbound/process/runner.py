@@ -139,6 +139,7 @@ class ProcessJobRunner:
         self._lock = threading.Lock()
         self._live: dict[tuple[str, int, int], _Attempt] = {}  # (job, epoch, rank)
         self._ports: dict[tuple[str, int], int] = {}  # gang rendezvous port per attempt
+        self._pending: dict[tuple[str, int, int], float | None] = {}  # launching: stop grace
         self._requests: queue.Queue[
             tuple[LaunchSpec, Callable[[ExitReport], None], Future[None], float] | None
         ] = queue.Queue()
@@ -156,15 +157,30 @@ class ProcessJobRunner:
     # -- JobRunner -------------------------------------------------------------------------
 
     def start(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None]) -> None:
+        key = (spec.job_id, spec.epoch, spec.rank)
         done: Future[None] = Future()
-        self._requests.put((spec, on_exit, done, time.monotonic()))
-        done.result()
+        with self._lock:
+            self._pending[key] = None
+        try:
+            self._requests.put((spec, on_exit, done, time.monotonic()))
+            done.result()
+        finally:
+            with self._lock:
+                self._pending.pop(key, None)
 
     def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
+        """A task still being launched is stopped as soon as it runs (its launch may take
+        until its job has executed, and it carries no attempt marker before that)."""
         with self._lock:
             tasks = [a for (j, e, _), a in self._live.items() if (j, e) == (job_id, epoch)]
+            launching = [k for k in self._pending if k[:2] == (job_id, epoch)]
+            for key in launching:
+                asked = self._pending[key]
+                self._pending[key] = grace_s if asked is None else min(asked, grace_s)
             if not tasks:
-                return False
+                if launching:
+                    log.info("stopping attempt once launched", job_id=job_id, epoch=epoch)
+                return bool(launching)
             for attempt in tasks:
                 pid = attempt.proc.pid
                 if attempt.kill_timer is not None:  # already stopping: only a kill escalates
@@ -313,7 +329,10 @@ class ProcessJobRunner:
             attempt.limit_timer.daemon = True
         with self._lock:
             self._live[(spec.job_id, spec.epoch, spec.rank)] = attempt
+            stop_grace = self._pending.pop((spec.job_id, spec.epoch, spec.rank), None)
         self._go(attempt)
+        if stop_grace is not None:  # stopped while it was being launched
+            self.stop(spec.job_id, spec.epoch, stop_grace)
         log.info(
             "attempt started",
             job_id=spec.job_id,
