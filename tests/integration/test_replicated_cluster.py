@@ -211,19 +211,21 @@ def _running(pid: int) -> bool:
 
 
 def _children(pid: int) -> list[int]:
-    """Live (not zombie) processes whose parent is `pid`: its tasks (not its lease fencer)."""
-    found = []
+    """Live (not zombie) tasks of agent `pid`: the processes its launch server forked (not
+    its lease fencer, nor the launch server itself)."""
+    procs: dict[int, tuple[int, str, bytes]] = {}  # pid -> parent, state, command line
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            fencer = b"_fence.py" in (entry / "cmdline").read_bytes()
+            procs[int(entry.name)] = (int(fields[1]), fields[0], (entry / "cmdline").read_bytes())
         except OSError:
             continue
-        if int(fields[1]) == pid and fields[0] != "Z" and not fencer:
-            found.append(int(entry.name))
-    return found
+    servers = {
+        p for p, (parent, _, cmd) in procs.items() if parent == pid and b"_launch_server.py" in cmd
+    }
+    return [p for p, (parent, state, _) in procs.items() if parent in servers and state != "Z"]
 
 
 def test_stop_everything_and_restart_recovers_state(tmp_path: Path) -> None:

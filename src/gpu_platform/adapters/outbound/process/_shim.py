@@ -18,7 +18,8 @@ confined), and then:
   with "permission denied"), and execs the job.
 
 Standalone: stdlib only, no package imports, because it runs before (and instead of) anything
-else in the child.
+else in the child. The runner's launch server (`_launch_server.py`) imports it once and calls
+`main(args, env)` in each forked child; `python _shim.py ...` runs the same code on its own.
 """
 
 import contextlib
@@ -43,8 +44,16 @@ def fail(message: str, code: int = 126) -> None:
     os._exit(code)
 
 
+_LIBC: list[ctypes.CDLL] = []  # made once (the launch server makes it before it forks)
+
+
 def libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+    if not _LIBC:
+        lib = ctypes.CDLL(None, use_errno=True)
+        for name in ("prctl", "unshare", "mount"):
+            getattr(lib, name)  # each function's wrapper is made on its first lookup
+        _LIBC.append(lib)
+    return _LIBC[0]
 
 
 def set_death_signal() -> None:
@@ -75,9 +84,16 @@ def exit_like(status: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status))
 
 
-def enter_pid_namespace() -> None:
+def close_quietly(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def enter_pid_namespace(exec_fd: int | None = None) -> None:
     """Return in the job's process, pid 2 of a new PID namespace with its own /proc; the
-    processes above it (outside: this one; inside: init) never return."""
+    processes above it (outside: this one; inside: init) never return, and close `exec_fd`
+    (close-on-exec: its end tells the launch server the job has executed)."""
     lib = libc()
     for sig in FORWARDED:
         signal.signal(sig, signal.SIG_IGN)
@@ -86,6 +102,7 @@ def enter_pid_namespace() -> None:
     init = os.fork()
     if init:  # outside the namespace
         os.close(write_end)
+        close_quietly(exec_fd)
         os.waitpid(init, 0)
         data = os.read(read_end, 4)
         exit_like(struct.unpack("i", data)[0] if len(data) == 4 else signal.SIGKILL)
@@ -99,6 +116,7 @@ def enter_pid_namespace() -> None:
         os.close(write_end)
         set_death_signal()
         return
+    close_quietly(exec_fd)
     while True:  # init: reap everything; the job's end ends the namespace
         try:
             pid, status = os.wait()
@@ -109,10 +127,13 @@ def enter_pid_namespace() -> None:
             os._exit(0)
 
 
-def main() -> None:
-    parent = int(sys.argv[1])
-    sep = sys.argv.index("--")
-    options, argv = sys.argv[2:sep], sys.argv[sep + 1 :]
+def main(args: list[str], env: dict[str, str] | None = None, exec_fd: int | None = None) -> None:
+    """Run the shim on `args` (`PARENT_PID [options] -- ARGV...`) and exec the job with `env`
+    (None: this process's own environment). `exec_fd` (close-on-exec) stays open until the
+    job's exec or the end of every process here that does not become the job. Never returns."""
+    parent = int(args[0])
+    sep = args.index("--")
+    options, argv = args[1:sep], args[sep + 1 :]
     pidns = "--pidns" in options
     options = [o for o in options if o != "--pidns"]
     pairs = [(options[i], options[i + 1]) for i in range(0, len(options), 2)]
@@ -127,7 +148,7 @@ def main() -> None:
         except OSError as exc:
             fail(f"cannot join {path}: {exc.strerror}")
     if pidns:
-        enter_pid_namespace()
+        enter_pid_namespace(exec_fd)
         for sig in FORWARDED:
             signal.signal(sig, signal.SIG_DFL)
     if user is not None:
@@ -147,9 +168,13 @@ def main() -> None:
         except OSError as exc:
             fail(f"cannot use working directory {cwd!r}: {exc.strerror}")
     try:
-        os.execvp(argv[0], argv)
+        if env is None:
+            os.execvp(argv[0], argv)
+        else:
+            os.execvpe(argv[0], argv, env)
     except OSError as exc:
         fail(f"cannot exec {argv[0]!r}: {exc.strerror}", 127)
 
 
-main()
+if __name__ == "__main__":
+    main(sys.argv[1:])

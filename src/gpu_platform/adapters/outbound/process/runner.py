@@ -1,7 +1,10 @@
 """ProcessJobRunner: each attempt is a real process in its own session and process group.
 
-- Launches happen on one long-lived launcher thread: the exec shim's PR_SET_PDEATHSIG fires
-  when the *thread* that forked dies, so that thread must live as long as the runner.
+- Launches happen on one long-lived launcher thread. It starts the runner's launch server
+  (`launch_server.py`) at the first launch, and each task is forked from that server and runs
+  the exec shim (`_shim.py`). PR_SET_PDEATHSIG fires when the *thread* that forked dies: each
+  task dies with the launch server, and the launch server with the launcher thread, so that
+  thread must live as long as the runner.
 - The attempt is confined by the Isolation adapter (cgroups) before it execs: the shim writes
   its own pid into the attempt's cgroups first.
 - stdout and stderr go through a pipe to `<root>/<job_id>/attempt-<n>.log`, capped at
@@ -26,8 +29,6 @@ import os
 import queue
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +42,7 @@ import structlog
 from gpu_platform.adapters.outbound.cgroups.devices import gpu_device_rules
 from gpu_platform.adapters.outbound.cgroups.noop import NoopIsolation
 from gpu_platform.adapters.outbound.process.accounts import (
+    SHIM,
     check_cwd,
     job_account,
     pid_namespaces_work,
@@ -55,6 +57,7 @@ from gpu_platform.adapters.outbound.process.environment import (
     visibility_env,
 )
 from gpu_platform.adapters.outbound.process.fence import ProcessLeaseFence
+from gpu_platform.adapters.outbound.process.launch_server import LaunchedProcess, LaunchServer
 from gpu_platform.adapters.outbound.process.logs import (
     attempt_log_path,
     pump_log,
@@ -83,14 +86,13 @@ __all__ = [
 ]
 
 log = structlog.get_logger(__name__)
-_SHIM = str(Path(__file__).with_name("_shim.py"))
 FENCED = "stopped by the node's lease fence: its agent lost touch with the leader"
 
 
 @dataclass
 class _Attempt:
     spec: LaunchSpec
-    proc: subprocess.Popen[bytes]
+    proc: LaunchedProcess  # or, in the benchmark's baseline, a Popen of the shim
     pump: threading.Thread
     waiter: threading.Thread | None = None
     kill_timer: threading.Timer | None = None
@@ -132,14 +134,16 @@ class ProcessJobRunner:
         self._pids_max = pids_max
         self._majors = device_majors
         self._default_user = default_user
-        self._pidns = pid_namespace and pid_namespaces_work(_SHIM)
+        self._pidns = pid_namespace and pid_namespaces_work(SHIM)
         self._protected = tuple(p.resolve() for p in (*protected, self.log_root))
         self._lock = threading.Lock()
         self._live: dict[tuple[str, int, int], _Attempt] = {}  # (job, epoch, rank)
         self._ports: dict[tuple[str, int], int] = {}  # gang rendezvous port per attempt
+        self._pending: dict[tuple[str, int, int], float | None] = {}  # launching: stop grace
         self._requests: queue.Queue[
             tuple[LaunchSpec, Callable[[ExitReport], None], Future[None], float] | None
         ] = queue.Queue()
+        self.launch_server = LaunchServer(without_secrets(os.environ))
         self._launcher = threading.Thread(
             target=self._launch_loop, name="job-launcher", daemon=True
         )
@@ -153,15 +157,30 @@ class ProcessJobRunner:
     # -- JobRunner -------------------------------------------------------------------------
 
     def start(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None]) -> None:
+        key = (spec.job_id, spec.epoch, spec.rank)
         done: Future[None] = Future()
-        self._requests.put((spec, on_exit, done, time.monotonic()))
-        done.result()
+        with self._lock:
+            self._pending[key] = None
+        try:
+            self._requests.put((spec, on_exit, done, time.monotonic()))
+            done.result()
+        finally:
+            with self._lock:
+                self._pending.pop(key, None)
 
     def stop(self, job_id: str, epoch: int, grace_s: float) -> bool:
+        """A task still being launched is stopped as soon as it runs (its launch may take
+        until its job has executed, and it carries no attempt marker before that)."""
         with self._lock:
             tasks = [a for (j, e, _), a in self._live.items() if (j, e) == (job_id, epoch)]
+            launching = [k for k in self._pending if k[:2] == (job_id, epoch)]
+            for key in launching:
+                asked = self._pending[key]
+                self._pending[key] = grace_s if asked is None else min(asked, grace_s)
             if not tasks:
-                return False
+                if launching:
+                    log.info("stopping attempt once launched", job_id=job_id, epoch=epoch)
+                return bool(launching)
             for attempt in tasks:
                 pid = attempt.proc.pid
                 if attempt.kill_timer is not None:  # already stopping: only a kill escalates
@@ -188,7 +207,7 @@ class ProcessJobRunner:
             waiter.join(timeout=grace_s + 10)
 
     def close(self, grace_s: float = 10.0) -> None:
-        """Stop every attempt, then the launcher thread."""
+        """Stop every attempt, then the launcher thread and the launch server."""
         self.stop_all(grace_s)
         self._requests.put(None)
         self._launcher.join(timeout=5)
@@ -254,6 +273,7 @@ class ProcessJobRunner:
                 done.set_exception(exc)
             else:
                 done.set_result(None)
+        self.launch_server.close()
 
     def _launch(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None], at: float) -> None:
         _require_mig_instance(spec)
@@ -272,7 +292,7 @@ class ProcessJobRunner:
             joins = self.isolation.prepare(self.isolation_spec(spec))
         except IsolationError as exc:
             raise LaunchError(f"isolation ({self.isolation.name}): {exc}") from exc
-        shim = [sys.executable, "-I", "-S", _SHIM, str(os.getpid())]
+        shim: list[str] = []  # the shim's options (`_shim.py`)
         for join in joins:
             shim += ["--join", join]
         if self._own_pid_namespace(spec):
@@ -289,18 +309,10 @@ class ProcessJobRunner:
             self._release(spec.job_id, spec.epoch, spec.rank)  # for: stale, may run elsewhere
             raise LaunchError(f"{LEASE_ENDED}: not starting job {spec.job_id} here")
         try:
-            proc = subprocess.Popen(
-                [*shim, "--", *wrapper, *spec.argv],
-                env=env,
-                cwd=path.parent,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except OSError as exc:
+            proc = self._spawn(shim, [*wrapper, *spec.argv], env, str(path.parent))
+        except LaunchError:
             self._release(spec.job_id, spec.epoch, spec.rank)
-            raise LaunchError(f"cannot start {program!r}: {exc.strerror or exc}") from exc
+            raise
         assert proc.stdout is not None
         pump = threading.Thread(
             target=pump_log,
@@ -317,7 +329,10 @@ class ProcessJobRunner:
             attempt.limit_timer.daemon = True
         with self._lock:
             self._live[(spec.job_id, spec.epoch, spec.rank)] = attempt
+            stop_grace = self._pending.pop((spec.job_id, spec.epoch, spec.rank), None)
         self._go(attempt)
+        if stop_grace is not None:  # stopped while it was being launched
+            self.stop(spec.job_id, spec.epoch, stop_grace)
         log.info(
             "attempt started",
             job_id=spec.job_id,
@@ -329,6 +344,12 @@ class ProcessJobRunner:
             isolation=self.isolation.name,
             log=str(path),
         )
+
+    def _spawn(
+        self, options: list[str], argv: list[str], env: dict[str, str], cwd: str
+    ) -> LaunchedProcess:
+        """The task: forked by the launch server, running the shim with `options`, `argv`."""
+        return self.launch_server.spawn(options, argv, env, cwd)
 
     def _own_pid_namespace(self, spec: LaunchSpec) -> bool:
         """Not under systemd-run (it names its own pid to systemd) nor for an MPS client."""
