@@ -39,13 +39,22 @@ def exporting(tracer: Tracer) -> bool:
 
 
 @contextlib.contextmanager
-def current_span(tracer: Tracer, name: str, parent: Context | None) -> Iterator[Span]:
+def current_span(
+    tracer: Tracer, name: str, parent: Context | None, *, on_exception: bool = True
+) -> Iterator[Span]:
     """A span named `name`, child of `parent` (a context holding the caller's span, or None),
-    current for the block; a non-recording one when nothing would receive it."""
+    current for the block; a non-recording one when nothing would receive it. With
+    `on_exception=False` an exception leaving the block is neither recorded nor sets the
+    status: the caller does both (a traceback is formatted for each recorded exception)."""
     ids = getattr(tracer, "id_generator", None)
     sampler = getattr(tracer, "sampler", None)
     if ids is None or not _default(sampler) or exporting(tracer):
-        with tracer.start_as_current_span(name, context=parent) as span:
+        with tracer.start_as_current_span(
+            name,
+            context=parent,
+            record_exception=on_exception,
+            set_status_on_exception=on_exception,
+        ) as span:
             yield span
         return
     above = get_current_span(parent).get_span_context()
