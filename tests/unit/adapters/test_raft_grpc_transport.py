@@ -36,6 +36,7 @@ from gpu_platform.domain.consensus import (
 )
 from gpu_platform.ports.outbound.raft import RaftTransport
 from gpu_platform.testing.ports import reserve_port
+from gpu_platform.testing.raft_strategies import raft_messages
 
 ROOT = Path(__file__).resolve().parents[3]
 WAIT = 20.0  # generous: the machine is shared
@@ -106,34 +107,7 @@ def test_every_message_field_survives_the_wire_encoding() -> None:
         assert decode_message(encode_message(m)) == m
 
 
-ids = st.integers(0, 2**31)
-entries = st.builds(Entry, ids, ids, st.sampled_from(list(EntryType)), st.binary(max_size=64))
-conf_states = st.builds(
-    ConfState,
-    st.lists(ids, max_size=5).map(tuple),
-    st.lists(ids, max_size=3).map(tuple),
-    st.lists(ids, max_size=3).map(tuple),
-    st.lists(ids, max_size=3).map(tuple),
-    st.booleans(),
-)
-snapshots = st.builds(
-    Snapshot, st.binary(max_size=256), st.builds(SnapshotMetadata, conf_states, ids, ids)
-)
-messages = st.builds(
-    Message,
-    st.sampled_from(list(MessageType)),
-    to=ids,
-    from_=ids,
-    term=ids,
-    log_term=ids,
-    index=ids,
-    entries=st.lists(entries, max_size=4).map(tuple),
-    commit=ids,
-    snapshot=st.none() | snapshots,
-    reject=st.booleans(),
-    reject_hint=ids,
-    context=st.binary(max_size=16),
-)
+messages = raft_messages(st.integers(0, 2**31))
 
 
 @settings(max_examples=200, deadline=None)

@@ -8,50 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_platform.adapters.outbound.raft_tcp.frames import FrameError, pack_batch, unpack_batch
-from gpu_platform.domain.consensus import (
-    ConfState,
-    Entry,
-    EntryType,
-    Message,
-    MessageType,
-    Snapshot,
-    SnapshotMetadata,
-)
+from gpu_platform.domain.consensus import Message, MessageType
+from gpu_platform.testing.raft_strategies import U64, raft_messages
 
-u64 = st.integers(min_value=0, max_value=2**64 - 1)
-ids = st.lists(st.integers(1, 9), max_size=3).map(tuple)
-entries = st.builds(
-    Entry, term=u64, index=u64, type=st.sampled_from(EntryType), data=st.binary(max_size=64)
-)
-snapshots = st.builds(
-    Snapshot,
-    data=st.binary(max_size=64),
-    metadata=st.builds(
-        SnapshotMetadata,
-        conf_state=st.builds(ConfState, voters=ids, learners=ids, auto_leave=st.booleans()),
-        index=u64,
-        term=u64,
-    ),
-)
-messages = st.builds(
-    Message,
-    type=st.sampled_from(MessageType),
-    to=u64,
-    from_=u64,
-    term=u64,
-    log_term=u64,
-    index=u64,
-    entries=st.lists(entries, max_size=4).map(tuple),
-    commit=u64,
-    snapshot=st.none() | snapshots,
-    reject=st.booleans(),
-    reject_hint=u64,
-    context=st.binary(max_size=16),
-)
+messages = raft_messages(U64)
 
 
 @settings(max_examples=150, deadline=None)
-@given(sender=u64, receiver=u64, batch=st.lists(messages, max_size=4))
+@given(sender=U64, receiver=U64, batch=st.lists(messages, max_size=4))
 def test_a_packed_batch_unpacks_to_the_same_messages(
     sender: int, receiver: int, batch: list[Message]
 ) -> None:
