@@ -47,6 +47,7 @@ from typing import Any
 
 from _harness import percentile, result
 from _open_loop import Submitters
+from _plots import loglog_figure
 from bench_control_plane_scale import _elections, _proc_cpu_rss, _swarmed
 
 from gpu_platform.testing.cluster_procs import ReplicatedCluster, wait_until
@@ -287,41 +288,23 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
     """Submit → bound and submit latency (p50, p99) against the offered rate, log-log."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5))
-    x = [r["params"]["offered_per_s"] for r in rows]
-    ax.plot(
-        x, [r["p50_us"] / 1000 for r in rows], "o-", color="tab:blue", label="submit → bound p50"
-    )
-    ax.plot(
-        x, [r["p99_us"] / 1000 for r in rows], "s--", color="tab:blue", label="submit → bound p99"
-    )
-    ax.plot(
-        x, [r["extra"]["submit_p50_ms"] for r in rows], "o-", color="tab:green", label="submit p50"
-    )
-    ax.plot(
-        x, [r["extra"]["submit_p99_ms"] for r in rows], "s--", color="tab:green", label="submit p99"
-    )
-    sat = [r for r in rows if r["extra"]["saturated"]]
-    if sat:
-        ax.axvline(sat[0]["params"]["offered_per_s"], color="tab:red", alpha=0.25, lw=6)
-    ax.axhline(250, color="tab:red", ls=":", label="issue 21: p99 ≤ 250 ms at 500/s")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("offered load (jobs/s, open loop, gRPC to the leader)")
-    ax.set_ylabel("latency (ms)")
-    ax.set_title("3 servers, simulated agents: latency against offered load (shaded: saturated)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"   wrote {path}", flush=True)
+    with loglog_figure(
+        path,
+        xlabel="offered load (jobs/s, open loop, gRPC to the leader)",
+        ylabel="latency (ms)",
+        title="3 servers, simulated agents: latency against offered load (shaded: saturated)",
+    ) as ax:
+        x = [r["params"]["offered_per_s"] for r in rows]
+        for key, style, label in (("p50_us", "o-", "p50"), ("p99_us", "s--", "p99")):
+            ys = [r[key] / 1000 for r in rows]
+            ax.plot(x, ys, style, color="tab:blue", label=f"submit → bound {label}")
+        for key, style, label in (("submit_p50_ms", "o-", "p50"), ("submit_p99_ms", "s--", "p99")):
+            ys = [r["extra"][key] for r in rows]
+            ax.plot(x, ys, style, color="tab:green", label=f"submit {label}")
+        sat = [r for r in rows if r["extra"]["saturated"]]
+        if sat:
+            ax.axvline(sat[0]["params"]["offered_per_s"], color="tab:red", alpha=0.25, lw=6)
+        ax.axhline(250, color="tab:red", ls=":", label="issue 21: p99 ≤ 250 ms at 500/s")
 
 
 if __name__ == "__main__":

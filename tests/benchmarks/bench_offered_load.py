@@ -26,6 +26,7 @@ import grpc
 import httpx
 from _harness import result
 from _peers import Server, Slurm, local_server, local_slurm, slurm_missing
+from _plots import loglog_figure
 
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
@@ -219,30 +220,20 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
     """p50 and p99 against the offered rate, log-log, one colour per system."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5))
-    systems = dict.fromkeys(r["params"]["system"] for r in rows)
-    for color, system in zip(("tab:blue", "tab:green", "tab:red"), systems, strict=False):
-        mine = [r for r in rows if r["params"]["system"] == system]
-        x = [r["params"]["offered_per_s"] for r in mine]
-        ax.plot(x, [r["p50_us"] / 1000 for r in mine], "o-", color=color, label=f"{system} p50")
-        ax.plot(x, [r["p99_us"] / 1000 for r in mine], "s--", color=color, label=f"{system} p99")
-        sat = [r for r in mine if r["extra"]["saturated"]]
-        if sat:
-            ax.axvline(sat[0]["params"]["offered_per_s"], color=color, alpha=0.25, lw=6)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("offered load (submits/s, open loop)")
-    ax.set_ylabel("submit latency (ms, from the due time)")
-    ax.set_title("Submit latency against offered load (shaded: first saturated rate)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"   wrote {path}", flush=True)
+    with loglog_figure(
+        path,
+        xlabel="offered load (submits/s, open loop)",
+        ylabel="submit latency (ms, from the due time)",
+        title="Submit latency against offered load (shaded: first saturated rate)",
+    ) as ax:
+        systems = dict.fromkeys(r["params"]["system"] for r in rows)
+        for color, system in zip(("tab:blue", "tab:green", "tab:red"), systems, strict=False):
+            mine = [r for r in rows if r["params"]["system"] == system]
+            x = [r["params"]["offered_per_s"] for r in mine]
+            ax.plot(x, [r["p50_us"] / 1000 for r in mine], "o-", color=color, label=f"{system} p50")
+            ax.plot(
+                x, [r["p99_us"] / 1000 for r in mine], "s--", color=color, label=f"{system} p99"
+            )
+            sat = [r for r in mine if r["extra"]["saturated"]]
+            if sat:
+                ax.axvline(sat[0]["params"]["offered_per_s"], color=color, alpha=0.25, lw=6)
