@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 import time
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
-
-if TYPE_CHECKING:
-    import ssl
 
 __all__ = ["EXIT", "ApiClient", "ApiError"]
 
@@ -79,8 +77,6 @@ class ApiClient:
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._tls: ssl.SSLContext | None = None
         if urlsplit(self.server).scheme == "https":
-            import ssl  # only for https: ~10 ms of a plain-http call's imports
-
             try:
                 self._tls = ssl.create_default_context(cafile=cacert)
             except (OSError, ssl.SSLError) as exc:
@@ -110,8 +106,6 @@ class ApiClient:
             path += ("&" if "?" in path else "?") + query
         conn: http.client.HTTPConnection
         if target.scheme == "https":
-            import ssl
-
             context = self._tls or ssl.create_default_context()
             conn = http.client.HTTPSConnection(
                 target.netloc, timeout=self._timeout, context=context
@@ -125,10 +119,11 @@ class ApiClient:
             head["Content-Type"] = "application/json"
         try:
             conn.request(method, path, body=data, headers=head)
-        except OSError as exc:  # refused, no route, name not found, connect timeout; TLS
+        except (ssl.SSLError, ssl.CertificateError) as exc:
             conn.close()
-            if target.scheme == "https" and _tls_error(exc):
-                raise ApiError(f"request to {self.server}{url} failed: {exc}") from None
+            raise ApiError(f"request to {self.server}{url} failed: {exc}") from None
+        except OSError as exc:  # refused, no route, name not found, connect timeout
+            conn.close()
             raise self._unreachable(exc) from None
         try:
             return conn, conn.getresponse()
@@ -196,12 +191,6 @@ class ApiClient:
                     raise
             time.sleep(pause)
             pause = min(1.0, pause * 2)
-
-
-def _tls_error(exc: OSError) -> bool:
-    import ssl
-
-    return isinstance(exc, (ssl.SSLError, ssl.CertificateError))
 
 
 def _param(value: Any) -> str:
