@@ -81,7 +81,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         r["ops_per_s"] = round(1e6 / r["p50_us"], 1) if r["p50_us"] else None
         r.setdefault("extra", {})["cpu_p50_us"] = round(percentile(argv, 50))
         print(
-            f"   {r["params"]["command"]:<32} p50 {r['p50_us'] / 1000:7.1f} ms  "
+            f"   {r['params']['command']:<32} p50 {r['p50_us'] / 1000:7.1f} ms  "
             f"p99 {r['p99_us'] / 1000:7.1f} ms  cpu p50 {r['extra']['cpu_p50_us'] / 1000:6.1f} ms",
             flush=True,
         )
