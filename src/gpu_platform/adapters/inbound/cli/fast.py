@@ -165,9 +165,11 @@ def fast_submit(argv: list[str], env: Mapping[str, str]) -> int | None:
         sys.stdout.write(json.dumps(job, indent=2) + "\n")
         return 0
     line = job["id"] if quiet else f"submitted {job['id']} ({job['state']})"
-    if _PLAIN_TEXT.fullmatch(line):
+    columns = env.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() else 220  # rich's width off a terminal (cli.app)
+    if _PLAIN_TEXT.fullmatch(line) and len(line) < width and not sys.stdout.isatty():
         sys.stdout.write(line + "\n")
-    else:  # anything rich might style or wrap goes through rich, as the typer command does
+    else:  # a terminal, or anything rich might style or wrap: through rich, as typer's submit
         from gpu_platform.adapters.inbound.cli.app import console
 
         console().print(line)
