@@ -2,7 +2,8 @@
 
 The hooks import the composition root only when a command that needs it runs (`serve`,
 `agent`, `topology`, `simulate`): a client command such as `jobs list` or `--help` loads
-the CLI and its HTTP client alone (tests/unit/test_cli_imports.py checks the import graph).
+the CLI and its HTTP client alone, and a plain `submit` not even typer, pydantic or rich
+(`cli.fast`; tests/unit/adapters/test_cli_startup.py checks the import graph).
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ def _agent(options: AgentOptions) -> None:
 
 
 def main() -> None:
+    import os
+    import sys
+
+    from gpu_platform.adapters.inbound.cli.fast import fast_submit
+
+    code = fast_submit(sys.argv[1:], os.environ)  # a plain submit, without typer
+    if code is not None:
+        raise SystemExit(code)
     from gpu_platform.adapters.inbound.cli import CliHooks, build_cli
 
     hooks = CliHooks(serve=_serve, topology=_topology, simulate=_simulate, agent=_agent)

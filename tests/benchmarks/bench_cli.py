@@ -1,6 +1,6 @@
-"""What one CLI call costs (issue 19 item 10: ≤ 0.25 s): `gpu-platform --help` and
-`gpu-platform jobs list` against a running default server (with a few jobs in it), each timed
-as a whole process (start to exit), sequentially, beside the floor every Python CLI pays
+"""What one CLI call costs (issue 19 item 10: ≤ 0.25 s): `gpu-platform --help`,
+`gpu-platform jobs list` and `gpu-platform submit -q -- true` against a running default server
+(with a few jobs in it), each timed as a whole process (start to exit), sequentially, beside the floor every Python CLI pays
 (`python -c pass`) and, where Slurm is installed, `squeue` against a local Slurm.
 """
 
@@ -64,7 +64,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     with local_server() as server:
         for _ in range(5):
             httpx.post(f"{server.url}/v1/jobs", json={"command": ["true"], "gpus": 0}, timeout=30)
-        for args in (["--help"], ["jobs", "list"]):
+        for args in (["--help"], ["jobs", "list"], ["submit", "-q", "--", "true"]):
             row = result(
                 "cli.call",
                 {"command": "gpu-platform " + " ".join(args), "calls": n},
@@ -81,7 +81,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         r["ops_per_s"] = round(1e6 / r["p50_us"], 1) if r["p50_us"] else None
         r.setdefault("extra", {})["cpu_p50_us"] = round(percentile(argv, 50))
         print(
-            f"   {r['params']['command']:<28} p50 {r['p50_us'] / 1000:7.1f} ms  "
+            f"   {r['params']['command']:<32} p50 {r['p50_us'] / 1000:7.1f} ms  "
             f"p99 {r['p99_us'] / 1000:7.1f} ms  cpu p50 {r['extra']['cpu_p50_us'] / 1000:6.1f} ms",
             flush=True,
         )

@@ -49,10 +49,18 @@ __all__ = [
     "ServeOptions",
     "SimulateOptions",
     "build_cli",
+    "console",
     "parse_duration",
     "parse_size",
     "parse_when",
 ]
+
+
+def console() -> Console:
+    """Where the commands print. Off a terminal (pipes, CI logs) rich would squeeze tables
+    into 80 columns; COLUMNS wins."""
+    wide = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
+    return Console(highlight=False, width=None if wide else 220)
 
 
 def build_cli(hooks: CliHooks) -> typer.Typer:
@@ -65,9 +73,7 @@ def build_cli(hooks: CliHooks) -> typer.Typer:
     )
     jobs = typer.Typer(help="List, describe, follow and cancel jobs.", no_args_is_help=True)
     app.add_typer(jobs, name="jobs")
-    # Off a terminal (pipes, CI logs) rich would squeeze tables into 80 columns; COLUMNS wins.
-    wide = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
-    out = Console(highlight=False, width=None if wide else 220)
+    out = console()
 
     session = Session()
 

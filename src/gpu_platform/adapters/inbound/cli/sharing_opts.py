@@ -21,6 +21,8 @@ def share_body(
     sharing: str | None,
 ) -> dict[str, Any]:
     """The body fields for these options (only those given, besides `gpus`)."""
+    if gpus.isascii() and gpus.isdigit() and (gpu_memory, cpus, vendor, sharing) == (None,) * 4:
+        return {"gpus": int(gpus)}  # whole GPUs, as parse_gpus reads them, without the domain
     from gpu_platform.domain.errors import InvalidRequest
 
     try:

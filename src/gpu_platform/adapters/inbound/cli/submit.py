@@ -4,9 +4,7 @@ gangs, placement wishes, limits, a container image), optionally waiting until it
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -16,58 +14,17 @@ from gpu_platform.adapters.inbound.cli.admin import DEFAULT_SERVER, ServerOpt
 from gpu_platform.adapters.inbound.cli.client import ApiError
 from gpu_platform.adapters.inbound.cli.jobs import wait_array, wait_job
 from gpu_platform.adapters.inbound.cli.session import Output, OutputOpt, Session, fail
-from gpu_platform.adapters.inbound.cli.sharing_opts import share_body
+from gpu_platform.adapters.inbound.cli.submit_body import (
+    Affinity,
+    parse_duration,
+    parse_size,
+    submit_body,
+)
 
 __all__ = ["Affinity", "parse_duration", "parse_size", "register_submit"]
 
 Call = Callable[..., Any]
 Emit = Callable[[Output, Any], bool]
-
-
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-def parse_size(text: str) -> int:
-    """'4G' -> 4 GiB in bytes; plain numbers are bytes."""
-    raw = text.strip().upper().removesuffix("IB").removesuffix("B")
-    unit = raw[-1:] if raw[-1:] in _UNITS else ""
-    number = raw[: len(raw) - len(unit)]
-    try:
-        value = float(number) * _UNITS[unit]
-    except ValueError:
-        raise ValueError(f"--memory {text!r}: expected a size like 512M or 4G") from None
-    if value <= 0:
-        raise ValueError(f"--memory {text!r}: must be positive")
-    return int(value)
-
-
-def parse_duration(text: str) -> float:
-    """'90' -> 90 s; '01:30' -> 90 s; '1:00:00' -> 3600 s."""
-    parts = text.strip().split(":")
-    try:
-        if len(parts) > 3:
-            raise ValueError
-        seconds = 0.0
-        for part in parts:
-            seconds = seconds * 60 + float(part)
-    except ValueError:
-        raise ValueError(f"--time-limit {text!r}: expected SECONDS or [HH:]MM:SS") from None
-    fields = [float(p) for p in parts]
-    if not all(math.isfinite(f) and f >= 0 for f in fields):
-        raise ValueError(f"--time-limit {text!r}: each field must be a finite number >= 0")
-    if len(fields) > 1 and any(f >= 60 for f in fields[1:]):
-        raise ValueError(f"--time-limit {text!r}: minutes and seconds must be below 60")
-    if seconds <= 0:
-        raise ValueError(f"--time-limit {text!r}: must be positive")
-    return seconds
-
-
-class Affinity(StrEnum):
-    """How hard a placement wish is."""
-
-    none = "none"
-    preferred = "preferred"
-    required = "required"
 
 
 def register_submit(
@@ -177,45 +134,35 @@ def register_submit(
         output: OutputOpt = Output.table,
     ) -> None:
         """Submit a job: gpu-platform submit --gpus 2 -- python3 train.py --epochs 3"""
-        env_map: dict[str, str] = {}
-        for item in env or []:
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                raise fail(f"--env {item!r}: expected KEY=VALUE", 2)
-            env_map[key] = value
         try:
-            shares = share_body(gpus, gpu_memory, cpus, vendor, sharing)
-        except ValueError as exc:
-            raise fail(str(exc), 2) from None
-        if mig is not None and shares["gpus"] == 0:
-            shares["gpus"] = 1  # a MIG job holds one GPU; any other count is refused by the server
-        body: dict[str, Any] = {
-            "command": command,
-            **shares,
-            "tasks": tasks,
-            "preemptible": preemptible,
-            "depends_on": after or [],
-            "gpu_models": gpu_model or [],
-            "nvlink": nvlink.value,
-            "numa": numa.value,
-            "same_rack": same_rack.value,
-            "mig_profile": mig,
-            "name": name,
-            "env": env_map,
-            "priority": priority,
-            "tenant": tenant,
-            "cwd": cwd,
-            "user": user,
-            "max_attempts": max_attempts,
-            "retry_backoff_s": retry_backoff,
-        }
-        if image is not None or mount:
-            body.update(image=image, mounts=mount or [])
-        try:
-            if memory is not None:
-                body["memory_bytes"] = parse_size(memory)
-            if time_limit is not None:
-                body["time_limit_s"] = parse_duration(time_limit)
+            body = submit_body(
+                command=command,
+                gpus=gpus,
+                gpu_memory=gpu_memory,
+                cpus=cpus,
+                vendor=vendor,
+                sharing=sharing,
+                tasks=tasks,
+                name=name,
+                env=env,
+                priority=priority,
+                preemptible=preemptible,
+                after=after,
+                gpu_model=gpu_model,
+                mig=mig,
+                nvlink=nvlink,
+                numa=numa,
+                same_rack=same_rack,
+                tenant=tenant,
+                cwd=cwd,
+                image=image,
+                mount=mount,
+                memory=memory,
+                time_limit=time_limit,
+                user=user,
+                max_attempts=max_attempts,
+                retry_backoff=retry_backoff,
+            )
         except ValueError as exc:
             raise fail(str(exc), 2) from None
         if array is not None:
