@@ -24,7 +24,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import shutil
@@ -49,8 +48,6 @@ from gpu_platform.adapters.outbound.process.accounts import (
     without_secrets,
 )
 from gpu_platform.adapters.outbound.process.environment import (
-    MARKER,
-    TASK_MARKER,
     free_port,
     master_port,
     task_environment,
@@ -58,6 +55,11 @@ from gpu_platform.adapters.outbound.process.environment import (
 )
 from gpu_platform.adapters.outbound.process.fence import ProcessLeaseFence
 from gpu_platform.adapters.outbound.process.launch_server import LaunchedProcess, LaunchServer
+from gpu_platform.adapters.outbound.process.leftovers import (
+    kill_marked,
+    require_mig_instance,
+    signal_group,
+)
 from gpu_platform.adapters.outbound.process.logs import (
     attempt_log_path,
     pump_log,
@@ -186,10 +188,10 @@ class ProcessJobRunner:
                 if attempt.kill_timer is not None:  # already stopping: only a kill escalates
                     if grace_s <= 0:
                         attempt.kill_timer.cancel()
-                        _signal_group(pid, signal.SIGKILL)
+                        signal_group(pid, signal.SIGKILL)
                     continue
-                _signal_group(pid, signal.SIGTERM)
-                timer = threading.Timer(grace_s, _signal_group, (pid, signal.SIGKILL))
+                signal_group(pid, signal.SIGTERM)
+                timer = threading.Timer(grace_s, signal_group, (pid, signal.SIGKILL))
                 timer.daemon = True
                 attempt.kill_timer = timer
                 timer.start()
@@ -215,7 +217,7 @@ class ProcessJobRunner:
             self.fence.close()
 
     def reap(self, job_id: str, epoch: int) -> int:
-        killed = _kill_marked(job_id, epoch)
+        killed = kill_marked(job_id, epoch)
         self._release(job_id, epoch)  # other ranks' units: swept at start-up (Isolation.sweep)
         if killed:
             log.warning("reaped leftover processes", job_id=job_id, epoch=epoch, killed=killed)
@@ -276,7 +278,7 @@ class ProcessJobRunner:
         self.launch_server.close()
 
     def _launch(self, spec: LaunchSpec, on_exit: Callable[[ExitReport], None], at: float) -> None:
-        _require_mig_instance(spec)
+        require_mig_instance(spec)
         env = self.environment(spec)
         program = spec.argv[0]
         if shutil.which(program, path=env.get("PATH")) is None:
@@ -375,10 +377,10 @@ class ProcessJobRunner:
     def _wait(self, attempt: _Attempt, on_exit: Callable[[ExitReport], None]) -> None:
         spec = attempt.spec
         code = attempt.proc.wait()
-        _signal_group(attempt.proc.pid, signal.SIGKILL)  # nothing of the attempt outlives it
+        signal_group(attempt.proc.pid, signal.SIGKILL)  # nothing of the attempt outlives it
         fenced = self.fence is not None and self.fence.unregister(attempt.proc.pid)
         if not attempt.cgroups:  # no cgroup to empty: escapees go by their task's marker
-            _kill_marked(spec.job_id, spec.epoch, spec.rank)
+            kill_marked(spec.job_id, spec.epoch, spec.rank)
         for timer in (attempt.kill_timer, attempt.limit_timer):
             if timer is not None:
                 timer.cancel()
@@ -411,46 +413,3 @@ class ProcessJobRunner:
             self.isolation.release(name)
         except IsolationError as exc:
             log.error("could not remove isolation", unit=name, error=str(exc))
-
-
-def _kill_marked(job_id: str, epoch: int, rank: int | None = None) -> int:
-    """SIGKILL every process whose environment carries this attempt's marker, or only this
-    task's (`rank`; other tasks of a gang may run on this host under another agent): those
-    that left its process group and session too. The number killed."""
-    if rank is None:
-        needle = f"{MARKER}={job_id}:{epoch}".encode()
-    else:
-        needle = f"{TASK_MARKER}={job_id}:{epoch}:{rank}".encode()
-    killed = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed += 1
-    return killed
-
-
-def _require_mig_instance(spec: LaunchSpec) -> None:
-    """A MIG job must come with its MIG device: never run it on the whole GPU instead; an
-    image job must run in its container: never run its command bare on the host."""
-    if spec.image is not None:
-        raise LaunchError(
-            f"the job runs in image {spec.image!r} but this node has no container runtime "
-            "(setting container_runtime)"
-        )
-    if spec.mig_profile is not None and not spec.mig_uuids:
-        raise LaunchError(
-            f"the job asks for MIG profile {spec.mig_profile} but no MIG instance was "
-            "assigned: this node has no MIG controller (setting mig_controller)"
-        )
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
