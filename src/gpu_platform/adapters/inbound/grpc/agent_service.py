@@ -34,13 +34,12 @@ from gpu_platform.adapters.agent_wire.codec import (
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
 from gpu_platform.adapters.grpc_bind import NO_PORT_REUSE, bind_port
+from gpu_platform.adapters.inbound.grpc.agent_stream_work import ExitBatches, bind, chain
 from gpu_platform.adapters.member_gate import MemberGate, peer_certificate_digest
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.agent_hub import AgentHub, AttemptRef, NotAccepting
-from gpu_platform.application.consistency import LeaderElsewhere
-from gpu_platform.application.raft_node import RaftNodeError
 from gpu_platform.domain.model.audit import AuditRecord
-from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchSpec
+from gpu_platform.ports.outbound.job_runner import LaunchSpec
 
 __all__ = [
     "KEEPALIVE_CLIENT_OPTIONS",
@@ -260,12 +259,12 @@ class _Servicer(pb_grpc.AgentServiceServicer):
         loop: asyncio.AbstractEventLoop,
     ) -> None:
         """Dispatch the agent's messages; the slow kinds in order on the worker pool, but
-        exits apart from them, in batches (`_ExitBatches`): a batch waits for its finishes'
+        exits apart from them, in batches (`ExitBatches`): a batch waits for its finishes'
         commit, and exits that wait together are committed together
         (`application.control.finishing`)."""
         tail: asyncio.Future[None] | None = None
         hub = self._hub
-        exits = _ExitBatches(loop, self._pool, hub, session)
+        exits = ExitBatches(loop, self._pool, hub, session)
         async for msg in requests:
             session.last_seen = time.monotonic()
             kind = msg.WhichOneof("kind")
@@ -281,92 +280,21 @@ class _Servicer(pb_grpc.AgentServiceServicer):
                 i = msg.injected
                 hub.injected(session, i.request_id, tuple(i.lines), i.error)
             elif kind == "heartbeat":  # acknowledged once recorded: that renews the lease
-                call = _bind(_beat, hub, session, msg.heartbeat.seq)
+                call = bind(_beat, hub, session, msg.heartbeat.seq)
             elif kind == "health":
-                call = _bind(hub.finding, session, finding_from_json(msg.health.finding_json))
+                call = bind(hub.finding, session, finding_from_json(msg.health.finding_json))
             elif kind == "exit":
                 exits.add(msg.exit.seq, exit_from_pb(msg.exit))
             if call is not None:
-                tail = _chain(loop, self._pool, tail, call)
+                tail = chain(loop, self._pool, tail, call)
         if tail is not None:
             await tail
         await exits.drained()
 
 
-class _ExitBatches:
-    """One stream's exits, handed to the hub (`exited_all`) in batches on the worker pool:
-    exits that arrive while a batch is being committed wait and go together in the next.
-    One worker per stream at a time instead of one per exit; an agent that ends many tasks
-    at once has them committed in one or two batches. Used on the event loop only."""
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        pool: ThreadPoolExecutor,
-        hub: AgentHub,
-        session: _Session,
-    ) -> None:
-        self._loop = loop
-        self._pool = pool
-        self._hub = hub
-        self._session = session
-        self._pending: list[tuple[int, ExitReport]] = []
-        self._running: asyncio.Future[None] | None = None
-
-    def add(self, seq: int, report: ExitReport) -> None:
-        self._pending.append((seq, report))
-        self._kick()
-
-    def _kick(self) -> None:
-        if self._running is not None or not self._pending:
-            return
-        items, self._pending = self._pending, []
-        call = _bind(self._hub.exited_all, self._session, items)
-        self._running = _chain(self._loop, self._pool, None, call)
-        self._running.add_done_callback(self._done)
-
-    def _done(self, _: asyncio.Future[None]) -> None:
-        self._running = None
-        self._kick()
-
-    async def drained(self) -> None:
-        """Return once every exit added so far has been handed over (the stream ended)."""
-        while self._running is not None or self._pending:
-            if self._running is not None and not self._running.done():
-                await asyncio.wait({self._running})
-            else:
-                await asyncio.sleep(0)  # its done callback has yet to run
-
-
 def _beat(hub: AgentHub, session: _Session, seq: int) -> None:
     hub.heartbeat(session)
     session.send_heartbeat_ack(seq)
-
-
-def _bind(fn: Callable[..., None], *args: object) -> Callable[[], None]:
-    return lambda: fn(*args)
-
-
-def _chain(
-    loop: asyncio.AbstractEventLoop,
-    pool: ThreadPoolExecutor,
-    previous: asyncio.Future[None] | None,
-    call: Callable[[], None],
-) -> asyncio.Future[None]:
-    """Run `call` on the pool after `previous` has finished (per-stream order)."""
-
-    async def run() -> None:
-        if previous is not None:
-            with contextlib.suppress(Exception):
-                await previous
-        try:
-            await loop.run_in_executor(pool, call)
-        except (LeaderElsewhere, RaftNodeError) as exc:  # lost the lead: the agent moves on
-            log.info("agent message not taken", error=str(exc))
-        except Exception:
-            log.exception("agent message failed")
-
-    return asyncio.ensure_future(run())
 
 
 class AgentGrpcServer:
