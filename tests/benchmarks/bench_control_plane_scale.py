@@ -354,7 +354,8 @@ def _leader_kills(c: ReplicatedCluster, kills: int, nodes: int) -> dict[str, Any
 
 
 def _node_loss(root: Path, kills: int) -> dict[str, Any]:
-    c = ReplicatedCluster(root, servers=3, agents=kills + 1).start()
+    env = {"GPU_PLATFORM_RAFT_TRANSPORT": RAFT_TRANSPORT}
+    c = ReplicatedCluster(root, servers=3, agents=kills + 1, env=env).start()
     samples: list[float] = []
     try:
         c.wait_ready(timeout=120)
@@ -377,7 +378,7 @@ def _node_loss(root: Path, kills: int) -> dict[str, Any]:
     return result(
         "recovery.node_loss",
         {"mode": "replicated", "servers": 3, "kills": kills, "node_down_after_s": 4,
-         "heartbeat_s": 0.5},
+         "heartbeat_s": 0.5, "raft_transport": RAFT_TRANSPORT},
         samples,
         extra={"recovered": len(samples)},
     )  # fmt: skip
