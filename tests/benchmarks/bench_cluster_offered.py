@@ -1,6 +1,7 @@
 """The 3-server cluster under open-loop arrivals (issue 21: "p99 ≤ 250 ms at 500 jobs/s offered").
 
-3 servers (real processes, Raft over gRPC, SQLite with fsync) and simulated agents from one
+3 servers (real processes, Raft over gRPC — or over TCP with GPU_PLATFORM_RAFT_TRANSPORT=tcp,
+`raft_transport` in each row's params —, SQLite with fsync) and simulated agents from one
 `agent_swarm` process, started as `bench_control_plane_scale.py` starts them. Every job is
 `fake-exit 0` on one GPU: it ends at the swarm's next tick, so GPUs free up as jobs arrive.
 
@@ -48,7 +49,7 @@ from typing import Any
 from _harness import percentile, result
 from _open_loop import Submitters
 from _plots import loglog_figure
-from bench_control_plane_scale import _elections, _proc_cpu_rss, _swarmed
+from bench_control_plane_scale import RAFT_TRANSPORT, _elections, _proc_cpu_rss, _swarmed
 
 from gpu_platform.testing.cluster_procs import ReplicatedCluster, wait_until
 
@@ -163,7 +164,7 @@ def _point(
     row = result(
         "cluster.offered_to_bound",
         {"offered_per_s": rate, "seconds": seconds, "nodes": nodes, "gpus": nodes * 8,
-         "servers": 3, "api": "grpc", "submitters": SUBMITTERS},
+         "servers": 3, "api": "grpc", "submitters": SUBMITTERS, "raft_transport": RAFT_TRANSPORT},
         bound_us or [BOUND_S * 1e6],  # none bound: at least the wait
         extra={
             "submit_p50_ms": _ms(submit_us, 50),
@@ -241,7 +242,8 @@ def _points(
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     pid = c.servers[lead].pid
-    print(f"   leader server-{lead} pid {pid}, {nodes} nodes connected", flush=True)
+    print(f"   leader server-{lead} pid {pid}, {nodes} nodes connected, raft over {RAFT_TRANSPORT}",
+          flush=True)  # fmt: skip
     idle0, _ = _proc_cpu_rss(pid)
     time.sleep(IDLE_S)
     idle_pct = round((_proc_cpu_rss(pid)[0] - idle0) / IDLE_S * 100, 1)

@@ -8,7 +8,9 @@ SQLite WAL with fsync) and simulated agents — each node its own real gRPC stre
   CPU seconds and RSS, commits (Raft applied index), nodes/GPUs, and `elections_during_run`:
   term changes between the agents being connected and the end of the run, no server killed
   (issue 21: must be 0), with the load average. The servers run at `cpu_priority = high`
-  (`GPU_PLATFORM_CPU_PRIORITY=normal` for the default; in each row's params).
+  (`GPU_PLATFORM_CPU_PRIORITY=normal` for the default; in each row's params). Raft runs over
+  the server's default gRPC transport; `GPU_PLATFORM_RAFT_TRANSPORT=tcp` runs all three servers
+  over the TCP one (`raft_transport` in each row's params).
 * `cluster.array_to_bound`: then, on the same cluster, the same number of jobs as job arrays
   (one POST /v1/arrays per 1,000 tasks, so the 8 REST clients' submit rate is not what is
   measured): per task, bind time minus the array's submit time, p50/p99; ops_per_s = tasks
@@ -56,6 +58,9 @@ DEFAULTS = RaftNodeConfig(id=0, voters=())  # the server's Raft timing (not over
 # one: the agents and clients run beside the servers); GPU_PLATFORM_CPU_PRIORITY=normal for the
 # server's default. Recorded in each row's params.
 CPU_PRIORITY = os.environ.get("GPU_PLATFORM_CPU_PRIORITY", "high")
+# How Raft messages travel between the servers (config raft_transport, the same for all three):
+# the server's default grpc, or GPU_PLATFORM_RAFT_TRANSPORT=tcp. Recorded in each row's params.
+RAFT_TRANSPORT = os.environ.get("GPU_PLATFORM_RAFT_TRANSPORT", "grpc")
 
 
 def _proc_cpu_rss(pid: int) -> tuple[float, int]:
@@ -113,7 +118,8 @@ def _swarmed(root: Path, nodes: int, log_level: str) -> Iterator[tuple[Replicate
     the swarm and the servers are stopped on the way out."""
     env = {"GPU_PLATFORM_NODE_SUSPECT_AFTER_SECONDS": "15", "GPU_PLATFORM_NODE_DOWN_AFTER_SECONDS": "30",
            "GPU_PLATFORM_LOG_LEVEL": log_level, "GPU_PLATFORM_SCHEDULE_INTERVAL_SECONDS": "0.5",
-           "GPU_PLATFORM_CPU_PRIORITY": CPU_PRIORITY}  # fmt: skip
+           "GPU_PLATFORM_CPU_PRIORITY": CPU_PRIORITY,
+           "GPU_PLATFORM_RAFT_TRANSPORT": RAFT_TRANSPORT}  # fmt: skip
     c = ReplicatedCluster(root, servers=3, agents=0, env=env).start()
     swarm = None
     try:
@@ -177,6 +183,7 @@ def _scale(root: Path, nodes: int, jobs: int, kills: int) -> list[dict[str, Any]
                 "servers": 3,
                 "api": "rest",
                 "cpu_priority": CPU_PRIORITY,
+                "raft_transport": RAFT_TRANSPORT,
             },
             bound_us,
             extra={
@@ -254,6 +261,7 @@ def _arrays_to_bound(c: ReplicatedCluster, nodes: int, jobs: int) -> dict[str, A
             "servers": 3,
             "api": "rest arrays",
             "cpu_priority": CPU_PRIORITY,
+            "raft_transport": RAFT_TRANSPORT,
         },
         bound_us,
         extra={
@@ -330,7 +338,7 @@ def _leader_kills(c: ReplicatedCluster, kills: int, nodes: int) -> dict[str, Any
         "control_plane.failover",
         {"servers": 3, "nodes": nodes, "kills": kills, "settings": "server defaults",
          "tick_s": DEFAULTS.tick_interval, "election_tick": DEFAULTS.election_tick,
-         "cpu_priority": CPU_PRIORITY},
+         "cpu_priority": CPU_PRIORITY, "raft_transport": RAFT_TRANSPORT},
         elect,
         extra={
             "max_us": round(max(elect), 1),
@@ -346,7 +354,8 @@ def _leader_kills(c: ReplicatedCluster, kills: int, nodes: int) -> dict[str, Any
 
 
 def _node_loss(root: Path, kills: int) -> dict[str, Any]:
-    c = ReplicatedCluster(root, servers=3, agents=kills + 1).start()
+    env = {"GPU_PLATFORM_RAFT_TRANSPORT": RAFT_TRANSPORT}
+    c = ReplicatedCluster(root, servers=3, agents=kills + 1, env=env).start()
     samples: list[float] = []
     try:
         c.wait_ready(timeout=120)
@@ -369,7 +378,7 @@ def _node_loss(root: Path, kills: int) -> dict[str, Any]:
     return result(
         "recovery.node_loss",
         {"mode": "replicated", "servers": 3, "kills": kills, "node_down_after_s": 4,
-         "heartbeat_s": 0.5},
+         "heartbeat_s": 0.5, "raft_transport": RAFT_TRANSPORT},
         samples,
         extra={"recovered": len(samples)},
     )  # fmt: skip
