@@ -10,8 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from gpu_platform.adapters.outbound.process import ProcessJobRunner
 from gpu_platform.adapters.outbound.process.launch_server import LaunchServer
 from gpu_platform.ports.outbound.isolation import IsolationSpec
 from gpu_platform.ports.outbound.job_runner import ExitReport, LaunchError, LaunchSpec
+from gpu_platform.testing.cluster_procs import wait_until
 from gpu_platform.testing.shim_launch import popen_shim
 
 SRC = str(Path(__file__).resolve().parents[3] / "src")
@@ -29,13 +29,6 @@ PATH = os.environ["PATH"]
 #: FDSize is the descriptor table's capacity, not what is open.
 VOLATILE = re.compile(r"^(Pid|PPid|Tgid|NStgid|NSpid|NSpgid|NSsid|Vm\w+|Rss\w+|SigQ|FDSize|"
                       r"\w*voluntary_ctxt_switches):")  # fmt: skip
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not cond():
-        time.sleep(0.02)
-    return cond()
 
 
 def alive(pid: int) -> bool:
@@ -179,7 +172,7 @@ def test_a_stop_that_comes_while_the_task_is_launched_stops_it_once_it_runs(
         assert runner.stop("j-other", 1, grace_s=600) is False
         held.go.set()
         launch.join(30)
-        assert wait_for(lambda: bool(reports))
+        assert wait_until(lambda: bool(reports), timeout=10, step=0.02)
         assert reports[0].signal == signal.SIGTERM
     finally:
         held.go.set()
@@ -197,11 +190,11 @@ def test_killing_the_launch_server_kills_its_tasks_and_the_next_launch_starts_an
         assert first is not None and runner.launch_server.starts == 1
         [job] = [p for p in runner._live.values()]
         os.kill(first, signal.SIGKILL)
-        assert wait_for(lambda: bool(reports))
+        assert wait_until(lambda: bool(reports), timeout=10, step=0.02)
         assert reports[0].signal == signal.SIGKILL and not alive(job.proc.pid)
         done: list[ExitReport] = []
         runner.start(spec("j-b", ("true",)), done.append)
-        assert wait_for(lambda: bool(done)) and done[0].exit_code == 0
+        assert wait_until(lambda: bool(done), timeout=10, step=0.02) and done[0].exit_code == 0
         assert runner.launch_server.starts == 2 and runner.launch_server.pid not in (None, first)
     finally:
         runner.close(grace_s=1)
@@ -278,4 +271,4 @@ def test_a_sigkilled_runner_takes_its_launch_server_and_every_task_with_it(tmp_p
     finally:
         parent.kill()
         parent.wait()
-    assert wait_for(lambda: not alive(server) and not alive(task))
+    assert wait_until(lambda: not alive(server) and not alive(task), timeout=10, step=0.02)
