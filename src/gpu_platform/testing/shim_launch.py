@@ -41,6 +41,9 @@ def popen_shim(
 class ShimJobRunner(ProcessJobRunner):
     """A ProcessJobRunner whose tasks each start a new Python shim (the old path)."""
 
+    def _ready(self) -> None:
+        """No launch server: each task is its own shim process."""
+
     def _spawn(  # type: ignore[override]
         self, options: list[str], argv: list[str], env: dict[str, str], cwd: str
     ) -> subprocess.Popen[bytes]:

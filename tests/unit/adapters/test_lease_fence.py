@@ -125,3 +125,41 @@ def test_a_stopped_agent_cannot_keep_its_tasks_running(tmp_path: Path) -> None:
     finally:
         os.kill(agent.pid, signal.SIGKILL)
         agent.wait()
+
+
+def test_a_task_names_itself_in_the_fence_so_a_launch_the_agent_never_finished_is_stopped(
+    fence: ProcessLeaseFence,
+) -> None:
+    """The shim's `--fence`: the task is under the lease before it runs, although the runner
+    (a frozen agent) never called `register` for it."""
+    from gpu_platform.adapters.outbound.process.accounts import SHIM
+
+    fence.renew(time.monotonic() + 0.5)
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", SHIM, str(os.getpid()), "--fence", str(fence.tasks),
+         "--", "sleep", "600"],
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert until(lambda: any(fence.tasks.iterdir()))
+        (name,) = (p.name for p in fence.tasks.iterdir())
+        assert name.startswith(f"{proc.pid}-")
+        proc.wait(timeout=10)  # the lease ran out: the fencer stopped it
+        assert proc.returncode == -signal.SIGTERM
+        assert (fence.root / "fenced" / name).exists()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_a_task_that_cannot_start_leaves_no_name_in_the_fence(fence: ProcessLeaseFence) -> None:
+    from gpu_platform.adapters.outbound.process.accounts import SHIM
+
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", SHIM, str(os.getpid()), "--fence", str(fence.tasks),
+         "--", "/nonexistent/program"],
+        capture_output=True, text=True, check=False, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 127, done.stderr
+    assert list(fence.tasks.iterdir()) == []

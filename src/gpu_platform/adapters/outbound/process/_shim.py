@@ -1,10 +1,12 @@
 """Exec shim for job processes: die with the control plane, then become the job.
 
-Run as `python -I -S _shim.py PARENT_PID [--join FILE]... [--pidns] [--user UID:GID]
-[--cwd DIR] -- ARGV...`. It asks the kernel to SIGKILL this process when its parent thread
-dies (PR_SET_PDEATHSIG), checks the parent is still the one that launched it (closing the
-fork/prctl race), writes its pid into each FILE (the attempt's cgroup.procs: the job starts
-confined), and then:
+Run as `python -I -S _shim.py PARENT_PID [--fence DIR] [--join FILE]... [--pidns]
+[--user UID:GID] [--cwd DIR] -- ARGV...`. With `--fence` it first names itself in the node's
+lease fence (`DIR/PID-START`, as the runner does once the launch returns), so a task whose
+agent froze mid-launch is still stopped when the lease ends. It asks the kernel to SIGKILL
+this process when its parent thread dies (PR_SET_PDEATHSIG), checks the parent is still the
+one that launched it (closing the fork/prctl race), writes its pid into each FILE (the
+attempt's cgroup.procs: the job starts confined), and then:
 
 - with `--pidns` (root only) unshares a PID and a mount namespace and forks: this process
   stays outside and, once the namespace's init has ended, exits as the job did (same code, or
@@ -41,6 +43,9 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 def fail(message: str, code: int = 126) -> None:
     sys.stderr.write(f"gpu-platform: {message}\n")
     sys.stderr.flush()
+    for path in REGISTERED:  # it never ran: nothing for the fence to stop
+        with contextlib.suppress(OSError):
+            os.unlink(path)
     os._exit(code)
 
 
@@ -127,6 +132,21 @@ def enter_pid_namespace(exec_fd: int | None = None) -> None:
             os._exit(0)
 
 
+REGISTERED: list[str] = []  # this task's file in the lease fence (removed if it fails)
+
+
+def register_with_fence(folder: str) -> None:
+    """Name this process (a process-group leader) in the fence's task folder before it runs."""
+    try:
+        with open("/proc/self/stat") as f:
+            start = f.read().rsplit(")", 1)[1].split()[19]
+        path = os.path.join(folder, f"{os.getpid()}-{start}")
+        open(path, "w").close()  # an empty marker
+    except OSError as exc:
+        fail(f"cannot register with the lease fence in {folder}: {exc.strerror}")
+    REGISTERED.append(path)
+
+
 def main(args: list[str], env: dict[str, str] | None = None, exec_fd: int | None = None) -> None:
     """Run the shim on `args` (`PARENT_PID [options] -- ARGV...`) and exec the job with `env`
     (None: this process's own environment). `exec_fd` (close-on-exec) stays open until the
@@ -141,6 +161,8 @@ def main(args: list[str], env: dict[str, str] | None = None, exec_fd: int | None
     user = next((value for key, value in pairs if key == "--user"), None)
     cwd = next((value for key, value in pairs if key == "--cwd"), None)
     die_with_parent(parent)
+    for folder in (value for key, value in pairs if key == "--fence"):
+        register_with_fence(folder)
     for path in joins:
         try:
             with open(path, "w") as f:

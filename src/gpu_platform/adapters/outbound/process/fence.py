@@ -52,6 +52,11 @@ class ProcessLeaseFence:
             start_new_session=True,  # a signal to the agent's group does not reach it
         )
 
+    @property
+    def tasks(self) -> Path:
+        """The folder of task files (`PID-START`); a task may name itself there first."""
+        return self.root / "tasks"
+
     def renew(self, until_monotonic: float) -> None:
         """The lease now ends at `until_monotonic` (time.monotonic() seconds)."""
         tmp = self.root / "lease.tmp"

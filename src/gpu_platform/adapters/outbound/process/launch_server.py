@@ -197,6 +197,13 @@ class LaunchServer:
         link = self._link
         return link.proc.pid if link is not None and link.alive() else None
 
+    def ready(self) -> None:
+        """Start (or restart) the launch server now, on the launcher thread, so a launch that
+        follows is one message: a caller that checks the lease first leaves no gap of a
+        server's start-up between that check and the fork."""
+        with self._lock:
+            self._running()
+
     def spawn(
         self, options: list[str], argv: list[str], env: dict[str, str], cwd: str
     ) -> LaunchedProcess:

@@ -25,12 +25,13 @@
 from __future__ import annotations
 
 import os
+import pwd
 import queue
 import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -294,19 +295,12 @@ class ProcessJobRunner:
             joins = self.isolation.prepare(self.isolation_spec(spec))
         except IsolationError as exc:
             raise LaunchError(f"isolation ({self.isolation.name}): {exc}") from exc
-        shim: list[str] = []  # the shim's options (`_shim.py`)
-        for join in joins:
-            shim += ["--join", join]
-        if self._own_pid_namespace(spec):
-            shim.append("--pidns")
-        if spec.cwd is not None:
-            shim += ["--cwd", spec.cwd]
-        wrapper: tuple[str, ...] = ()
-        if isinstance(self.isolation, WrapsCommand):  # e.g. systemd-run --scope: it drops to
-            uid, gid = (account.pw_uid, account.pw_gid) if account else (None, None)  # the user
-            wrapper = self.isolation.command_prefix(self.isolation_spec(spec).name, uid, gid)
-        elif account is not None:
-            shim += ["--user", f"{account.pw_uid}:{account.pw_gid}"]
+        shim, wrapper = self._shim_options(spec, joins, account)
+        try:  # the launch server up before the lease check: the fork follows the check at once
+            self._ready()
+        except LaunchError:
+            self._release(spec.job_id, spec.epoch, spec.rank)
+            raise
         if self.fence is not None and self.fence.ended(since=at):  # ended since it was asked
             self._release(spec.job_id, spec.epoch, spec.rank)  # for: stale, may run elsewhere
             raise LaunchError(f"{LEASE_ENDED}: not starting job {spec.job_id} here")
@@ -346,6 +340,30 @@ class ProcessJobRunner:
             isolation=self.isolation.name,
             log=str(path),
         )
+
+    def _shim_options(
+        self, spec: LaunchSpec, joins: Sequence[str], account: pwd.struct_passwd | None
+    ) -> tuple[list[str], tuple[str, ...]]:
+        """The shim's options (`_shim.py`) and the isolation's command prefix, if any."""
+        shim: list[str] = []  # the shim's options (`_shim.py`)
+        if self.fence is not None:  # the task names itself in the fence before it runs
+            shim += ["--fence", str(self.fence.tasks)]
+        for join in joins:
+            shim += ["--join", join]
+        if self._own_pid_namespace(spec):
+            shim.append("--pidns")
+        if spec.cwd is not None:
+            shim += ["--cwd", spec.cwd]
+        wrapper: tuple[str, ...] = ()
+        if isinstance(self.isolation, WrapsCommand):  # e.g. systemd-run --scope: it drops to
+            uid, gid = (account.pw_uid, account.pw_gid) if account else (None, None)  # the user
+            wrapper = self.isolation.command_prefix(self.isolation_spec(spec).name, uid, gid)
+        elif account is not None:
+            shim += ["--user", f"{account.pw_uid}:{account.pw_gid}"]
+        return shim, wrapper
+
+    def _ready(self) -> None:
+        self.launch_server.ready()
 
     def _spawn(
         self, options: list[str], argv: list[str], env: dict[str, str], cwd: str
