@@ -97,6 +97,7 @@ class FakeGpuState:
 
     utilization: int = 0
     memory_used: int = 0
+    memory_reserved: int = 0  # the driver's own; NVML v1 counts it as used, v2 apart
     temperature: int = 30
     power_mw: int = 60_000
     sm_clock: int = 1410
@@ -132,6 +133,7 @@ class FakePynvml:
     NVML_FEATURE_DISABLED = 0
     NVML_FEATURE_ENABLED = 1
     NVML_TEMPERATURE_GPU = 0
+    nvmlMemory_v2 = 0x02000028
     NVML_CLOCK_SM = 1
     NVML_CLOCK_MEM = 2
     NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
@@ -254,11 +256,20 @@ class FakePynvml:
         bus = self._gpu(h).pci_bus_id
         return SimpleNamespace(busId=self._nvml_bus(bus), pciDeviceId=0x20B010DE)
 
-    def nvmlDeviceGetMemoryInfo(self, h: int) -> Any:
+    def nvmlDeviceGetMemoryInfo(self, h: int, version: int | None = None) -> Any:
         self._enter("nvmlDeviceGetMemoryInfo", h)
         total = self._gpu(h).memory_bytes
-        used = self.state[self.gpus.index(self._gpu(h))].memory_used
-        return SimpleNamespace(total=total, used=used, free=total - used)
+        st = self._st(h)
+        if version is None:  # v1: the driver's reserved memory counted as used
+            used = st.memory_used + st.memory_reserved
+            return SimpleNamespace(total=total, used=used, free=total - used)
+        if version != self.nvmlMemory_v2:
+            raise NVMLError_InvalidArgument()
+        free = total - st.memory_reserved - st.memory_used
+        return SimpleNamespace(
+            version=version, total=total, reserved=st.memory_reserved, free=free,
+            used=st.memory_used,
+        )  # fmt: skip
 
     def _st(self, h: int) -> FakeGpuState:
         return self.state[self.gpus.index(self._gpu(h))]

@@ -96,6 +96,27 @@ def test_telemetry_follows_the_hardware_state() -> None:
     assert r.ecc_uncorrected == 3
 
 
+def test_memory_used_leaves_out_what_the_driver_reserves_as_nvidia_smi_does() -> None:
+    # An idle H200 (driver 580): NVML v1 said 615 MiB used, nvidia-smi (v2) 0 MiB.
+    fake = FakePynvml(profile_topology("dgx-h100"))
+    fake.state[0].memory_reserved = 615 << 20
+    fake.state[1].memory_reserved, fake.state[1].memory_used = 615 << 20, 4 << 30
+    gpus = NvmlGpuDiscovery(fake, node="n").snapshot().gpus
+    assert gpus[0].memory_used_bytes == 0
+    assert gpus[1].memory_used_bytes == 4 << 30
+    assert gpus[0].memory_total_bytes == profile_topology("dgx-h100").gpus[0].memory_bytes
+
+
+def test_a_binding_without_the_v2_memory_call_reads_v1() -> None:
+    fake = FakePynvml(profile_topology("dgx-h100"))
+    fake.state[0].memory_reserved = 615 << 20
+    del FakePynvml.nvmlMemory_v2  # an older nvidia-ml-py: no v2 structure
+    try:
+        assert NvmlGpuDiscovery(fake, node="n").snapshot().gpus[0].memory_used_bytes == 615 << 20
+    finally:
+        FakePynvml.nvmlMemory_v2 = 0x02000028
+
+
 def test_a_lost_gpu_degrades_the_capability_without_crashing() -> None:
     fake = FakePynvml(profile_topology("dgx-a100"), lost={4})
     adapter = NvmlGpuDiscovery(fake, node="n")

@@ -6,7 +6,7 @@ never an exception out of the adapter. Every per-device call tolerates NotSuppor
 FunctionNotFound on old drivers): the reading is None and a capability names the GPUs.
 
 Calls used (research/hardware.md §1): nvmlDeviceGetCount / GetHandleByIndex / GetUUID /
-GetName / GetPciInfo / GetMemoryInfo / GetUtilizationRates / GetTemperatureV (or
+GetName / GetPciInfo / GetMemoryInfo (v2 for readings) / GetUtilizationRates / GetTemperatureV (or
 GetTemperature) / GetPowerUsage / GetClockInfo / GetCurrentClocksEventReasons /
 GetTotalEccErrors / GetRemappedRows / GetCpuAffinity / GetMemoryAffinity /
 GetTopologyCommonAncestor / GetNvLinkState / GetNvLinkRemotePciInfo /
@@ -335,7 +335,7 @@ class NvmlGpuDiscovery:
         who = f"GPU {i}"
         uuid = _text(calls("identity", who, "nvmlDeviceGetUUID", h) or f"unknown:{i}")
         util = calls("utilization", who, "nvmlDeviceGetUtilizationRates", h)
-        mem = calls("memory", who, "nvmlDeviceGetMemoryInfo", h)
+        mem = calls("memory", who, _memory_info, nvml, h)
         temp_fn = (  # nvmlDeviceGetTemperature is deprecated in NVML 13
             "nvmlDeviceGetTemperatureV"
             if hasattr(nvml, "nvmlDeviceGetTemperatureV")
@@ -412,6 +412,20 @@ class NvmlGpuDiscovery:
             names.append(f"{int(info.sliceCount)}g.{gb}gb (id {int(info.id)})")
         calls.features.add("mig.profiles")
         return tuple(names)
+
+
+def _memory_info(nvml: Any, h: Any) -> Any:
+    """Memory as nvidia-smi shows it: NVML's v2 call, whose `used` leaves out what the driver
+    reserves for itself (v1 counts it as used: 615 MiB on an idle H200, driver 580). A
+    driver or binding without v2 answers v1."""
+    version = getattr(nvml, "nvmlMemory_v2", None)
+    if version is not None:
+        try:
+            return nvml.nvmlDeviceGetMemoryInfo(h, version=version)
+        except Exception as exc:
+            if getattr(exc, "value", None) not in _NOT_SUPPORTED_CODES:
+                raise
+    return nvml.nvmlDeviceGetMemoryInfo(h)
 
 
 def _raise(exc: Exception) -> None:
