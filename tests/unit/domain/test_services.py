@@ -19,7 +19,7 @@ from gpu_platform.domain.services.commands import (
     ReportReplicaHealth,
     ScaleService,
 )
-from gpu_platform.domain.services.engines import engine_command, replica_argv
+from gpu_platform.domain.services.engines import HEALTH_PATHS, engine_command, replica_argv
 from gpu_platform.domain.services.model import ReplicaState, ServiceSpec, backoff_s
 from gpu_platform.domain.services.reconcile import (
     StopReplicaJob,
@@ -56,6 +56,15 @@ def test_llama_cpp_offloads_every_layer_and_splits_rows_only_over_several_gpus()
         "--host", "0.0.0.0", "--port", "${PORT}", "--n-gpu-layers", "999",
     )  # fmt: skip
     assert engine_command("llama.cpp", "m.gguf", 2)[-2:] == ("--split-mode", "row")
+
+
+def test_transformers_runs_hugging_faces_own_server_on_the_model_as_given() -> None:
+    argv = engine_command("transformers", "/models/tiny-llama", 1, extra=("--device", "cuda"))
+    assert argv == (
+        "transformers", "serve", "/models/tiny-llama", "--host", "0.0.0.0", "--port", "${PORT}",
+        "--device", "cuda",
+    )  # fmt: skip
+    assert HEALTH_PATHS["transformers"] == "/health"
 
 
 def test_a_cpu_only_engine_replica_still_asks_for_tensor_parallel_size_one() -> None:

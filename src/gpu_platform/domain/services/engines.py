@@ -9,6 +9,9 @@ service's `port_env`) is replaced by the port the agent picked when the replica 
              --tp-size G
 - llama.cpp: llama-server --model MODEL --alias MODEL --host 0.0.0.0 --port ${PORT}
              --n-gpu-layers 999 [--split-mode row] (llama.cpp splits by row over >1 GPUs)
+- transformers: transformers serve MODEL --host 0.0.0.0 --port ${PORT} (Hugging Face's own
+             server; no tensor parallelism, it places the model on the first visible GPU; a
+             request's `model` must be MODEL as given, it serves that model alone)
 
 Arguments the user gives after the engine (`command`) are appended. Every engine answers
 `GET /health` with 200 once the model is loaded.
@@ -20,7 +23,12 @@ from gpu_platform.domain.services.model import ServiceSpec
 
 __all__ = ["HEALTH_PATHS", "engine_command", "replica_argv"]
 
-HEALTH_PATHS = {"vllm": "/health", "sglang": "/health", "llama.cpp": "/health"}
+HEALTH_PATHS = {
+    "vllm": "/health",
+    "sglang": "/health",
+    "llama.cpp": "/health",
+    "transformers": "/health",
+}
 
 
 def engine_command(
@@ -42,6 +50,8 @@ def engine_command(
         argv += ["--host", "0.0.0.0", "--port", port, "--n-gpu-layers", "999"]
         if gpus > 1:
             argv += ["--split-mode", "row"]
+    elif engine == "transformers":
+        argv = ["transformers", "serve", model, "--host", "0.0.0.0", "--port", port]
     else:
         raise ValueError(f"engine: no standard command line for {engine!r}")
     return (*argv, *extra)

@@ -42,7 +42,7 @@ NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _NAME = re.compile(NAME_PATTERN)
 _ENV = re.compile(ENV_NAME_PATTERN)
-ENGINES = ("custom", "vllm", "sglang", "llama.cpp")
+ENGINES = ("custom", "vllm", "sglang", "llama.cpp", "transformers")
 MAX_REPLICAS = 256
 
 

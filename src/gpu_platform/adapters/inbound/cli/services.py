@@ -1,7 +1,7 @@
 """Services in the CLI (docs/services.md), over the REST API:
 
 gpu-platform services create NAME --replicas N --gpus G [--port-env PORT] [--health /health]
-                         [--engine vllm|sglang|llama.cpp|custom --model M] -- CMD...
+                         [--engine vllm|sglang|llama.cpp|transformers|custom --model M] -- CMD...
 gpu-platform services list
 gpu-platform services describe NAME                each replica: node, GPUs, state, address
 gpu-platform services scale NAME N
@@ -42,7 +42,8 @@ PortEnv = Annotated[
 ]
 Health = Annotated[str | None, typer.Option("--health", help="Health-check path [/health].")]
 Engine = Annotated[
-    str | None, typer.Option("--engine", help="vllm, sglang, llama.cpp or custom [custom].")
+    str | None,
+    typer.Option("--engine", help="vllm, sglang, llama.cpp, transformers or custom [custom]."),
 ]
 Model = Annotated[str | None, typer.Option("--model", help="Model to serve (engines: to load).")]
 Tenant = Annotated[str | None, typer.Option("--tenant", help="Owning tenant [yours].")]

@@ -63,7 +63,7 @@ class ServiceIn(BaseModel):
     preemptible: bool = True
     port_env: EnvName = Field("PORT", description="env var that carries the replica's port")
     health_path: str = Field("/health", pattern=r"^/", max_length=256)
-    engine: Literal["custom", "vllm", "sglang", "llama.cpp"] = "custom"
+    engine: Literal["custom", "vllm", "sglang", "llama.cpp", "transformers"] = "custom"
     model: str = Field("", max_length=256, description="model name (engines: what to load)")
     env: dict[EnvName, str] = Field(default_factory=dict, max_length=256)
     startup_timeout_s: float = Field(600.0, gt=0, le=86400)
