@@ -52,11 +52,15 @@ lint: $(VENV)/.installed-dev
 PYTEST_WORKERS ?= 2
 
 test: lint
-	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/containers
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/containers --ignore=tests/gpu
 
 # Not part of `make test` (minutes the first time: debootstrap, image build); .ci/run runs it.
 containers: $(VENV)/.installed-dev
 	$(VENV)/bin/pytest -q tests/containers
+
+# Not part of `make test` or CI: needs an NVIDIA GPU, its driver and PyTorch (docs/gpu-check.md).
+gpu-check: $(VENV)/.installed-dev
+	$(VENV)/bin/pytest -q -rA -o timeout=600 tests/gpu
 
 unit: $(VENV)/.installed-dev
 	$(VENV)/bin/pytest -q tests/unit tests/property
