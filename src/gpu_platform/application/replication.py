@@ -41,8 +41,14 @@ class RaftReplication:
     def server_id(self) -> int:
         return self.node.config.id
 
-    def submit(self, command: Command) -> Future[object]:
-        return self.node.propose(self.replica.encode(command, uuid.uuid4().hex))
+    def submit(self, command: Command, *, driven: bool = False) -> Future[object]:
+        """Propose `command`; `driven`: the caller calls `drive()` next (see `RaftNode`)."""
+        return self.node.propose(self.replica.encode(command, uuid.uuid4().hex), driven=driven)
+
+    def drive(self) -> None:
+        """Commit and apply what this thread proposed on this thread where it can
+        (`RaftNode.drive`); call it holding no lock, before waiting on the futures."""
+        self.node.drive()
 
     def read_barrier(self) -> None:
         """Block until a linearizable read may be served here; NotLeader elsewhere."""
