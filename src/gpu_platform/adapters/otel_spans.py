@@ -28,7 +28,7 @@ from opentelemetry.trace import (
     use_span,
 )
 
-__all__ = ["current_span", "exporting"]
+__all__ = ["current_span", "exporting", "unexported_context"]
 
 
 def exporting(tracer: Tracer) -> bool:
@@ -46,9 +46,8 @@ def current_span(
     current for the block; a non-recording one when nothing would receive it. With
     `on_exception=False` an exception leaving the block is neither recorded nor sets the
     status: the caller does both (a traceback is formatted for each recorded exception)."""
-    ids = getattr(tracer, "id_generator", None)
-    sampler = getattr(tracer, "sampler", None)
-    if ids is None or not _default(sampler) or exporting(tracer):
+    own = unexported_context(tracer, parent)
+    if own is None:
         with tracer.start_as_current_span(
             name,
             context=parent,
@@ -57,14 +56,23 @@ def current_span(
         ) as span:
             yield span
         return
+    with use_span(NonRecordingSpan(own), end_on_exit=False) as span:
+        yield span
+
+
+def unexported_context(tracer: Tracer, parent: Context | None = None) -> SpanContext | None:
+    """The ids a new child of `parent` (default: the current span) gets from `tracer`, when
+    nothing would receive the span and the sampler is the default; else None (the SDK must
+    make the span)."""
+    ids = getattr(tracer, "id_generator", None)
+    if ids is None or not _default(getattr(tracer, "sampler", None)) or exporting(tracer):
+        return None
     above = get_current_span(parent).get_span_context()
     if above.is_valid:
         trace_id, flags = above.trace_id, above.trace_flags
     else:
         trace_id, flags = ids.generate_trace_id(), TraceFlags(TraceFlags.SAMPLED)
-    own = SpanContext(trace_id, ids.generate_span_id(), is_remote=False, trace_flags=flags)
-    with use_span(NonRecordingSpan(own), end_on_exit=False) as span:
-        yield span
+    return SpanContext(trace_id, ids.generate_span_id(), is_remote=False, trace_flags=flags)
 
 
 @functools.lru_cache(maxsize=16)

@@ -21,6 +21,10 @@ over as they are made, so that a storage writes them out instead of holding the 
 100,000 jobs the snapshot is ~80 MiB, and holding it (let alone every job's dict) would double
 the leader's memory while it snapshots (issue 21).
 
+A replica that encoded an entry itself (the leader that proposed it) applies the command it
+encoded instead of decoding the bytes again (the codec round-trips exactly:
+`tests/unit/test_cluster_codec.py`); every other replica, and a restart's replay, decodes.
+
 Thread-safety: `apply`, `snapshot` and `restore` take `lock`; readers of `state` and
 `applied_index` hold it too. `on_applied` runs under the lock after each apply.
 """
@@ -53,6 +57,7 @@ __all__ = ["SNAPSHOT_VERSION", "Applied", "ClusterReplica"]
 log = logging.getLogger(__name__)
 
 SNAPSHOT_VERSION = 1
+_KEEP_PROPOSED = 65_536  # encoded entries kept until applied (a lost lead leaves some behind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +70,15 @@ class Applied:
     events: tuple[DomainEvent, ...]
     error: DomainError | None = None
     duplicate: bool = False
+
+
+def _decode(data: bytes) -> tuple[str, Command]:
+    """(command id, command) of an entry's bytes; raises on a malformed one."""
+    envelope = json.loads(data)
+    command_id = envelope["id"]
+    if not isinstance(command_id, str) or not command_id:
+        raise ValueError("envelope id must be a non-empty string")
+    return command_id, decode_command(envelope["cmd"])
 
 
 def _canonical(value: object) -> bytes:
@@ -119,26 +133,32 @@ class ClusterReplica:
         self.state = ClusterState.empty(policy)
         self.applied_index = 0
         self._seen: OrderedDict[str, Applied] = OrderedDict()
+        self._proposed: dict[bytes, tuple[str, Command]] = {}  # encoded here, not applied yet
 
     def encode(self, command: Command, command_id: str) -> bytes:
         """The log entry for `command`; `command_id` identifies it across retries."""
         if not command_id:
             raise ValueError("command_id must be non-empty")
-        return _canonical({"id": command_id, "cmd": encode_command(command)})
+        data = _canonical({"id": command_id, "cmd": encode_command(command)})
+        proposed = self._proposed
+        if len(proposed) >= _KEEP_PROPOSED:
+            proposed.clear()  # entries whose apply never came here: they are decoded if it does
+        proposed[data] = (command_id, command)
+        return data
 
     def apply(self, index: int, data: bytes) -> Applied:
         """Apply the entry at `index`; never raises for refused or malformed commands."""
         with self.lock:
             self.applied_index = index
-            try:
-                envelope = json.loads(data)
-                command_id = envelope["id"]
-                if not isinstance(command_id, str) or not command_id:
-                    raise ValueError("envelope id must be a non-empty string")
-                command = decode_command(envelope["cmd"])
-            except (ValueError, KeyError, TypeError, DomainError) as exc:
-                log.warning("malformed raft entry %d ignored: %s", index, exc)
-                return Applied((), InvalidRequest("entry", f"malformed log entry: {exc}"))
+            mine = self._proposed.pop(data, None)
+            if mine is not None:
+                command_id, command = mine
+            else:
+                try:
+                    command_id, command = _decode(data)
+                except (ValueError, KeyError, TypeError, DomainError) as exc:
+                    log.warning("malformed raft entry %d ignored: %s", index, exc)
+                    return Applied((), InvalidRequest("entry", f"malformed log entry: {exc}"))
             first = self._seen.get(command_id)
             if first is not None:
                 result = replace(first, duplicate=True)

@@ -43,6 +43,11 @@ class Inbox(Generic[T]):
         self._items.append(item)
         self.wake()
 
+    def queue(self, item: T) -> None:
+        """Queue `item` without waking the loop's thread: the caller runs the loop's work
+        next or wakes it (`RaftNode.drive`)."""
+        self._items.append(item)
+
     def offer(self, item: T) -> bool:
         """Queue `item`; True when the caller now holds `lock` and must run the loop's work
         (then release it); False when the loop's thread was woken instead. Never blocks."""

@@ -7,9 +7,9 @@ the applier's snapshots, stop), group-commits the proposals taken in one drain, 
 when due (unless `raft_stalls` defers it), handles each `Ready` (`raft_ready`) and publishes
 the status; on stop it fails whatever is still pending with `NodeStopped`. That work runs on
 the loop's own thread (`_run`) or, for a transport's reader thread that found the loop lock
-free, on that thread (`_deliver`, see `raft_inbox`); if it fails there, the loop's thread
-ends the node as if it had failed itself. Split from `raft_node` only for
-size; it shares `RaftNode`'s attributes and is not used alone.
+free, on that thread (`_deliver`, see `raft_inbox`), and so does a sole voter's proposer
+(`drive`); if it fails there, the loop's thread ends the node as if it had failed itself.
+Split from `raft_node` only for size; it shares `RaftNode`'s attributes and is not used alone.
 """
 
 from __future__ import annotations
@@ -130,6 +130,30 @@ class RaftLoop(ReadyHandling):
             inbox.wake()
         finally:
             inbox.lock.release()
+
+    def drive(self) -> None:
+        """For a proposer about to wait on its futures, holding no lock: the sole voter runs
+        the loop's work (append, write and fsync, hand over) on this thread when the loop
+        lock is free, then applies on it when the applier is idle (`Applier.help`): a lone
+        proposal crosses no thread. Otherwise, or with peers (whose heartbeats the
+        raised-priority loop thread keeps), the loop's thread is woken as `propose` does."""
+        inbox, cs = self._inbox, self._conf_state
+        sole = cs.voters == (self.config.id,) and not cs.learners
+        if not (sole and self._running and inbox.lock.acquire(blocking=False)):
+            inbox.wake()
+            return
+        self._applier.driver = threading.get_ident()
+        try:
+            if self._crashed is None:
+                self._work()
+        except BaseException as exc:  # the loop's thread ends the node, as if it had failed
+            log.exception("raft node %d: the loop's work failed on a proposer", self.config.id)
+            self._crashed = exc
+            inbox.wake()
+        finally:
+            self._applier.driver = None
+            inbox.lock.release()
+        self._applier.help()
 
     def _tick(self, now: float, due: float) -> float:
         """Tick the core (unless `raft_stalls` defers it); returns when the next tick is due."""

@@ -33,7 +33,10 @@ queued — proposals from every caller go into one `ProposalBatch` appended with
    future for that index with the result, and read-index futures once the applied index
    reaches them. The Raft loop never waits for the state machine (or its lock): a long
    scheduling cycle holding that lock delays applying, never a heartbeat or a vote. Conf
-   changes are applied to the `RawNode` and the transport here, at once;
+   changes are applied to the `RawNode` and the transport here, at once. A sole voter's
+   proposer that calls `drive()` runs steps 1-3 on its own thread when the loop lock is
+   free, and applies there when the applier is idle (`Applier.help`): its answer crosses no
+   thread;
 4. **advance** — every `snapshot_entries` applied entries the applier encodes the state
    machine at that index (and, with a `SnapshotStaging` storage, writes its bytes ahead)
    and hands it back; the loop stores it (a staged one: one small write) and compacts the
@@ -270,8 +273,9 @@ class RaftNode(RaftLoop):
         self.transport.stop()
 
     # ------------------------------------------------------------------ client API
-    def propose(self, data: bytes) -> Future[object]:
+    def propose(self, data: bytes, *, driven: bool = False) -> Future[object]:
         """Replicate `data`; the future gets `StateMachine.apply`'s result on this node.
+        `driven`: the caller calls `drive()` next, so the loop's thread is not woken for it.
 
         Fails with `NotLeader` (not the leader, or lost leadership before the entry was
         applied) or `NodeStopped`.
@@ -279,6 +283,8 @@ class RaftNode(RaftLoop):
         fut: Future[object] = Future()
         if not self._running:
             fut.set_exception(NodeStopped())
+        elif driven:
+            self._inbox.queue(("propose", data, fut))
         else:
             self._inbox.put(("propose", data, fut))
         return fut

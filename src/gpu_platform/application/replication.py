@@ -1,7 +1,8 @@
 """`RaftReplication`: the cluster state replicated by Raft, as the control plane uses it.
 
 Commands are proposed in an envelope with a fresh id (`ClusterReplica` applies an id once, so a
-proposal whose outcome was unknown may be retried safely); the proposer's future gets the
+proposal whose outcome was unknown may be retried safely: 64 random bits per replication, then
+a counter); the proposer's future gets the
 replica's `Applied` (events, or the domain error that refused the command). Linearizable reads
 wait on Raft's ReadIndex: once it resolves, the state under `lock` reflects every command
 acknowledged before the read began.
@@ -9,6 +10,7 @@ acknowledged before the read began.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import uuid
 from concurrent.futures import Future
@@ -28,6 +30,8 @@ class RaftReplication:
         self.node = node
         self.replica = replica
         self._read_timeout = read_timeout_s
+        self._id_prefix = uuid.uuid4().hex[:16] + "-"  # command ids: unique without a syscall
+        self._id_seq = itertools.count(1)
 
     @property
     def lock(self) -> threading.RLock:
@@ -41,8 +45,15 @@ class RaftReplication:
     def server_id(self) -> int:
         return self.node.config.id
 
-    def submit(self, command: Command) -> Future[object]:
-        return self.node.propose(self.replica.encode(command, uuid.uuid4().hex))
+    def submit(self, command: Command, *, driven: bool = False) -> Future[object]:
+        """Propose `command`; `driven`: the caller calls `drive()` next (see `RaftNode`)."""
+        command_id = f"{self._id_prefix}{next(self._id_seq):x}"
+        return self.node.propose(self.replica.encode(command, command_id), driven=driven)
+
+    def drive(self) -> None:
+        """Commit and apply what this thread proposed on this thread where it can
+        (`RaftNode.drive`); call it holding no lock, before waiting on the futures."""
+        self.node.drive()
 
     def read_barrier(self) -> None:
         """Block until a linearizable read may be served here; NotLeader elsewhere."""

@@ -42,7 +42,7 @@ class SoloReplication:
     def state(self) -> ClusterState:
         return self.replica.state
 
-    def submit(self, command: Command) -> Future[object]:
+    def submit(self, command: Command, *, driven: bool = False) -> Future[object]:
         future: Future[object] = Future()
         if not self.leading:
             future.set_exception(self.not_leader())
@@ -53,6 +53,9 @@ class SoloReplication:
             return future
         self._commit(command, future)
         return future
+
+    def drive(self) -> None:
+        """Nothing to drive: commits are in-line (or wait for `commit_deferred`)."""
 
     @property
     def deferred(self) -> int:

@@ -116,3 +116,32 @@ def test_an_interceptor_wraps_a_handler_once_and_a_new_handler_again() -> None:
     assert wrapped.get("/c", third, wrap).unary_unary is third.unary_unary  # over the limit
     assert wrapped.get("/c", third, wrap) is not wrapped.get("/c", third, wrap)
     assert made == ["/a", "/b", "/c", "/c", "/c"]
+
+
+@pytest.mark.parametrize("flags", ["01", "00"])
+def test_without_a_processor_a_jobs_traceparent_is_a_child_of_the_callers_span_with_its_flags(
+    flags: str,
+) -> None:
+    provider = TracerProvider()
+    jobs = OtelJobTracer(provider)
+    with current_span(provider.get_tracer("api"), "SubmitJob", _caller(flags)) as api:
+        jobs.publish(JobSubmitted("j1", 0))
+    version, trace, span, job_flags = (jobs.traceparent("j1") or "").split("-")
+    assert (version, trace, job_flags) == ("00", CALLER_TRACE, flags)
+    assert len(span) == 16 and span not in (
+        CALLER_SPAN,
+        format(api.get_span_context().span_id, "016x"),
+    )
+    parsed = get_current_span(
+        TraceContextTextMapPropagator().extract({"traceparent": jobs.traceparent("j1") or ""})
+    )
+    assert parsed.get_span_context().is_valid
+
+
+def test_without_a_processor_or_caller_a_job_starts_its_own_sampled_trace() -> None:
+    jobs = OtelJobTracer(TracerProvider())
+    jobs.publish(JobSubmitted("j1", 0))
+    jobs.publish(JobSubmitted("j2", 0))
+    one, two = (jobs.traceparent(j) or "" for j in ("j1", "j2"))
+    assert one.endswith("-01") and two.endswith("-01")
+    assert one.split("-")[1] == jobs.trace_id("j1") != jobs.trace_id("j2")

@@ -73,8 +73,10 @@ class Commands:
             return []
         if not self._s.leading and not self._s.replication.is_leader():
             raise self._elsewhere()
-        futures = [self._s.replication.submit(c) for c in commands]
+        replication = self._s.replication
+        futures = [replication.submit(c, driven=True) for c in commands]
         with self.lock_let_go():
+            replication.drive()  # the sole voter commits and applies them on this thread
             for future in futures:
                 _wait(future, None)
         out: list[list[DomainEvent] | DomainError] = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Histogram
 
 __all__ = ["API_BUCKETS_S", "PrometheusApiMetrics"]
@@ -28,9 +30,13 @@ class PrometheusApiMetrics:
             buckets=API_BUCKETS_S,
             registry=registry,
         )
+        self._grpc: dict[tuple[str, str], Any] = {}
 
     def http_request(self, method: str, route: str, status: int, seconds: float) -> None:
         self.http.labels(method=method, route=route, status=str(status)).observe(seconds)
 
     def grpc_call(self, method: str, code: str, seconds: float) -> None:
-        self.grpc.labels(method=method, code=code).observe(seconds)
+        child = self._grpc.get((method, code))
+        if child is None:  # the labelled child, looked up once per (method, code)
+            child = self._grpc[(method, code)] = self.grpc.labels(method=method, code=code)
+        child.observe(seconds)

@@ -35,7 +35,7 @@ from opentelemetry.trace import Span, TracerProvider, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
-from gpu_platform.adapters.otel_spans import exporting
+from gpu_platform.adapters.otel_spans import exporting, unexported_context
 from gpu_platform.domain.events import (
     DomainEvent,
     JobAborted,
@@ -154,6 +154,13 @@ class OtelJobTracer:
 
     def _submitted(self, job_id: str, gpus: int) -> None:
         now = time.time_ns()
+        own = unexported_context(self._tracer)
+        if own is not None:  # nothing would receive the span: its ids are all it is
+            trace_id = format(own.trace_id, "032x")
+            parent = f"00-{trace_id}-{own.span_id:016x}-{int(own.trace_flags):02x}"
+            with self._lock:
+                self._jobs[job_id] = _JobTrace(parent, trace_id, now)
+            return
         root = self._tracer.start_span("job.submit", start_time=now)  # child of the API span
         root.set_attribute("gpu_platform.job_id", job_id)
         root.set_attribute("gpu_platform.gpus", gpus)

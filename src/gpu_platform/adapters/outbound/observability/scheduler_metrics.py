@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -101,6 +102,7 @@ class PrometheusSchedulerMetrics:
         self._lock = threading.Lock()
         self._jobs: Callable[[str], Job] | None = None
         self._requeued_at: dict[str, float] = {}
+        self._transition: dict[tuple[JobState, JobState], Any] = {}
         self.placement_latency = Histogram(
             "gpu_platform_placement_decision_microseconds",
             "Time the placement engine took to decide for one job, in microseconds",
@@ -154,6 +156,10 @@ class PrometheusSchedulerMetrics:
     # -- EventPublisher --------------------------------------------------------------------
 
     def publish(self, event: DomainEvent) -> None:
+        if type(event) is JobSubmitted:  # the domain's ACCEPT: always PENDING -> QUEUED
+            if self._jobs is not None:
+                self._moved(JobState.PENDING, JobState.QUEUED)
+            return
         moves = _MOVES.get(type(event), 0)
         if not moves:
             return
@@ -195,4 +201,11 @@ class PrometheusSchedulerMetrics:
             states = states[: states.index(first) + 1]
         path = states[-moves - 1 :]
         for old, new in itertools.pairwise(path):
-            self.transitions.labels(from_state=str(old), to_state=str(new)).inc()
+            self._moved(old, new)
+
+    def _moved(self, old: JobState, new: JobState) -> None:
+        child = self._transition.get((old, new))
+        if child is None:  # the labelled child, looked up once per pair
+            child = self.transitions.labels(from_state=str(old), to_state=str(new))
+            self._transition[(old, new)] = child
+        child.inc()
