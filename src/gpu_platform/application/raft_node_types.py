@@ -20,6 +20,10 @@ class RaftNodeConfig:
     tick_interval: float = 0.015
     election_tick: int = 10
     heartbeat_tick: int = 1
+    # No periodic heartbeat to a follower that got an append since the last one
+    # (`consensus.Config.quiet_heartbeats`, issue 21): under load appends flow and the
+    # heartbeats (67 a second per follower at the 15 ms tick) are skipped.
+    quiet_heartbeats: bool = True
     pre_vote: bool = True
     check_quorum: bool = True
     snapshot_entries: int = 10_000  # applied entries between snapshots; 0 = never

@@ -81,10 +81,18 @@ def bcast_append(r: Raft) -> None:
 
 
 def bcast_heartbeat(r: Raft, ctx: bytes = b"") -> None:
+    """Heartbeat every peer; with `quiet_heartbeats`, a periodic round (no read-index `ctx`)
+    skips a peer streaming appends (REPLICATE, room in flight) that got one since the last
+    round: that append did what the heartbeat would do (`Config.quiet_heartbeats`)."""
     committed = r.raft_log.committed
+    quiet = r.quiet_heartbeats and not ctx
     for i, pr in r.prs.visit():
-        if i != r.id:
-            r.send(r.msg(MT.HEARTBEAT, i, commit=min(pr.match, committed), context=ctx))
+        if i == r.id:
+            continue
+        appended, pr.appended = pr.appended, False
+        if quiet and appended and pr.state is ProgressState.REPLICATE and not pr.inflights.full():
+            continue
+        r.send(r.msg(MT.HEARTBEAT, i, commit=min(pr.match, committed), context=ctx))
 
 
 def maybe_send_append(r: Raft, to: int, send_if_empty: bool) -> bool:
@@ -116,6 +124,7 @@ def maybe_send_append(r: Raft, to: int, send_if_empty: bool) -> bool:
             pr.probe_sent = True
         else:
             raise LogInvariantError(f"sending append in unhandled state {pr.state}")
+    pr.appended = True
     r.send(
         Message(
             MT.APP,
