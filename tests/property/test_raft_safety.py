@@ -77,7 +77,7 @@ def scenarios(draw: st.DrawFn) -> tuple[int, int, Faults, NodeOptions, list[Acti
         max_inflight_msgs=draw(st.sampled_from([1, 4, 256])),
         max_size_per_msg=draw(st.sampled_from([0, 64, 1 << 20])),
         snapshot_every=draw(st.sampled_from([0, 5])),
-        quiet_heartbeats=draw(st.booleans()),
+        lean_replication=draw(st.booleans()),
     )
     return n, seed, faults, options, draw(st.lists(actions(n), max_size=30))
 
@@ -261,7 +261,7 @@ def test_safe_reads_are_linearizable_under_chaos(
         range(1, n + 1),
         seed,
         faults=Faults(drop=0.1, duplicate=0.1, max_delay=3),
-        options=NodeOptions(pre_vote=pre_vote, check_quorum=pre_vote, quiet_heartbeats=quiet),
+        options=NodeOptions(pre_vote=pre_vote, check_quorum=pre_vote, lean_replication=quiet),
     )
     rng = net.rng
     for t in range(300):
