@@ -77,6 +77,7 @@ def scenarios(draw: st.DrawFn) -> tuple[int, int, Faults, NodeOptions, list[Acti
         max_inflight_msgs=draw(st.sampled_from([1, 4, 256])),
         max_size_per_msg=draw(st.sampled_from([0, 64, 1 << 20])),
         snapshot_every=draw(st.sampled_from([0, 5])),
+        lean_replication=draw(st.booleans()),
     )
     return n, seed, faults, options, draw(st.lists(actions(n), max_size=30))
 
@@ -247,13 +248,20 @@ def test_a_minority_partition_never_commits_and_its_entries_are_never_applied(
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.sampled_from([3, 5]), pre_vote=st.booleans())
-def test_safe_reads_are_linearizable_under_chaos(seed: int, n: int, pre_vote: bool) -> None:
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.sampled_from([3, 5]),
+    pre_vote=st.booleans(),
+    quiet=st.booleans(),
+)
+def test_safe_reads_are_linearizable_under_chaos(
+    seed: int, n: int, pre_vote: bool, quiet: bool
+) -> None:
     net = RaftNetwork(
         range(1, n + 1),
         seed,
         faults=Faults(drop=0.1, duplicate=0.1, max_delay=3),
-        options=NodeOptions(pre_vote=pre_vote, check_quorum=pre_vote),
+        options=NodeOptions(pre_vote=pre_vote, check_quorum=pre_vote, lean_replication=quiet),
     )
     rng = net.rng
     for t in range(300):

@@ -201,6 +201,7 @@ class RaftNode(RaftLoop):
             id=c.id,
             election_tick=c.election_tick,
             heartbeat_tick=c.heartbeat_tick,
+            lean_replication=c.lean_replication,
             applied=applied,
             max_size_per_msg=c.max_size_per_msg,
             max_inflight_msgs=c.max_inflight_msgs,

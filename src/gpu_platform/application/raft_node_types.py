@@ -20,6 +20,10 @@ class RaftNodeConfig:
     tick_interval: float = 0.015
     election_tick: int = 10
     heartbeat_tick: int = 1
+    # Fewer Raft messages per commit (`consensus.Config.lean_replication`, issue 21): no
+    # empty append per commit, and no heartbeat to a follower that got an append since the
+    # last round and knows the commit index; followers learn a commit within one tick.
+    lean_replication: bool = True
     pre_vote: bool = True
     check_quorum: bool = True
     snapshot_entries: int = 10_000  # applied entries between snapshots; 0 = never

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from gpu_platform.domain.errors import NotFound
 from gpu_platform.domain.gpu_shares import ShareBook
+from gpu_platform.domain.hardware_facts import HardwareFacts
 from gpu_platform.domain.model.gpu import Gpu, GpuState
 from gpu_platform.domain.model.job import Job, JobState
 from gpu_platform.domain.model.node import Node, NodeState
@@ -37,6 +38,7 @@ class ClusterQueries:
     _resetting: dict[str, Gpu]
     _quotas: dict[str, Quota]
     _servers: dict[int, tuple[str, str, str]]
+    _facts: HardwareFacts | None
 
     if TYPE_CHECKING:
 
@@ -171,8 +173,16 @@ class ClusterQueries:
         O(RESETTING GPUs): the index is kept as GPUs change state."""
         return [g for g in self._resetting.values() if not self.holders(g.uuid)]
 
+    def hardware_facts(self) -> HardwareFacts:
+        """The hardware summary submits are checked against (`domain.hardware_facts`): built
+        from the node table on first use after a node write, then kept."""
+        facts = self._facts
+        if facts is None:
+            facts = self._facts = HardwareFacts.of(self._nodes.values())
+        return facts
+
     def max_gpus_per_node(self) -> int:
-        return max((len(n.gpus) for n in self._nodes.values()), default=0)
+        return self.hardware_facts().max_gpus_per_node
 
 
 def _seq(job: Job) -> int:

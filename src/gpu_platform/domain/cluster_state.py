@@ -82,6 +82,7 @@ from gpu_platform.domain.faults.policy import (
 )
 from gpu_platform.domain.faults.recovery import LIVE, SICK, FaultHandlers
 from gpu_platform.domain.gpu_shares import ShareBook
+from gpu_platform.domain.hardware_facts import HardwareFacts
 from gpu_platform.domain.job_arrays import ArrayHandlers, CancelArray, SubmitArray
 from gpu_platform.domain.job_batches import BatchHandlers, JobBatch, JobItem
 from gpu_platform.domain.job_commands import (
@@ -222,6 +223,7 @@ class ClusterState(
         self.change_stamp = 0
         self._changed: dict[str, int] = {}  # node -> stamp of its last change, oldest first
         self._resetting: dict[str, Gpu] = {}  # uuid -> GPU, while RESETTING
+        self._facts: HardwareFacts | None = None  # kept between node writes (NodeTable)
         self._nodes: dict[str, Node] = NodeTable(self)
         for n in inventory.nodes:
             self._nodes[n.name] = n
@@ -421,6 +423,8 @@ class ClusterState(
             g.uuid for n in self._nodes.values() for g in n.gpus if g.state is GpuState.RESETTING
         }
         assert set(self._resetting) == resetting, "RESETTING index disagrees with the GPUs"
+        kept = self._facts
+        assert kept is None or kept == HardwareFacts.of(self._nodes.values()), "stale facts"
         self.check_access_invariants()
         for gpu in self._resetting.values():
             assert self._nodes[gpu.node].gpu(gpu.index) is gpu, "stale RESETTING GPU"

@@ -23,7 +23,8 @@ __all__ = ["JobTable", "NodeTable"]
 
 
 class NodeTable(dict[str, Node]):
-    """Nodes by name; every write re-indexes the node's RESETTING GPUs and stamps it changed."""
+    """Nodes by name; every write re-indexes the node's RESETTING GPUs, stamps it changed and
+    drops the owner's hardware facts (`domain.hardware_facts`: rebuilt when next read)."""
 
     def __init__(self, owner: ClusterState) -> None:
         super().__init__()
@@ -39,12 +40,14 @@ class NodeTable(dict[str, Node]):
             if gpu.state is GpuState.RESETTING:
                 resetting[gpu.uuid] = gpu
         super().__setitem__(name, node)
+        self._owner._facts = None
         self._owner._touch(name)
 
     def __delitem__(self, name: str) -> None:
         for gpu in self[name].gpus:
             self._owner._resetting.pop(gpu.uuid, None)
         super().__delitem__(name)
+        self._owner._facts = None
         self._owner._touch(name)  # a kept view drops it
 
 

@@ -37,6 +37,7 @@ from gpu_platform.domain.events import (
 )
 from gpu_platform.domain.faults.job_fsm import JobEffect, JobInput, transition
 from gpu_platform.domain.gpu_shares import ShareBook, check_share_request
+from gpu_platform.domain.hardware_facts import HardwareFacts
 from gpu_platform.domain.model.gpu import Gpu
 from gpu_platform.domain.model.job import Allocation, Job, JobSpec, JobState, TaskSlot
 from gpu_platform.domain.model.node import Node, NodeState
@@ -140,6 +141,8 @@ class JobHandlers:
 
         def max_gpus_per_node(self) -> int: ...
 
+        def hardware_facts(self) -> HardwareFacts: ...
+
         def cpu_used(self, name: str) -> int: ...
 
         def _touch(self, node: str) -> None: ...
@@ -163,19 +166,19 @@ class JobHandlers:
 
     def _check_spec(self, spec: JobSpec) -> None:
         """Refuse (InvalidRequest) a spec this cluster could never run."""
+        facts = self.hardware_facts()  # O(1) between node writes (domain.hardware_facts)
         if spec.gpu_models and spec.gpus:
-            known = {g.model for n in self._nodes.values() for g in n.gpus}
+            known = facts.models
             if not known & set(spec.gpu_models):
                 raise InvalidRequest(
                     "gpu_models",
                     f"no GPU of model {' or '.join(spec.gpu_models)} in the cluster "
                     f"(it has {', '.join(sorted(known)) or 'none'}); it could never be placed",
                 )
-        check_share_request(spec, self._gpus_by_uuid().values())
+        check_share_request(spec, facts.largest_per_vendor)
         if spec.mig_profile is not None:
-            models = (g.model for n in self._nodes.values() for g in n.gpus)
-            check_mig_request(spec.mig_profile, spec.gpus, models, spec.gpu_models)
-        capacity = self.max_gpus_per_node()
+            check_mig_request(spec.mig_profile, spec.gpus, facts.models, spec.gpu_models)
+        capacity = facts.max_gpus_per_node
         if spec.gpus > capacity:
             raise InvalidRequest(
                 "gpus",
@@ -183,7 +186,7 @@ class JobHandlers:
                 "this job could never be placed",
             )
         if spec.tasks > 1:
-            slots = sum(len(n.gpus) // spec.gpus if spec.gpus else 1 for n in self._nodes.values())
+            slots = facts.slots(spec.gpus)
             if spec.tasks > slots:
                 raise InvalidRequest(
                     "tasks",

@@ -71,6 +71,7 @@ NO_FAULTS = Faults()
 class NodeOptions:
     election_tick: int = 10
     heartbeat_tick: int = 1
+    lean_replication: bool = False
     pre_vote: bool = True
     check_quorum: bool = True
     max_size_per_msg: int = NO_LIMIT
@@ -83,6 +84,7 @@ class NodeOptions:
             id=node_id,
             election_tick=self.election_tick,
             heartbeat_tick=self.heartbeat_tick,
+            lean_replication=self.lean_replication,
             applied=applied,
             max_size_per_msg=self.max_size_per_msg,
             max_inflight_msgs=self.max_inflight_msgs,

@@ -81,10 +81,26 @@ def bcast_append(r: Raft) -> None:
 
 
 def bcast_heartbeat(r: Raft, ctx: bytes = b"") -> None:
+    """Heartbeat every peer; with `lean_replication`, a periodic round (no read-index `ctx`)
+    skips a peer streaming appends (REPLICATE, room in flight) that got one since the last
+    round and was sent the commit index a heartbeat would carry (`Config.lean_replication`)."""
     committed = r.raft_log.committed
+    quiet = r.lean_replication and not ctx
     for i, pr in r.prs.visit():
-        if i != r.id:
-            r.send(r.msg(MT.HEARTBEAT, i, commit=min(pr.match, committed), context=ctx))
+        if i == r.id:
+            continue
+        appended, pr.appended = pr.appended, False
+        commit = min(pr.match, committed)
+        if (
+            quiet
+            and appended
+            and pr.sent_commit >= commit
+            and pr.state is ProgressState.REPLICATE
+            and not pr.inflights.full()
+        ):
+            continue
+        pr.sent_commit = max(pr.sent_commit, commit)
+        r.send(r.msg(MT.HEARTBEAT, i, commit=commit, context=ctx))
 
 
 def maybe_send_append(r: Raft, to: int, send_if_empty: bool) -> bool:
@@ -116,6 +132,8 @@ def maybe_send_append(r: Raft, to: int, send_if_empty: bool) -> bool:
             pr.probe_sent = True
         else:
             raise LogInvariantError(f"sending append in unhandled state {pr.state}")
+    pr.appended = True
+    pr.sent_commit = log.committed
     r.send(
         Message(
             MT.APP,
@@ -186,7 +204,8 @@ def step_leader(r: Raft, m: Message) -> None:  # noqa: PLR0915 - one dispatch, k
         elif pr.state is ProgressState.REPLICATE:
             pr.inflights.free_le(m.index)
         if maybe_commit(r):
-            bcast_append(r)
+            if not r.lean_replication:  # lean: the index goes with the next append or beat
+                bcast_append(r)
         elif old_paused:
             maybe_send_append(r, m.from_, send_if_empty=True)
         while maybe_send_append(r, m.from_, send_if_empty=False):

@@ -96,6 +96,12 @@ class Config:
     pre_vote: bool = False
     read_only_option: ReadOnlyOption = ReadOnlyOption.SAFE
     disable_proposal_forwarding: bool = False
+    # Fewer messages per commit (issue 21): a commit is not broadcast as empty appends, its
+    # index travels with the next append or heartbeat; and a periodic heartbeat round skips a
+    # peer streaming appends (REPLICATE, room in flight) that got one since the last round
+    # and already knows the commit index (an append resets its election timer, and its
+    # answer marks it active for check-quorum, as a heartbeat's does). Off: etcd's behaviour.
+    lean_replication: bool = False
 
     def validate(self) -> None:
         if self.id == NONE:
@@ -123,6 +129,7 @@ class Raft:
         self.election_timeout = config.election_tick
         self.heartbeat_timeout = config.heartbeat_tick
         self.check_quorum = config.check_quorum
+        self.lean_replication = config.lean_replication
         self.pre_vote = config.pre_vote
         self.read_only_option = config.read_only_option
         self.disable_proposal_forwarding = config.disable_proposal_forwarding

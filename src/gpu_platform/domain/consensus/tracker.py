@@ -99,6 +99,7 @@ class Progress:
     """Replication progress of one peer, as seen by the leader (mutable, leader-owned)."""
 
     __slots__ = (
+        "appended",
         "inflights",
         "is_learner",
         "match",
@@ -106,6 +107,7 @@ class Progress:
         "pending_snapshot",
         "probe_sent",
         "recent_active",
+        "sent_commit",
         "state",
     )
 
@@ -118,6 +120,8 @@ class Progress:
         self.pending_snapshot = 0
         self.recent_active = True
         self.probe_sent = False
+        self.appended = False  # an append went out since the last periodic heartbeat round
+        self.sent_commit = 0  # the commit index the last append or heartbeat carried
         self.inflights = Inflights(max_inflight)
         self.is_learner = is_learner
 
@@ -126,6 +130,7 @@ class Progress:
         new.match, new.state = self.match, self.state
         new.pending_snapshot, new.recent_active = self.pending_snapshot, self.recent_active
         new.probe_sent, new.inflights = self.probe_sent, self.inflights.copy()
+        new.appended, new.sent_commit = self.appended, self.sent_commit
         return new
 
     def _transition(self, to: ProgressState) -> None:
