@@ -101,6 +101,37 @@ def install() -> None:
 
     for cls in (TcpRaftTransport, GrpcRaftTransport):
         _wrap_transport(cls, app, ack)
+    _wrap_tcp_reader(app, ack)
+
+
+def _wrap_tcp_reader(app: Any, ack: Any) -> None:
+    """On TCP: when a reader thread started to wait for a frame, and when the frame was read."""
+    import threading
+
+    from gpu_platform.adapters.outbound.raft_tcp import transport
+
+    read_frame, decode_batch = transport.read_frame, transport.decode_batch
+    local = threading.local()
+
+    def _read_frame(f: Any) -> bytes:
+        local.waiting = time.monotonic()
+        return bytes(read_frame(f))
+
+    def _decode_batch(body: bytes) -> Any:
+        t = time.monotonic()
+        out = decode_batch(body)
+        for m in out[2]:
+            if m.type is app and m.entries:
+                key, who = m.entries[-1].index, "f.{}"
+            elif m.type is ack and not m.reject:
+                key, who = m.index, f"l.{{}}{m.from_}"
+            else:
+                continue
+            _RECORDS.append((who.format("reader_waits"), key, getattr(local, "waiting", t)))
+            _RECORDS.append((who.format("frame_read"), key, t))
+        return out
+
+    transport.read_frame, transport.decode_batch = _read_frame, _decode_batch
 
 
 def _wrap_transport(cls: Any, app: Any, ack: Any) -> None:
@@ -231,12 +262,16 @@ _PATH = (
     ("leader: AppendEntries send() starts", "l", "l.send_app{f}_start"),
     ("leader: AppendEntries send() returns", "l", "l.send_app{f}_end"),
     ("leader: own write + fsync starts", "l", "save_start"),
+    ("follower: its reader waits for the frame", "f", "f.reader_waits"),
+    ("follower: the frame is read off the socket", "f", "f.frame_read"),
     ("follower: transport hands the message over", "f", "f.recv_app"),
     ("follower: Raft loop takes it", "f", "f.loop_took_app"),
     ("follower: write + fsync starts", "f", "save_start"),
     ("follower: write + fsync ends", "f", "save_end"),
     ("follower: ack send() starts", "f", "f.send_ack_start"),
     ("follower: ack send() returns", "f", "f.send_ack_end"),
+    ("leader: its reader waits for the frame", "l", "l.reader_waits{f}"),
+    ("leader: the ack is read off the socket", "l", "l.frame_read{f}"),
     ("leader: transport hands the ack over", "l", "l.recv_ack{f}"),
     ("leader: Raft loop takes the ack", "l", "l.loop_took_ack{f}"),
     ("leader: own write + fsync ends", "l", "save_end"),
