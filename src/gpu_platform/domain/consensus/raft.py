@@ -364,14 +364,35 @@ class Raft:
             or (m.type is MT.PRE_VOTE and m.term > self.term)
         )
         resp = MT.VOTE_RESP if m.type is MT.VOTE else MT.PRE_VOTE_RESP
-        if can_vote and self.raft_log.is_up_to_date(m.index, m.log_term):
+        if can_vote and self.raft_log.is_up_to_date(m.index, m.log_term) and not self._outranks(m):
             # The response carries the request's term so a pre-candidate can count it.
             self.send(Message(resp, m.from_, self.id, m.term))
             if m.type is MT.VOTE:
                 self.election_elapsed = 0
                 self.vote = m.from_
+            elif self.state is not _L:
+                # A granted pre-vote also restarts our election clock (etcd's does not): the
+                # peer we backed gets a whole timeout to win before we split the vote with
+                # it. We no longer count on the old leader (its lease would make us ignore
+                # the real vote that follows).
+                self.election_elapsed = 0
+                self.lead = NONE
         else:
             self.send(Message(resp, m.from_, self.id, self.term, reject=True))
+
+    def _outranks(self, m: Message) -> bool:
+        """A pre-vote that crossed our own (both pre-campaigns began in this same tick, for
+        the same term): only the peer ranked higher by (last log term, last index, id) is
+        backed, so at most one of the two goes on to a real vote (no split vote)."""
+        if not (
+            m.type is MT.PRE_VOTE
+            and self.state is _PC
+            and self.election_elapsed == 0
+            and m.term == self.term + 1
+        ):
+            return False
+        log = self.raft_log
+        return (log.last_term(), log.last_index(), self.id) > (m.log_term, m.index, m.from_)
 
     def restore(self, s: Snapshot) -> bool:
         """Install snapshot `s`; False if it is stale or not needed."""
