@@ -110,3 +110,40 @@ def test_two_survivors_whose_timeouts_fall_within_a_tick_elect_in_one_term(
         c.tick(3)
     assert max(c[2].term, c[3].term) == 2
     assert [c[i].state for i in (2, 3)].count(Role.LEADER) == 1
+
+
+def test_a_follower_told_its_leaders_link_closed_campaigns_at_its_next_tick() -> None:
+    c = _survivors_of_a_dead_leader()
+    take(c[2])
+    c[2].step(Message(MT.UNREACHABLE, from_=1))  # the transport: 1's stream to us ended
+    assert c[2].lead == 0 and c[2].state is Role.FOLLOWER
+    c[2].tick()
+    assert c[2].state is Role.PRE_CANDIDATE
+
+
+def test_the_survivors_told_at_once_that_the_leader_is_gone_elect_one_leader_in_one_term() -> None:
+    c = _survivors_of_a_dead_leader()
+    for i in (2, 3):
+        take(c[i])
+        c[i].step(Message(MT.UNREACHABLE, from_=1))
+        c[i].tick()
+    c.flush()  # both pre-votes crossed
+    assert [c[i].state for i in (2, 3)] == [Role.FOLLOWER, Role.LEADER]
+    assert c[2].term == c[3].term == 2
+
+
+def test_an_unreachable_report_about_another_peer_changes_nothing_for_a_follower() -> None:
+    c = _survivors_of_a_dead_leader()
+    c[2].step(Message(MT.UNREACHABLE, from_=3))
+    c[2].tick()
+    assert c[2].lead == 1 and c[2].state is Role.FOLLOWER
+
+
+def test_a_live_leader_heard_after_a_false_report_keeps_its_term_and_its_followers() -> None:
+    c = Cluster.of(3, pre_vote=True, check_quorum=True)
+    c.hup(1)
+    c[2].step(Message(MT.UNREACHABLE, from_=1))  # a stream restarted: the leader is alive
+    c.tick(2)  # 2 pre-campaigns; 3 is in the leader's lease and ignores it
+    c.tick(1)  # the leader's heartbeat
+    assert c[1].state is Role.LEADER and c[1].term == 1
+    assert c[2].state is Role.FOLLOWER and c[2].lead == 1 and c[2].term == 1

@@ -379,15 +379,21 @@ class Raft:
                 self.lead = NONE
         else:
             self.send(Message(resp, m.from_, self.id, self.term, reject=True))
+            if self._outranks(m):  # ask again for ours: it may have been lost or ignored
+                log = self.raft_log
+                last, last_term = log.last_index(), log.last_term()
+                self.send(Message(MT.PRE_VOTE, m.from_, self.id, m.term, last_term, last))
 
     def _outranks(self, m: Message) -> bool:
-        """A pre-vote that crossed our own (both pre-campaigns began in this same tick, for
-        the same term): only the peer ranked higher by (last log term, last index, id) is
-        backed, so at most one of the two goes on to a real vote (no split vote)."""
+        """A pre-vote that crossed our own (for the same term, our pre-campaign less than half
+        an election timeout old): only the peer ranked higher by (last log term, last index,
+        id) is backed, so at most one of the two goes on to a real vote (no split vote). The
+        window is bounded so that a peer that cannot win (a partial partition) delays the
+        other's campaign only now and then."""
         if not (
             m.type is MT.PRE_VOTE
             and self.state is _PC
-            and self.election_elapsed == 0
+            and self.election_elapsed < max(1, self.election_timeout // 2)
             and m.term == self.term + 1
         ):
             return False
