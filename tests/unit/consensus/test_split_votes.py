@@ -147,3 +147,27 @@ def test_a_live_leader_heard_after_a_false_report_keeps_its_term_and_its_followe
     c.tick(1)  # the leader's heartbeat
     assert c[1].state is Role.LEADER and c[1].term == 1
     assert c[2].state is Role.FOLLOWER and c[2].lead == 1 and c[2].term == 1
+
+
+def test_a_pre_vote_lost_on_the_way_is_asked_again_at_the_next_heartbeat_interval() -> None:
+    c = _survivors_of_a_dead_leader()
+    c[3].step(Message(MT.UNREACHABLE, from_=1))  # 3 knows the leader is gone, too
+    _time_out(c[2])  # 2's pre-votes are lost (a link to a peer still reconnecting)
+    c[2].tick()
+    again = [m for m in take(c[2]) if m.type is MT.PRE_VOTE]
+    assert sorted(m.to for m in again) == [1, 3] and all(m.term == 2 for m in again)
+    c.send(*again)
+    assert c[2].state is Role.LEADER and c[2].term == 2  # not a whole timeout later
+
+
+def test_a_pre_candidate_asks_again_only_the_voters_that_have_not_answered() -> None:
+    c = _survivors_of_a_dead_leader()
+    c[3].raft_log.append([Entry(1, c[3].raft_log.last_index() + 1, data=b"y")])
+    c[3].step(Message(MT.UNREACHABLE, from_=1))
+    take(c[2])
+    c[2].step(Message(MT.UNREACHABLE, from_=1))
+    c[2].tick()
+    c.send(*[m for m in take(c[2]) if m.to == 3])  # 3's log is longer: it refuses
+    assert c[2].prs.votes == {2: True, 3: False}
+    c[2].tick()
+    assert [m.to for m in take(c[2]) if m.type is MT.PRE_VOTE] == [1]

@@ -258,6 +258,21 @@ class Raft:
         if self.promotable() and self.election_elapsed >= self.randomized_election_timeout:
             self.election_elapsed = 0
             self.step(Message(MT.HUP, from_=self.id))
+        elif self.state is not _F and self.election_elapsed % self.heartbeat_timeout == 0:
+            self._ask_again()
+
+    def _ask_again(self) -> None:
+        """A (pre-)candidate asks the voters that have not answered once more, every
+        heartbeat interval: a request lost on the way (a link to a peer that restarted since,
+        still reconnecting) would otherwise cost a whole election timeout. A repeated request
+        changes nothing: a pre-vote never does, and a vote is granted again only to the node
+        it was granted to."""
+        vote_msg = MT.PRE_VOTE if self.state is _PC else MT.VOTE
+        term = self.term + 1 if self.state is _PC else self.term
+        last, last_term = self.raft_log.last_index(), self.raft_log.last_term()
+        for vid in self.prs.voter_nodes():
+            if vid != self.id and vid not in self.prs.votes:
+                self.send(Message(vote_msg, vid, self.id, term, last_term, last))
 
     def _tick_heartbeat(self) -> None:
         self.heartbeat_elapsed += 1
