@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from gpu_platform.domain.consensus import follower, leader
+from gpu_platform.domain.consensus import elections, follower, leader
 from gpu_platform.domain.consensus.confchange import Changer, restore
 from gpu_platform.domain.consensus.errors import (
     CompactedError,
@@ -259,20 +259,7 @@ class Raft:
             self.election_elapsed = 0
             self.step(Message(MT.HUP, from_=self.id))
         elif self.state is not _F and self.election_elapsed % self.heartbeat_timeout == 0:
-            self._ask_again()
-
-    def _ask_again(self) -> None:
-        """A (pre-)candidate asks the voters that have not answered once more, every
-        heartbeat interval: a request lost on the way (a link to a peer that restarted since,
-        still reconnecting) would otherwise cost a whole election timeout. A repeated request
-        changes nothing: a pre-vote never does, and a vote is granted again only to the node
-        it was granted to."""
-        vote_msg = MT.PRE_VOTE if self.state is _PC else MT.VOTE
-        term = self.term + 1 if self.state is _PC else self.term
-        last, last_term = self.raft_log.last_index(), self.raft_log.last_term()
-        for vid in self.prs.voter_nodes():
-            if vid != self.id and vid not in self.prs.votes:
-                self.send(Message(vote_msg, vid, self.id, term, last_term, last))
+            elections.ask_again(self)
 
     def _tick_heartbeat(self) -> None:
         self.heartbeat_elapsed += 1
@@ -379,7 +366,11 @@ class Raft:
             or (m.type is MT.PRE_VOTE and m.term > self.term)
         )
         resp = MT.VOTE_RESP if m.type is MT.VOTE else MT.PRE_VOTE_RESP
-        if can_vote and self.raft_log.is_up_to_date(m.index, m.log_term) and not self._outranks(m):
+        if (
+            can_vote
+            and self.raft_log.is_up_to_date(m.index, m.log_term)
+            and not elections.outranks(self, m)
+        ):
             # The response carries the request's term so a pre-candidate can count it.
             self.send(Message(resp, m.from_, self.id, m.term))
             if m.type is MT.VOTE:
@@ -394,26 +385,10 @@ class Raft:
                 self.lead = NONE
         else:
             self.send(Message(resp, m.from_, self.id, self.term, reject=True))
-            if self._outranks(m):  # ask again for ours: it may have been lost or ignored
+            if elections.outranks(self, m):  # ask again for ours: it may have been lost or ignored
                 log = self.raft_log
                 last, last_term = log.last_index(), log.last_term()
                 self.send(Message(MT.PRE_VOTE, m.from_, self.id, m.term, last_term, last))
-
-    def _outranks(self, m: Message) -> bool:
-        """A pre-vote that crossed our own (for the same term, our pre-campaign less than half
-        an election timeout old): only the peer ranked higher by (last log term, last index,
-        id) is backed, so at most one of the two goes on to a real vote (no split vote). The
-        window is bounded so that a peer that cannot win (a partial partition) delays the
-        other's campaign only now and then."""
-        if not (
-            m.type is MT.PRE_VOTE
-            and self.state is _PC
-            and self.election_elapsed < max(1, self.election_timeout // 2)
-            and m.term == self.term + 1
-        ):
-            return False
-        log = self.raft_log
-        return (log.last_term(), log.last_index(), self.id) > (m.log_term, m.index, m.from_)
 
     def restore(self, s: Snapshot) -> bool:
         """Install snapshot `s`; False if it is stale or not needed."""
