@@ -21,7 +21,7 @@ SQLite WAL with fsync) and simulated agents — each node its own real gRPC stre
   the leader; time until a survivor reports itself leader of a newer term (`extra`: until a
   submit is acknowledged again; term increase per kill). Raft timing is the server's
   defaults (15 ms tick, election timeout 10 ticks). The killed server is restarted and caught
-  up before the next kill. 20 kills (--quick 5, smoke 1).
+  up before the next kill. 20 kills (--quick 5, smoke 1; `--kills N` when run as a script).
 * `recovery.node_loss` (mode=replicated): a whole-node job runs on an agent; the agent is
   SIGSTOPped; time until the job runs again on another node (node_down_after = 4 s here).
 
@@ -404,7 +404,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
     smoke = os.environ.get("GPU_PLATFORM_BENCH_SMOKE") == "1"
     nodes, jobs = (4, 40) if smoke else (32, 1000) if quick else (128, 10_000)
     with tempfile.TemporaryDirectory(prefix="bench-cp-") as tmp:
-        kills = 1 if smoke else 5 if quick else 20
+        kills = _arg("--kills", 1 if smoke else 5 if quick else 20)
         rows = _scale(Path(tmp) / "scale", nodes, jobs, kills)
         rows.append(_node_loss(Path(tmp) / "loss", 1 if quick else 5))
     return rows

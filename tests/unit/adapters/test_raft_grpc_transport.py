@@ -230,6 +230,19 @@ def test_batches_to_a_peer_share_one_stream_that_is_reopened_in_order_after_a_re
         a.stop()
 
 
+def test_a_peer_whose_link_to_us_closes_is_reported_unreachable_once_and_not_on_our_stop(
+    pair,  # type: ignore[no-untyped-def]
+) -> None:
+    a, b, ca, cb = pair
+    a.send([app(0)])
+    assert cb.messages.get(timeout=WAIT) == app(0)
+    assert cb.unreachable.empty()  # an open link says nothing
+    a.stop()  # as kill -9 does, this closes its sockets: a follower of it campaigns at once
+    assert cb.unreachable.get(timeout=WAIT) == 1
+    b.stop()
+    assert ca.unreachable.empty() and cb.unreachable.empty()
+
+
 def test_send_never_blocks_and_drops_when_a_peer_outbox_is_full(transport: type[Transport]) -> None:
     peers = {1: f"127.0.0.1:{reserve_port()}", 2: f"127.0.0.1:{reserve_port()}"}
     a = transport(1, peers, outbox_limit=10, rpc_timeout=1.0, backoff_initial=5.0)

@@ -79,6 +79,20 @@ def step_follower(r: Raft, m: Message) -> None:
             r.send(Message(MT.READ_INDEX, r.lead, r.id, context=m.context))
     elif t is MT.READ_INDEX_RESP:
         r.read_states.append(ReadState(m.index, m.context))
+    elif t is MT.UNREACHABLE and m.from_ == r.lead != NONE:
+        _leader_gone(r)
+
+
+def _leader_gone(r: Raft) -> None:
+    """The transport lost our leader's connection (its process ended: kill -9, a crash, a
+    stop; the kernel closes its sockets): campaign at the next tick instead of waiting out the
+    election timeout, as ZooKeeper's followers do on a broken leader socket. Pre-vote still
+    asks first, so a leader that is in fact alive keeps its term: the others are in its lease,
+    and its next heartbeat makes us its follower again (or cancels the campaign if it comes
+    before our next tick). Both survivors usually hear this at once: the crossed pre-votes are
+    settled in `Raft._handle_vote_request`."""
+    r.lead = NONE
+    r.election_elapsed = max(r.election_elapsed, r.randomized_election_timeout - 1)
 
 
 def _handle_leader_message(r: Raft, m: Message) -> None:

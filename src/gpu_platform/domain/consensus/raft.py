@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from gpu_platform.domain.consensus import follower, leader
+from gpu_platform.domain.consensus import elections, follower, leader
 from gpu_platform.domain.consensus.confchange import Changer, restore
 from gpu_platform.domain.consensus.errors import (
     CompactedError,
@@ -265,6 +265,8 @@ class Raft:
         if self.promotable() and self.election_elapsed >= self.randomized_election_timeout:
             self.election_elapsed = 0
             self.step(Message(MT.HUP, from_=self.id))
+        elif self.state is not _F and self.election_elapsed % self.heartbeat_timeout == 0:
+            elections.ask_again(self)
 
     def _tick_heartbeat(self) -> None:
         self.heartbeat_elapsed += 1
@@ -371,14 +373,29 @@ class Raft:
             or (m.type is MT.PRE_VOTE and m.term > self.term)
         )
         resp = MT.VOTE_RESP if m.type is MT.VOTE else MT.PRE_VOTE_RESP
-        if can_vote and self.raft_log.is_up_to_date(m.index, m.log_term):
+        if (
+            can_vote
+            and self.raft_log.is_up_to_date(m.index, m.log_term)
+            and not elections.outranks(self, m)
+        ):
             # The response carries the request's term so a pre-candidate can count it.
             self.send(Message(resp, m.from_, self.id, m.term))
             if m.type is MT.VOTE:
                 self.election_elapsed = 0
                 self.vote = m.from_
+            elif self.state is not _L:
+                # A granted pre-vote also restarts our election clock (etcd's does not): the
+                # peer we backed gets a whole timeout to win before we split the vote with
+                # it. We no longer count on the old leader (its lease would make us ignore
+                # the real vote that follows).
+                self.election_elapsed = 0
+                self.lead = NONE
         else:
             self.send(Message(resp, m.from_, self.id, self.term, reject=True))
+            if elections.outranks(self, m):  # ask again for ours: it may have been lost or ignored
+                log = self.raft_log
+                last, last_term = log.last_index(), log.last_term()
+                self.send(Message(MT.PRE_VOTE, m.from_, self.id, m.term, last_term, last))
 
     def restore(self, s: Snapshot) -> bool:
         """Install snapshot `s`; False if it is stale or not needed."""

@@ -22,6 +22,10 @@ restarted since): a write that fails on a stream opened earlier is tried once mo
 stream before the batch is dropped and the sender backs off (a lost PreVote costs another
 election timeout). gRPC's reconnect backoff is capped at 500 ms.
 
+A peer's stream to us that ends (kill -9 closes its sockets at once) is reported as that
+peer unreachable: a follower then campaigns at its next tick instead of after its election
+timeout (docs/raft.md, failover). Only the sender's latest stream counts.
+
 Membership: `add_peer` / `remove_peer` (called on the Raft loop as conf changes apply) update
 the address book at once (copy-on-write, so `addresses` never sees a half-made change) and
 open or close the peer's channel and sender task on the event loop.
@@ -153,18 +157,26 @@ class _Servicer(pb_grpc.RaftServicer):
     ) -> pb.Ack:
         accepted = 0
         admitted = False
-        async for request in request_iterator:
-            if not admitted:  # the token and certificate are the stream's: checked once
-                await self._admit(request, context)
-                admitted = True
-                sender = request.from_id
-            elif request.from_id != sender:
-                await context.abort(grpc.StatusCode.PERMISSION_DENIED, "raft: sender changed")
-            elif sender not in self._t._addresses:  # removed while its stream was open
-                await self._admit(request, context)
-            if request.to_id != self._t.id:  # misrouted: refuse the whole stream
-                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "wrong node")
-            accepted += self._deliver(request)
+        sender = 0
+        me = object()
+        try:
+            async for request in request_iterator:
+                if not admitted:  # the token and certificate are the stream's: checked once
+                    await self._admit(request, context)
+                    admitted = True
+                    sender = request.from_id
+                    self._t._inbound[sender] = me
+                elif request.from_id != sender:
+                    await context.abort(grpc.StatusCode.PERMISSION_DENIED, "raft: sender changed")
+                elif sender not in self._t._addresses:  # removed while its stream was open
+                    await self._admit(request, context)
+                if request.to_id != self._t.id:  # misrouted: refuse the whole stream
+                    await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "wrong node")
+                accepted += self._deliver(request)
+        finally:
+            if sender and self._t._inbound.get(sender) is me:
+                del self._t._inbound[sender]
+                self._t._peer_gone(sender)
         return pb.Ack(node_id=self._t.id, accepted=accepted)
 
 
@@ -213,6 +225,7 @@ class GrpcRaftTransport:
         self._server: grpc.aio.Server | None = None
         self._peers: dict[int, _Peer] = {}
         self._closing: set[asyncio.Task[None]] = set()  # channel closes in flight
+        self._inbound: dict[int, object] = {}  # sender -> its latest stream to us
         self.bound_port = 0
 
     @property
@@ -352,6 +365,13 @@ class GrpcRaftTransport:
         others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         if others:
             await asyncio.wait(others, timeout=1.0)
+
+    def _peer_gone(self, peer: int) -> None:
+        """`peer`'s latest stream to us ended (its process went away, or it opened no new
+        one): reported as unreachable, which a follower of `peer` takes as its leader gone
+        (domain `follower._leader_gone`). Not while we stop."""
+        if self._loop is not None and self._on_unreachable is not None:
+            self._on_unreachable(peer)
 
     # ------------------------------------------------------------------ sending
     def send(self, messages: Sequence[Message]) -> None:

@@ -316,12 +316,22 @@ class TcpRaftTransport:
         except (OSError, EOFError):
             pass  # the peer went away, or stop()
         finally:
-            with self._lock:
-                self._inbound.pop(me, None)
-                if sender and self._latest.get(sender) is sock:
-                    del self._latest[sender]
-            with contextlib.suppress(OSError):
-                sock.close()
+            self._served(me, sender, sock)
+
+    def _served(self, me: threading.Thread, sender: int, sock: socket.socket) -> None:
+        """An inbound connection ended. If it was `sender`'s latest link to us (kill -9 closes
+        a process's sockets at once), `sender` is reported unreachable: a follower of it
+        campaigns at its next tick (domain `follower._leader_gone`). Not while we stop."""
+        with self._lock:
+            self._inbound.pop(me, None)
+            gone = bool(sender) and self._latest.get(sender) is sock
+            if gone:
+                del self._latest[sender]
+            gone = gone and self._running
+        with contextlib.suppress(OSError):
+            sock.close()
+        if gone and self._config is not None:
+            self._config.on_unreachable(sender)
 
     def _admit(
         self, sock: socket.socket, peer: str, sender: int, receiver: int, token: str | None
