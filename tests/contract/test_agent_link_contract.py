@@ -208,6 +208,36 @@ def test_an_exit_while_no_server_takes_the_agent_goes_in_the_next_hello(rig: Rig
     assert exits == []  # that leader stepped down: a new one hears it as a reconnect
 
 
+def test_an_exit_between_the_hello_and_the_welcome_is_sent_once_the_stream_is_up(
+    rig: Rig,
+) -> None:
+    """The task is listed as running in the hello, ends before the server welcomes the
+    agent: its exit must still reach that server on this stream (no later hello may come)."""
+    own = rig.servers[0]
+    _connected(rig, own)
+    own.hub.start(_spec("j6", rig.agent.node.name, ("fake-exit", "0")), lambda r: None)
+    hearing, release = threading.Event(), threading.Event()
+    connected = own.listener.agent_connected
+
+    def slow_hello(*args: object) -> None:  # the server takes its time over the hello
+        hearing.set()
+        release.wait(15)
+        connected(*args)  # type: ignore[arg-type]
+
+    own.listener.leader = ""
+    own.hub.step_down("")
+    _wait(lambda: rig.client.connected_to == "")
+    own.listener.agent_connected = slow_hello  # type: ignore[method-assign]
+    own.listener.leader = None
+    assert hearing.wait(15)
+    assert rig.runner.deliver() == 1  # j6 ends after its hello listed it as running
+    _wait(lambda: rig.agent.unacked() == 1)
+    release.set()
+    _connected(rig, own)
+    _wait(lambda: rig.agent.unacked() == 0)
+    assert [r.job_id for r in own.listener.exits] == ["j6"]
+
+
 def test_sends_from_many_threads_all_reach_the_agent(rig: Rig) -> None:
     own = rig.servers[0]
     _connected(rig, own)

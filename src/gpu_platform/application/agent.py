@@ -107,13 +107,26 @@ class Agent:
 
     # -- the stream --------------------------------------------------------------------------
 
-    def bind(self, emit: Callable[[Outgoing], bool] | None) -> None:
+    def bind(
+        self, emit: Callable[[Outgoing], bool] | None, hello: AgentHello | None = None
+    ) -> None:
         """Set (or with None clear) how to send now; `emit` returns False if it could not.
-        Binding flushes the findings kept while no stream was up."""
+        Binding flushes the findings kept while no stream was up, and sends the exits that
+        `hello` (the stream's own, taken before it was welcomed) did not carry: a task that
+        ended in between was listed there as running, and no later hello may come."""
         with self._lock:
             self._emit = emit
             kept = list(self._findings) if emit is not None else []
             self._findings.clear()
+            carried = {e.seq for e in hello.exited} if hello is not None else set()
+            late = [
+                ExitNotice(seq, report)
+                for seq, report in sorted(self._unacked.items())
+                if emit is not None and seq not in carried
+            ]
+        for notice in late:
+            if emit is not None:
+                emit(notice)
         for event in kept:
             self._finding(event)
 

@@ -123,5 +123,5 @@ def connect(hub: AgentHub, agent: Agent, *, silent: bool = False) -> LoopbackSes
             hub.finding(session, item)
         return True
 
-    agent.bind(emit)
+    agent.bind(emit, hello)
     return session

@@ -170,11 +170,14 @@ class AgentClient:
                 else:
                     await self._stream(target)
             except grpc.aio.AioRpcError as exc:
-                leader = dict(exc.trailing_metadata() or ()).get(LEADER_METADATA, "")
+                trailing = dict(exc.trailing_metadata() or ())
+                leader = trailing.get(LEADER_METADATA, "")
                 if isinstance(leader, str) and leader and leader != target:
                     hint = leader
                     delay = self._backoff[0]
                     continue
+                if LEADER_METADATA in trailing:  # a live server that knows no leader yet
+                    delay = self._backoff[0]  # an election is under way: ask again soon, flat
                 if exc.code() in (
                     grpc.StatusCode.UNAUTHENTICATED,
                     grpc.StatusCode.PERMISSION_DENIED,
@@ -255,7 +258,7 @@ class AgentClient:
                     if kind == "welcome":
                         self.connected_to = target
                         self.streams += 1
-                        self._agent.bind(self._emitter(outbox))
+                        self._agent.bind(self._emitter(outbox), hello)
                         interval = msg.welcome.heartbeat_interval_s or 2.0
                         lease_s = msg.welcome.lease_s
                         silence.limit_s = max(SILENT_BEATS * interval, 2.0)

@@ -113,7 +113,7 @@ class LocalAgentLink:
             self._release(session)
             raise
         try:
-            agent.bind(session.emit)
+            agent.bind(session.emit, hello)
             if self.lease_s > 0:
                 agent.renew_lease(hello_sent + self.lease_s)
             welcomed()
