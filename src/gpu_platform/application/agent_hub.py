@@ -178,15 +178,23 @@ class AgentHub(AgentRequests):
                     if live is not None:
                         live.tasks.discard(key)
                 groups.setdefault(handlers, []).append(report)
-        for handlers, reports in groups.items():
-            if handlers is None:
-                for report in reports:
-                    self._need_listener().agent_exit(report)
-            elif handlers[1] is not None:
-                handlers[1](reports)
-            else:
-                for report in reports:
-                    handlers[0](report)
+        try:
+            for handlers, reports in groups.items():
+                if handlers is None:
+                    for report in reports:
+                        self._need_listener().agent_exit(report)
+                elif handlers[1] is not None:
+                    handlers[1](reports)
+                else:
+                    for report in reports:
+                        handlers[0](report)
+        except Exception:
+            # Not taken (this server lost the lead mid-commit, or failed): end the stream, so
+            # the agent's next hello carries these exits again. On a stream kept open they
+            # would wait unacknowledged until some later reconnect, their jobs left RUNNING.
+            listener = self._listener
+            session.close((listener.accepting() if listener is not None else None) or "")
+            raise
         for seq, _ in items:
             if seq:
                 session.send_exit_ack(seq)
