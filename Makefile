@@ -52,7 +52,7 @@ lint: $(VENV)/.installed-dev
 PYTEST_WORKERS ?= 2
 
 test: lint
-	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/containers --ignore=tests/gpu
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=30 --ignore=tests/containers --ignore=tests/gpu
 
 # Not part of `make test` (minutes the first time: debootstrap, image build); .ci/run runs it.
 containers: $(VENV)/.installed-dev
