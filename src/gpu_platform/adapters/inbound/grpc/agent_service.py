@@ -68,14 +68,10 @@ KEEPALIVE_SERVER_OPTIONS = [
 ]
 log = structlog.get_logger(__name__)
 _CLOSE = object()
-_HUNG_UP = object()  # the agent's side of the call ended
 
 
 class _Session:
-    """Implements AgentSession over one call: sends are queued onto the event loop. Sends
-    from other threads gather in `_outbox`; the first of a burst schedules one hand-over
-    (`_flush`) onto the loop, the rest ride along (a cycle's launches, a batch's exit acks:
-    one wake-up of the loop, not one per message)."""
+    """Implements AgentSession over one call: sends are queued onto the event loop."""
 
     def __init__(self, node: str, loop: asyncio.AbstractEventLoop) -> None:
         self._node = node
@@ -83,27 +79,14 @@ class _Session:
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.leader = ""
         self.last_seen = time.monotonic()  # the agent's last message (on the event loop)
-        self._outbox: list[object] = []
-        self._outbox_lock = threading.Lock()
 
     @property
     def node(self) -> str:
         return self._node
 
     def _put(self, item: object) -> None:
-        with self._outbox_lock:
-            self._outbox.append(item)
-            if len(self._outbox) > 1:  # a hand-over is already scheduled
-                return
         with contextlib.suppress(RuntimeError):  # the loop is closed: the server stopped
-            self._loop.call_soon_threadsafe(self._flush)
-
-    def _flush(self) -> None:
-        """On the event loop: move what was sent so far onto the stream's queue, in order."""
-        with self._outbox_lock:
-            items, self._outbox = self._outbox, []
-        for item in items:
-            self.queue.put_nowait(item)
+            self._loop.call_soon_threadsafe(self.queue.put_nowait, item)
 
     def send_launch(self, request_id: int, spec: LaunchSpec) -> None:
         launch = pb.Launch(request_id=request_id, spec_json=spec_to_json(spec))
@@ -213,6 +196,7 @@ class _Servicer(pb_grpc.AgentServiceServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"agent refused: {exc}")
             return
         reader = asyncio.create_task(self._read(request_iterator, session, loop))
+        getter: asyncio.Future[Any] | None = None
         try:
             welcome = pb.Welcome(
                 server_id=self._server_id,
@@ -220,13 +204,18 @@ class _Servicer(pb_grpc.AgentServiceServicer):
                 lease_s=self._lease_s,
             )
             yield pb.ServerMessage(welcome=welcome)
-            # the reader's end (the agent hung up) is queued behind what was sent before it:
-            # one plain queue wait per message, no task and wait set made for each
-            reader.add_done_callback(lambda _: session.queue.put_nowait(_HUNG_UP))
             while True:
-                item = await session.queue.get()  # no suspension while items wait
-                if item is _HUNG_UP:
-                    break
+                if not session.queue.empty():  # a cycle's launches come in a burst
+                    item = session.queue.get_nowait()
+                else:
+                    getter = asyncio.ensure_future(session.queue.get())
+                    done, _ = await asyncio.wait(
+                        {getter, reader}, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if getter not in done:
+                        getter.cancel()
+                        break  # the agent hung up
+                    item = getter.result()
                 if item is _CLOSE:
                     if session.leader:
                         context.set_trailing_metadata(((LEADER_METADATA, session.leader),))
@@ -234,6 +223,8 @@ class _Servicer(pb_grpc.AgentServiceServicer):
                 yield item
         finally:
             reader.cancel()
+            if getter is not None:  # the call was cancelled while it waited
+                getter.cancel()
             self._release(session)
             self._hub.closed(session)
 

@@ -76,36 +76,17 @@ def chain(
     previous: asyncio.Future[None] | None,
     call: Callable[[], None],
 ) -> asyncio.Future[None]:
-    """Run `call` on the pool after `previous` has finished (per-stream order). The future
-    returned is done once `call` has returned or failed (a failure is logged, never held).
-    Plain callbacks: no task and `run_in_executor` wrapping made per message (issue 21,
-    the leader's CPU per job)."""
-    done: asyncio.Future[None] = loop.create_future()
+    """Run `call` on the pool after `previous` has finished (per-stream order)."""
 
-    def finished() -> None:  # on the loop
-        if not done.done():
-            done.set_result(None)
-
-    def run() -> None:  # on the pool
+    async def run() -> None:
+        if previous is not None:
+            with contextlib.suppress(Exception):
+                await previous
         try:
-            call()
+            await loop.run_in_executor(pool, call)
         except (LeaderElsewhere, RaftNodeError) as exc:  # lost the lead: the agent moves on
             log.info("agent message not taken", error=str(exc))
         except Exception:
             log.exception("agent message failed")
-        finally:
-            with contextlib.suppress(RuntimeError):  # the loop closed: the server stopped
-                loop.call_soon_threadsafe(finished)
 
-    def start(_: object = None) -> None:  # on the loop
-        try:
-            pool.submit(run)
-        except RuntimeError:  # the pool was shut down: the server stopped
-            log.exception("agent message failed")
-            finished()
-
-    if previous is None or previous.done():
-        start()
-    else:
-        previous.add_done_callback(start)
-    return done
+    return asyncio.ensure_future(run())
