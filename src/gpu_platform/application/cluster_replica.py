@@ -81,8 +81,11 @@ def _decode(data: bytes) -> tuple[str, Command]:
     return command_id, decode_command(envelope["cmd"])
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
 def _canonical(value: object) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    return _ENCODER.encode(value).encode()  # `json.dumps` with these options, encoder reused
 
 
 class _Fields(dict[str, Any]):

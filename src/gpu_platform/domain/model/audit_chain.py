@@ -22,8 +22,11 @@ GENESIS = "0" * 64
 _RESERVED = ("seq", "prev", "hash")
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _canonical(body: Mapping[str, Any]) -> str:
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(body)
 
 
 def chain_entry(seq: int, prev: str, fields: Mapping[str, Any]) -> tuple[str, str]:
@@ -31,8 +34,14 @@ def chain_entry(seq: int, prev: str, fields: Mapping[str, Any]) -> tuple[str, st
     if any(k in fields for k in _RESERVED):
         raise ValueError(f"audit fields may not be named {_RESERVED}")
     body = {"seq": seq, "prev": prev, **fields}
-    digest = hashlib.sha256(_canonical(body).encode()).hexdigest()
-    return _canonical({**body, "hash": digest}), digest
+    # The line is the canonical JSON of body + hash. With sorted keys and no spaces that is
+    # the members before "hash", then "hash", then the rest: each half is encoded once and
+    # the hashed text (body alone) is the two halves joined.
+    low = _canonical({k: v for k, v in body.items() if k < "hash"})[1:-1]
+    high = _canonical({k: v for k, v in body.items() if k > "hash"})[1:-1]
+    digest = hashlib.sha256(("{" + ",".join(p for p in (low, high) if p) + "}").encode())
+    hexed = digest.hexdigest()
+    return "{" + ",".join(p for p in (low, f'"hash":"{hexed}"', high) if p) + "}", hexed
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,10 +24,15 @@ class StructlogEventPublisher:
 
     def __init__(self, trace_ids: Callable[[str], str | None] | None = None) -> None:
         self._log = structlog.get_logger("gpu_platform.events")
+        self._std = logging.getLogger("gpu_platform.events")  # what the stdlib factory gives
         self._trace_ids = trace_ids
 
     def _enabled(self) -> bool:
-        try:  # the stdlib-backed logger `configure_logging` sets up knows its level
+        # the stdlib-backed logger `configure_logging` sets up knows its level; asked
+        # directly, since every attribute of the lazy proxy builds a bound logger first
+        if isinstance(structlog.get_config()["logger_factory"], structlog.stdlib.LoggerFactory):
+            return self._std.isEnabledFor(logging.INFO)
+        try:
             return bool(self._log.isEnabledFor(logging.INFO))
         except AttributeError:  # structlog's own loggers (not configured): they print all
             return True

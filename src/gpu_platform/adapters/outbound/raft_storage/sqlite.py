@@ -278,7 +278,8 @@ class SqliteRaftStorage(LogReads):
                 self._put_offset(base[0])
             if new is not None:
                 first, appended = new
-                db.execute("DELETE FROM entries WHERE idx >= ?", (first,))
+                if snapshot is None and first <= self.last_index():  # else nothing to cut
+                    db.execute("DELETE FROM entries WHERE idx >= ?", (first,))
                 db.executemany(
                     "INSERT INTO entries (idx, term, type, data, crc) VALUES (?, ?, ?, ?, ?)",
                     [(e.index, e.term, e.type.value, e.data, _crc(e)) for e in appended],
