@@ -87,7 +87,7 @@ class Settings(ApiSettings, ReplicationSettings, NodeSettings):
             lease_s=self.agent_lease_seconds,
             grace_s=self.agent_fence_grace_seconds,
             suspect_s=self.node_suspect_after_seconds,
-            election_s=self.raft_tick_seconds * self.raft_election_ticks,
+            election_s=self.lease_renewal_window_seconds,
         )
 
     @classmethod

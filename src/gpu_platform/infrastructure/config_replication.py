@@ -126,6 +126,12 @@ class ReplicationSettings(BaseSettings):
         return value
 
     @property
+    def lease_renewal_window_seconds(self) -> float:
+        """A leader renews its agents' leases only while a quorum of voters sent it a
+        message of its term this recently (`application.raft_contact`): one election timeout."""
+        return self.raft_tick_seconds * self.raft_election_ticks
+
+    @property
     def runs_local_agent(self) -> bool:
         """Whether this (replicated) server runs an agent in its own process."""
         if self.server_id == 0:

@@ -176,7 +176,7 @@ def _running_control_plane(
         if settings.runs_local_agent and inventory.nodes:
             local_node = inventory.nodes[0].name
         if isinstance(runner, AgentHub):  # leases renewed within one election timeout only
-            window = settings.raft_tick_seconds * settings.raft_election_ticks
+            window = settings.lease_renewal_window_seconds
             runner.renew_leases_while(partial(replication.node.heard_quorum_within, window))
     plane = ControlPlane(
         inventory,
