@@ -20,7 +20,7 @@ SQLite WAL with fsync) and simulated agents — each node its own real gRPC stre
 * `control_plane.failover`: then, on the same cluster (the swarm still streaming), kill -9
   the leader; time until a survivor reports itself leader of a newer term (`extra`: until a
   submit is acknowledged again; term increase per kill). Raft timing is the server's
-  defaults (15 ms tick, election timeout 10 ticks). The killed server is restarted and caught
+  defaults (50 ms tick, election timeout 10 ticks). The killed server is restarted and caught
   up before the next kill. 20 kills (--quick 5, smoke 1; `--kills N` when run as a script).
 * `recovery.node_loss` (mode=replicated): a whole-node job runs on an agent; the agent is
   SIGSTOPped; time until the job runs again on another node (node_down_after = 4 s here).

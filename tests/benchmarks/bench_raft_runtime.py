@@ -2,7 +2,7 @@
 cluster of real `raft_kv` processes on loopback (once per Raft transport: gRPC streams and TCP
 sockets, `params.transport`; `RAFT_BENCH_TRANSPORTS=tcp,grpc` picks which and in what order;
 SQLite WAL with synchronous=FULL for the log) at the server's DEFAULT timing settings (`raft_tick_seconds` =
-15 ms heartbeat, `raft_election_ticks` = 10: election timeout random in [150, 300) ms, pre-vote
+50 ms heartbeat, `raft_election_ticks` = 10: election timeout random in [500, 1000) ms, pre-vote
 and check-quorum on). The in-process figures beside etcd and PySyncObj are `bench_raft_peers`.
 
 * `raft.grpc.commit_latency` (client=http): one client, one write at a time, through

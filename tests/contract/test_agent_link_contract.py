@@ -274,3 +274,43 @@ def test_a_second_agent_cannot_take_the_node_while_the_first_holds_it(rig: Rig) 
         assert rig.client.connected_to == rig.target and rig.client.streams == 1
     finally:
         second.stop()
+
+
+class _Gate:
+    """A leader's `renew_leases_while` condition the test flips; counts how often it is asked."""
+
+    def __init__(self) -> None:
+        self.open = True
+        self.asked = 0
+
+    def __call__(self) -> bool:
+        self.asked += 1
+        return self.open
+
+
+def test_a_leader_that_may_have_been_superseded_renews_no_lease_nor_welcomes_an_agent(
+    rig: Rig,
+) -> None:
+    """While the hub's condition (replicated: a quorum in the leader's term within one
+    election timeout) fails, heartbeats are still recorded but renew nothing, and a hello is
+    refused (the agent asks again); once it holds, the agent is welcomed and renewed again."""
+    own, gate = rig.servers[0], _Gate()
+    own.hub.renew_leases_while(gate)
+    _connected(rig, own)
+    _wait(lambda: len(rig.lease.renewals) >= 1)
+    gate.open = False
+    beats = own.listener.beats
+    _wait(lambda: own.listener.beats >= beats + 2)  # a renewal asked before the flip has landed
+    renewed, beats = len(rig.lease.renewals), own.listener.beats
+    _wait(lambda: own.listener.beats >= beats + 3)
+    assert len(rig.lease.renewals) == renewed
+    own.hub.step_down("")  # the stream ends; the agent's hellos are refused while the gate fails
+    _wait(lambda: rig.client.connected_to == "")
+    asked = gate.asked
+    _wait(lambda: gate.asked >= asked + 2)
+    assert rig.client.streams == 1 and rig.agent.node.name not in own.hub.ready_nodes()
+    assert len(rig.lease.renewals) == renewed
+    gate.open = True
+    _connected(rig, own)
+    _wait(lambda: len(rig.lease.renewals) > renewed + 1)
+    assert rig.client.streams == 2

@@ -105,9 +105,16 @@ class AgentHub(AgentRequests):
         self._log_timeout = log_timeout_s
         self._stale_after = stale_after_s
         self._reset_timeout = reset_timeout_s
+        self._renewing: Callable[[], bool] = lambda: True
 
     def attach(self, listener: AgentListener) -> None:
         self._listener = listener
+
+    def renew_leases_while(self, renewing: Callable[[], bool]) -> None:
+        """Welcome agents and acknowledge their heartbeats (each renews the agent's lease)
+        only while `renewing()` holds: replicated, while a quorum was in this leader's term
+        within one election timeout (`RaftNode.heard_quorum_within`, docs/replication.md)."""
+        self._renewing = renewing
 
     # -- from the transport ----------------------------------------------------------------
 
@@ -128,6 +135,8 @@ class AgentHub(AgentRequests):
         leader = listener.accepting()
         if leader is not None:
             raise NotAccepting(leader)
+        if not self._renewing():  # its welcome would renew the lease: ask again soon
+            raise NotAccepting("")
         with self._lock:
             old = self._sessions.get(session.node)
             live = _Live(session, time.monotonic(), uuids={g.index: g.uuid for g in node.gpus})
@@ -147,9 +156,12 @@ class AgentHub(AgentRequests):
         for seq, _ in exited:
             session.send_exit_ack(seq)
 
-    def heartbeat(self, session: AgentSession) -> None:
+    def heartbeat(self, session: AgentSession) -> bool:
+        """Note the node's heartbeat; whether it may be acknowledged (renewing the lease)."""
+        renew = self._renewing()  # asked first: the renewal counts from the beat's sending
         if self._touch(session):
             self._need_listener().agent_heartbeat(session.node)
+        return renew
 
     def finding(self, session: AgentSession, event: HealthEvent) -> None:
         if self._touch(session):

@@ -3,7 +3,7 @@
 Theory of operation. The Raft loop sends the heartbeats the `RawNode` makes, once per tick.
 While the loop is inside a slow storage write (an fsync on a shared disk measured 100-250 ms
 under load) or handling a long burst of work, no tick happens and no heartbeat leaves: past
-the followers' election timeout (150-300 ms at the defaults) they elect another leader,
+the followers' election timeout (500-1000 ms at the defaults) they elect another leader,
 although this one is alive and reachable. The keeper remembers to whom and in which term
 the leader last sent AppendEntries or heartbeats (`record`, on the Raft loop); a thread of its
 own wakes every tick interval and, when the loop has not ticked for `stall_ticks` intervals,
@@ -15,7 +15,7 @@ commit index 0 and no read-index context, so it moves no follower's commit index
 no ReadIndex; the leader's core handles the answers when the loop runs again. The keeper
 stops as soon as the loop says this node no longer leads (`clear`).
 
-What it costs: it covers a stall of at most `cover_s` (4 election timeouts by default). A
+What it costs: it covers a stall of at most `cover_s` (12 ticks, 600 ms, by default). A
 leader whose loop hangs longer (a disk that stopped) is given up by its followers that much
 later than without the keeper, then failed over as before.
 """

@@ -81,6 +81,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpu_platform.application.raft_applier import Applier, ChunkedStateMachine, StateMachine
+from gpu_platform.application.raft_contact import QuorumContact
 from gpu_platform.application.raft_errors import (
     InvalidMembershipChange,
     MembershipChangeInProgress,
@@ -185,6 +186,7 @@ class RaftNode(RaftLoop):
             staging=storage if isinstance(storage, SnapshotStaging) else None,
         )
         cover_s = config.tick_interval * config.heartbeat_cover_ticks
+        self._contact = QuorumContact(config.id)  # renewals of the agents' leases (raft_contact)
         self._keeper = HeartbeatKeeper(
             config.id, transport, config.tick_interval, cover_s, priority=self.priority
         )
@@ -251,12 +253,14 @@ class RaftNode(RaftLoop):
         the first time is one the leader's heartbeats and the votes pass through, so its
         priority is raised then (`priority`)."""
         seen = self._delivering
+        contact = self._contact
 
         def delivered(m: Message) -> None:
             tid = threading.get_ident()
             if tid not in seen:
                 seen.add(tid)
                 self.priority.raise_current(f"raft-net-{self.config.id}")
+            contact.heard(m)  # stamped on arrival, before any queue
             deliver(m)
 
         return delivered
@@ -336,6 +340,13 @@ class RaftNode(RaftLoop):
         (never blocks)."""
         st, applied = self._status, self._applier.applied
         return st if st.applied == applied else replace(st, applied=applied)
+
+    def heard_quorum_within(self, window_s: float) -> bool:
+        """This node leads, and a quorum of voters (itself one) sent it a message of its
+        term within the last `window_s` seconds: no newer leader took the lead more than
+        `window_s` (plus a message's flight) ago (`raft_contact`). Never blocks."""
+        s = self._status
+        return s.role is Role.LEADER and self._contact.fresh(s.term, s.voters, window_s)
 
     def leader(self) -> tuple[int | None, str | None]:
         s = self._status

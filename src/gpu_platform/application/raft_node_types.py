@@ -15,9 +15,10 @@ class RaftNodeConfig:
 
     id: int
     voters: tuple[int, ...]
-    # Defaults = the server's (`raft_tick_seconds`, `raft_election_ticks`): 15 ms heartbeat,
-    # election timeout random in [150, 300) ms; see docs/raft.md for the timing budget.
-    tick_interval: float = 0.015
+    # Defaults = the server's (`raft_tick_seconds`, `raft_election_ticks`): 50 ms heartbeat,
+    # election timeout random in [500, 1000) ms (a leader whose process ends is found sooner:
+    # its link closes); see docs/raft.md for the timing budget.
+    tick_interval: float = 0.05
     election_tick: int = 10
     heartbeat_tick: int = 1
     # Fewer Raft messages per commit (`consensus.Config.lean_replication`, issue 21): no
@@ -33,7 +34,7 @@ class RaftNodeConfig:
     max_inbox_batch: int = 4096  # inbox items handled before the next Ready
     # A leader's loop stalled (slow fsync) has its heartbeats repeated for up to this many
     # ticks (`raft_heartbeat`); 0 = never.
-    heartbeat_cover_ticks: int = 40
+    heartbeat_cover_ticks: int = 12
     # A node stalled since it last heard its leader defers the tick that would start an
     # election (or check the quorum) by one interval, once (`raft_stalls`); False = never.
     stall_defer: bool = True

@@ -28,9 +28,16 @@ from gpu_platform.infrastructure.config_api import ApiSettings
 from gpu_platform.infrastructure.config_node import NodeSettings
 from gpu_platform.infrastructure.config_replication import ReplicationSettings
 
-__all__ = ["ConfigError", "Settings", "load_settings"]
+__all__ = ["ConfigError", "Settings", "fence_budget_s", "load_settings"]
 
 _toml_data: ContextVar[dict[str, Any] | None] = ContextVar("gpu_platform_toml", default=None)
+
+
+def fence_budget_s(*, lease_s: float, grace_s: float, suspect_s: float, election_s: float) -> float:
+    """The least `node_down_after_seconds` that keeps fencing safe (see
+    `Settings.fence_budget_seconds`): lease + fence grace + one election timeout (the old
+    leader's renewal window) + slack (suspect period / 3 + 1 s), rounded to milliseconds."""
+    return round(lease_s + grace_s + election_s + suspect_s / 3 + 1.0, 3)
 
 
 class ConfigError(Exception):
@@ -60,22 +67,27 @@ class Settings(ApiSettings, ReplicationSettings, NodeSettings):
             raise ValueError(
                 f"node_down_after_seconds ({self.node_down_after_seconds:g}) must be at least "
                 f"{need:g}: agent_lease_seconds + agent_fence_grace_seconds + "
-                "node_suspect_after_seconds/3 + 1 s + two election timeouts, or a cut-off "
-                "agent's tasks could still run when their jobs start elsewhere"
+                "node_suspect_after_seconds/3 + 1 s + one election timeout "
+                "(raft_tick_seconds x raft_election_ticks), or a cut-off agent's tasks could "
+                "still run when their jobs start elsewhere"
             )
         return self
 
     @property
     def fence_budget_seconds(self) -> float:
-        """The least node_down_after_seconds that keeps fencing safe (docs/replication.md)."""
-        election = self.raft_tick_seconds * self.raft_election_ticks
-        return round(
-            self.agent_lease_seconds
-            + self.agent_fence_grace_seconds
-            + self.node_suspect_after_seconds / 3
-            + 1.0
-            + 2 * election,
-            3,
+        """The least node_down_after_seconds that keeps fencing safe (docs/replication.md).
+
+        A newer leader re-places a silent node's work `node_down_after_seconds` after it took
+        the lead; the old leader renews leases only while a quorum was in its term within one
+        election timeout (`application.raft_contact`), so its last lease ends at most one
+        election timeout + `agent_lease_seconds` after the newer leader took the lead, and the
+        fence has stopped the tasks `agent_fence_grace_seconds` later. The rest is slack:
+        the verdicts' cadence (a third of the suspect period), timers and scheduling (1 s)."""
+        return fence_budget_s(
+            lease_s=self.agent_lease_seconds,
+            grace_s=self.agent_fence_grace_seconds,
+            suspect_s=self.node_suspect_after_seconds,
+            election_s=self.lease_renewal_window_seconds,
         )
 
     @classmethod

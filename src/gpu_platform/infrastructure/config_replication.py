@@ -59,16 +59,17 @@ class ReplicationSettings(BaseSettings):
         "one-voter cluster (peers empty), off when peers are given.",
     )
     raft_tick_seconds: float = Field(
-        0.015,
+        0.05,
         gt=0,
-        description="Raft tick length; the leader heartbeats every tick (etcd's low-latency "
-        "setting: 15 ms heartbeat, 10x election timeout; docs/raft.md has the budget).",
+        description="Raft tick length; the leader heartbeats every tick (50 ms heartbeat, 10x "
+        "election timeout, in etcd's low-latency range; a leader whose process ends is found "
+        "by its link closing, at the next tick; docs/raft.md has the budget).",
     )
     raft_election_ticks: int = Field(
         10,
         ge=2,
         description="Election timeout in ticks: a follower that hears no leader for a random "
-        "time in [N, 2N) ticks campaigns (pre-vote and check-quorum on; 150-300 ms by default).",
+        "time in [N, 2N) ticks campaigns (pre-vote and check-quorum on; 500-1000 ms by default).",
     )
     raft_transport: Literal["grpc", "tcp"] = Field(
         "grpc",
@@ -123,6 +124,12 @@ class ReplicationSettings(BaseSettings):
         if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
             return "on" if value.lower() in ("true", "1", "yes") else "off"
         return value
+
+    @property
+    def lease_renewal_window_seconds(self) -> float:
+        """A leader renews its agents' leases only while a quorum of voters sent it a
+        message of its term this recently (`application.raft_contact`): one election timeout."""
+        return self.raft_tick_seconds * self.raft_election_ticks
 
     @property
     def runs_local_agent(self) -> bool:

@@ -6,6 +6,7 @@ admission, and the running control plane with its health monitors, services and 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.adapters.outbound.observability import OtelJobTracer
@@ -174,6 +175,9 @@ def _running_control_plane(
         addresses = advertised(settings, tls_files(settings), ports).as_tuple()
         if settings.runs_local_agent and inventory.nodes:
             local_node = inventory.nodes[0].name
+        if isinstance(runner, AgentHub):  # leases renewed within one election timeout only
+            window = settings.lease_renewal_window_seconds
+            runner.renew_leases_while(partial(replication.node.heard_quorum_within, window))
     plane = ControlPlane(
         inventory,
         store,

@@ -278,11 +278,11 @@ class _LocalSession:
             _call(self._hub.exited_all, self, items)
 
 
-def _call(fn: Callable[..., None], *args: object) -> bool:
-    """Run `fn`; a lost lead or a failure is logged (as the gRPC server's workers do)."""
+def _call(fn: Callable[..., object], *args: object) -> bool:
+    """Run `fn`: False when it failed (a lost lead or a failure is logged, as the gRPC
+    server's workers do) or returned False (a heartbeat that may not renew the lease)."""
     try:
-        fn(*args)
-        return True
+        return fn(*args) is not False
     except (LeaderElsewhere, RaftNodeError) as exc:  # lost the lead: the agent moves on
         log.info("agent message not taken", error=str(exc))
     except Exception:

@@ -293,8 +293,8 @@ class _Servicer(pb_grpc.AgentServiceServicer):
 
 
 def _beat(hub: AgentHub, session: _Session, seq: int) -> None:
-    hub.heartbeat(session)
-    session.send_heartbeat_ack(seq)
+    if hub.heartbeat(session):  # not while the leader may have been superseded
+        session.send_heartbeat_ack(seq)
 
 
 class AgentGrpcServer:
