@@ -9,7 +9,7 @@ SYSTEM_DEPS := hwloc-nox golang-etcd-server-dev iproute2 procps prometheus etcd-
 # A single-node Slurm beside us in `make bench` (tests/benchmarks/bench_slurm_peer.py).
 SYSTEM_DEPS += slurmctld slurmd slurm-client munge
 
-.PHONY: run test lint typecheck contracts unit bench chaos deps clean help proto openapi containers
+.PHONY: run test lint typecheck contracts unit bench chaos deps clean help proto openapi containers bench-smoke gpu-check
 
 help:
 	@echo "make run    - create .venv, install, start 'gpu-platform serve' (embedded single node)"
@@ -52,7 +52,11 @@ lint: $(VENV)/.installed-dev
 PYTEST_WORKERS ?= 2
 
 test: lint
-	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=30 --ignore=tests/containers --ignore=tests/gpu
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=30 --ignore=tests/containers --ignore=tests/gpu --ignore=tests/bench_smoke
+
+# Not part of `make test` (every benchmark at its smallest: ~3 minutes alone); .ci/run runs it.
+bench-smoke: $(VENV)/.installed-dev
+	$(VENV)/bin/pytest -q tests/bench_smoke
 
 # Not part of `make test` (minutes the first time: debootstrap, image build); .ci/run runs it.
 containers: $(VENV)/.installed-dev
