@@ -116,7 +116,7 @@ def feed(replica: ClusterReplica, log: list[bytes], first: int = 1) -> list[Appl
     return results
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(logs(), st.data())
 def test_a_snapshot_taken_anywhere_then_the_rest_of_the_log_gives_the_same_state_and_events(
     commands: list[Command], data: st.DataObject

@@ -84,7 +84,7 @@ def _ready(state: ClusterState, name: str) -> bool:
     return state.node(name).state is NodeState.READY
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_the_view_kept_in_step_equals_a_view_rebuilt_from_scratch(data: st.DataObject) -> None:
     state = _state()
