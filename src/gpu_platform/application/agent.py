@@ -119,13 +119,9 @@ class Agent:
             kept = list(self._findings) if emit is not None else []
             self._findings.clear()
             carried = {e.seq for e in hello.exited} if hello is not None else set()
-            late = [
-                ExitNotice(seq, report)
-                for seq, report in sorted(self._unacked.items())
-                if emit is not None and seq not in carried
-            ]
-        for notice in late:
-            if emit is not None:
+            late = [ExitNotice(s, r) for s, r in sorted(self._unacked.items()) if s not in carried]
+        if emit is not None:
+            for notice in late:
                 emit(notice)
         for event in kept:
             self._finding(event)
