@@ -5,7 +5,8 @@ runs), so leftovers are found by that marker in /proc/PID/environ even after the
 reparented to init (daemons, `start_new_session=True`, orphaned grandchildren). Job cgroups
 still there at the end count as leftovers too when they belong to a data directory under this
 session's temporary base (the instance is a hash of the data directory), or were made
-straight under `gpu-platform/` during the session.
+straight under `gpu-platform/` during the session; so does an instance's own group (empty, left
+by a server that was killed), named with its data directory, which names the test.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -100,13 +101,26 @@ def job_cgroups(instances: set[str]) -> set[Path]:
     return found
 
 
-def session_instances(base: Path, depth: int = 4) -> set[str]:
-    """Cgroup instances of every directory this session made under its temporary base."""
-    found, level = set(), [base]
+def session_instances(base: Path, depth: int = 4) -> dict[str, Path]:
+    """Cgroup instances of every directory this session made under its temporary base, each
+    with its directory."""
+    found, level = {}, [base]
     for _ in range(depth):
         level = [p for d in level for p in _subdirs(d)]
-        found.update(instance_of(p) for p in level)
+        found.update((instance_of(p), p) for p in level)
     return found
+
+
+def instance_groups(instances: Mapping[str, Path]) -> dict[Path, Path]:
+    """Instance groups (`gpu-platform/<instance>`, every hierarchy) of these instances that
+    still exist, each with its data directory."""
+    return {
+        group: instances[group.name]
+        for top in [*CGROUP_ROOT.glob("*/gpu-platform"), CGROUP_ROOT / "gpu-platform"]
+        if top.is_dir()
+        for group in top.iterdir()
+        if group.is_dir() and group.name in instances
+    }
 
 
 def _subdirs(d: Path) -> list[Path]:
@@ -131,11 +145,16 @@ def no_leftovers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     while (left := marked_processes(marker, exclude=me)) and time.monotonic() < deadline:
         time.sleep(0.2)
     instances = session_instances(base)
-    while (cgroups := job_cgroups(instances) - before) and time.monotonic() < deadline:
+    while (cgroups := job_cgroups(set(instances)) - before) and time.monotonic() < deadline:
         time.sleep(0.2)
     for pid in left:  # clean up, so one leak does not poison the next run
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     problems = [f"process {pid} still running: {argv}" for pid, argv in sorted(left.items())]
     problems += [f"cgroup left behind: {p}" for p in sorted(cgroups)]
+    if not cgroups:  # an instance's group alone: empty, so removed here (next runs stay clean)
+        for group, data_dir in sorted(instance_groups(instances).items()):
+            problems.append(f"cgroup left behind: {group} (data directory {data_dir})")
+            with contextlib.suppress(OSError):
+                group.rmdir()
     assert not problems, "tests left these behind:\n" + "\n".join(problems)

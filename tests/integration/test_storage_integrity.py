@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import CGROUP_ROOT, instance_of
 from tests.integration.conftest import ENTRY, Server, wait_for
 
 JOBS = 3
@@ -41,6 +42,10 @@ def crashed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         assert wait_for(lambda: all(state(server, token, j) == "COMPLETED" for j in ids))
     finally:
         server.stop(signal.SIGKILL)
+        # its jobs ended, so only the data dir's own (empty) cgroup is left, which a restart on
+        # this dir would sweep; the tests start on copies, so remove it here
+        for group in CGROUP_ROOT.glob(f"*/gpu-platform/{instance_of(server.data_dir)}"):
+            group.rmdir()
     assert (
         server.data_dir / "raft.db-wal"
     ).stat().st_size > 0  # the acknowledged writes live there
