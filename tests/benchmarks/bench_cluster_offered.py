@@ -1,6 +1,6 @@
 """The 3-server cluster under open-loop arrivals (issue 21: "p99 ≤ 250 ms at 500 jobs/s offered").
 
-3 servers (real processes, Raft over gRPC — or over TCP with GPU_PLATFORM_RAFT_TRANSPORT=tcp,
+3 servers (real processes, Raft over TCP — or over gRPC with GPU_PLATFORM_RAFT_TRANSPORT=grpc,
 `raft_transport` in each row's params —, SQLite with fsync) and simulated agents from one
 `agent_swarm` process, started as `bench_control_plane_scale.py` starts them. Every job is
 `fake-exit 0` on one GPU: it ends at the swarm's next tick, so GPUs free up as jobs arrive.

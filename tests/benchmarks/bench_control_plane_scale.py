@@ -9,8 +9,8 @@ SQLite WAL with fsync) and simulated agents — each node its own real gRPC stre
   term changes between the agents being connected and the end of the run, no server killed
   (issue 21: must be 0), with the load average. The servers run at `cpu_priority = high`
   (`GPU_PLATFORM_CPU_PRIORITY=normal` for the default; in each row's params). Raft runs over
-  the server's default gRPC transport; `GPU_PLATFORM_RAFT_TRANSPORT=tcp` runs all three servers
-  over the TCP one (`raft_transport` in each row's params).
+  the server's default TCP transport; `GPU_PLATFORM_RAFT_TRANSPORT=grpc` runs all three servers
+  over the gRPC one (`raft_transport` in each row's params).
 * `cluster.array_to_bound`: then, on the same cluster, the same number of jobs as job arrays
   (one POST /v1/arrays per 1,000 tasks, so the 8 REST clients' submit rate is not what is
   measured): per task, bind time minus the array's submit time, p50/p99; ops_per_s = tasks
@@ -59,8 +59,8 @@ DEFAULTS = RaftNodeConfig(id=0, voters=())  # the server's Raft timing (not over
 # server's default. Recorded in each row's params.
 CPU_PRIORITY = os.environ.get("GPU_PLATFORM_CPU_PRIORITY", "high")
 # How Raft messages travel between the servers (config raft_transport, the same for all three):
-# the server's default grpc, or GPU_PLATFORM_RAFT_TRANSPORT=tcp. Recorded in each row's params.
-RAFT_TRANSPORT = os.environ.get("GPU_PLATFORM_RAFT_TRANSPORT", "grpc")
+# the server's default tcp, or GPU_PLATFORM_RAFT_TRANSPORT=grpc. Recorded in each row's params.
+RAFT_TRANSPORT = os.environ.get("GPU_PLATFORM_RAFT_TRANSPORT", "tcp")
 
 
 def _proc_cpu_rss(pid: int) -> tuple[float, int]:

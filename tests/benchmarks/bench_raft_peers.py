@@ -3,7 +3,8 @@ concurrent clients, the same payload (a key `k<i % 1000>` and a 64-byte value), 
 loopback, each system in its best honest configuration (see `_raft_peers` for the peers).
 
 Ours: node 1 runs in this process at the server's default settings (`RaftNodeConfig()`
-defaults = `raft_tick_seconds` / `raft_election_ticks`), nodes 2 and 3 are `raft_kv`
+defaults = `raft_tick_seconds` / `raft_election_ticks`; the heap frozen out of the garbage
+collector's walks before measuring, as the server does), nodes 2 and 3 are `raft_kv`
 processes; once with each Raft transport (`transport`: grpc-stream = `GrpcRaftTransport`, tcp =
 `TcpRaftTransport`; `RAFT_BENCH_TRANSPORTS=tcp,grpc` picks which and in what order), SQLite WAL
 with synchronous=FULL (an fsync per batch) on every node. The client runs in the leader's process: one client proposes and waits on the
@@ -37,6 +38,7 @@ import httpx
 from _harness import percentile, result
 from _raft_peers import etcd, pysyncobj
 
+from gpu_platform.adapters.outbound.gc_pauses import freeze_startup_heap
 from gpu_platform.adapters.outbound.raft_grpc import GrpcRaftTransport
 from gpu_platform.adapters.outbound.raft_storage import SqliteRaftStorage
 from gpu_platform.adapters.outbound.raft_tcp import TcpRaftTransport
@@ -162,6 +164,9 @@ def ours(counts: dict[int, int], root: Path, transport: str) -> dict[int, dict[s
         _wait(lambda: all(_status_ok(client, p) for p in http.values()))
         for i in range(20):  # warm up: streams, caches
             node.propose(_put(i)).result(timeout=30)
+        # As the server does once built: without it the process's first full collection
+        # (23-40 ms here) fell into whichever transport was measured first, at 64 clients
+        freeze_startup_heap()
         for clients, total in counts.items():
             before = max_term()
             load_now = round(os.getloadavg()[0], 2)

@@ -4,6 +4,7 @@ senders are in the server's audit records."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,11 +12,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from gpu_platform.adapters.cluster_identity import TOKEN_METADATA
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
-from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2 as raft_pb
-from gpu_platform.adapters.outbound.raft_grpc.v1 import raft_pb2_grpc as raft_grpc
+from gpu_platform.adapters.outbound.raft_tcp.wire import encode_hello, read_answer
 from gpu_platform.testing.cluster_procs import ENTRY, ReplicatedCluster, wait_until
 
 WAIT = 90.0
@@ -60,15 +59,14 @@ def test_an_agent_with_another_clusters_token_is_refused_and_never_registers(
         assert nodes == {"node-1"}
         job = c.submit(["true"], gpus=1)  # the cluster's own agent still runs work
         assert wait_until(lambda: c.job(job["id"])["state"] == "COMPLETED", WAIT)
-        # A forged Raft sender holding the token is refused too; both land in the audit log.
-        forged = raft_pb.Batch(from_id=99, to_id=1)
-        metadata = ((TOKEN_METADATA, c.env["GPU_PLATFORM_CLUSTER_TOKEN"]),)
-        with (
-            grpc.insecure_channel(f"127.0.0.1:{c.raft[1]}") as channel,
-            pytest.raises(grpc.RpcError) as refused,
-        ):
-            raft_grpc.RaftStub(channel).Send(forged, metadata=metadata, timeout=30)
-        assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        # A forged Raft sender holding the token is refused too (the default TCP transport
+        # answers its hello with the reason); both land in the audit log.
+        token = c.env["GPU_PLATFORM_CLUSTER_TOKEN"]
+        with socket.create_connection(("127.0.0.1", c.raft[1]), timeout=30) as sock:
+            sock.sendall(encode_hello(99, 1, token))
+            with sock.makefile("rb") as f:
+                refusal = read_answer(f)
+        assert refusal is not None and "not a member of this cluster" in refusal
         audit = c.client.get(c.url(1) + "/v1/audit").json()
         refusals = {(a["action"], a["actor"]) for a in audit if a["outcome"].startswith("refused")}
         assert {("agent.connect", "agent stranger"), ("raft.connect", "server 99")} <= refusals

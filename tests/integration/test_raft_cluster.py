@@ -146,8 +146,12 @@ def test_three_processes_elect_one_leader_and_replicate_a_write(kv: KvCluster) -
     code, body = kv.put(lead, "a", "1")
     assert code == 200 and body["index"] > 1
     follower = next(i for i in kv.ids if i != lead)
-    # a loaded machine may start a follower's HTTP server after the others have elected
-    assert wait_for(lambda: kv.get(follower, "/status") is not None, timeout=WAIT)
+    # a loaded machine may start a follower's HTTP server after the others have elected, and
+    # the leader's first messages to it may have found it not yet listening: wait until it
+    # has heard from the leader
+    assert wait_for(
+        lambda: (kv.get(follower, "/status") or {}).get("leader_id") == lead, timeout=WAIT
+    )
     code, body = kv.put(follower, "b", "2")
     assert code == 421 and body["leader_id"] == lead
     assert wait_for(lambda: all(kv.dump(i) == {"a": "1"} for i in kv.ids), timeout=WAIT)

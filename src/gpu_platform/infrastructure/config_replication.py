@@ -72,11 +72,11 @@ class ReplicationSettings(BaseSettings):
         "time in [N, 2N) ticks campaigns (pre-vote and check-quorum on; 500-1000 ms by default).",
     )
     raft_transport: Literal["grpc", "tcp"] = Field(
-        "grpc",
-        description="How Raft messages travel between servers: grpc (grpcio streams) or tcp "
-        "(plain sockets written from the Raft loop: fewer thread hand-offs, faster "
-        "single-client commits; docs/raft.md has the figures). Same TLS, token and member "
-        "rules; every server of a cluster must use the same one.",
+        "tcp",
+        description="How Raft messages travel between servers: tcp (the default: plain "
+        "sockets, or TLS, written from the Raft loop: fewer thread hand-offs, faster "
+        "single-client commits) or grpc (grpcio streams); docs/raft.md has the figures. Same "
+        "TLS, token and member rules; every server of a cluster must use the same one.",
     )
     cpu_priority: Literal["normal", "high", "realtime"] = Field(
         "normal",

@@ -1,7 +1,7 @@
 """A replicated key-value store over `RaftNode` — a test and benchmark HARNESS, not a product.
 
-One process is one Raft node: `SqliteRaftStorage` in `--data`, `GrpcRaftTransport` (or
-`TcpRaftTransport` with `--transport tcp`; default: `$RAFT_KV_TRANSPORT`, else grpc) on its
+One process is one Raft node: `SqliteRaftStorage` in `--data`, `TcpRaftTransport` (or
+`GrpcRaftTransport` with `--transport grpc`; default: `$RAFT_KV_TRANSPORT`, else tcp) on its
 `--peers` address, `KvStateMachine` as the state machine, and a tiny HTTP/JSON interface:
 
 * `POST /put` `{"key": k, "value": v}` -> 200 `{"index": i}` once committed and applied here;
@@ -251,8 +251,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--transport",
         choices=("grpc", "tcp"),
-        default=os.environ.get("RAFT_KV_TRANSPORT", "grpc"),
-        help="Raft transport between the nodes (default: $RAFT_KV_TRANSPORT, else grpc)",
+        default=os.environ.get("RAFT_KV_TRANSPORT", "tcp"),
+        help="Raft transport between the nodes (default: $RAFT_KV_TRANSPORT, else tcp)",
     )
     args = p.parse_args(argv)
 
