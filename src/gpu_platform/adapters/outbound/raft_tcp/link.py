@@ -34,9 +34,11 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from gpu_platform.adapters.outbound.raft_tcp.mismatch import TransportMismatch
 from gpu_platform.adapters.outbound.raft_tcp.security import tune
 from gpu_platform.adapters.outbound.raft_tcp.wire import (
     MAX_FRAME,
+    GrpcPeer,
     encode_frame,
     encode_hello,
     read_answer,
@@ -70,6 +72,8 @@ class LinkStats:
     rewrites: int = 0  # frames written again on a new connection after the old one failed
     refused: int = 0  # inbound connections refused: not a member of this cluster
     garbage: int = 0  # inbound connections dropped for bytes that are not this protocol
+    grpc_in: int = 0  # inbound connections refused: the peer speaks the gRPC Raft transport
+    grpc_out: int = 0  # connections dialed to a peer that answered as a gRPC Raft transport
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,7 @@ class LinkConfig:
     backoff_max: float
     on_unreachable: Callable[[int], None]
     on_snapshot: Callable[[int, bool], None]
+    mismatch: TransportMismatch = field(default_factory=TransportMismatch)
 
 
 @dataclass(slots=True)
@@ -233,6 +238,12 @@ class PeerLink:
                 sock.close()
                 return None
             sock.setblocking(False)
+        except GrpcPeer:  # a server of this cluster on the other transport: say so, retry
+            self._stats.grpc_out += 1
+            self._c.mismatch.outbound(self.id, self.address)
+            if sock is not None:
+                sock.close()
+            return None
         except (OSError, EOFError, ValueError):  # down, not listening, not a peer: retried
             if sock is not None:
                 sock.close()

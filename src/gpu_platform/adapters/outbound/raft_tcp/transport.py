@@ -13,7 +13,10 @@ in order. So a lone commit's messages cross no thread between the sender's Raft 
 receiver's reader (which puts them in the Raft node's inbox) but the kernel's sockets.
 
 A connection that sends anything that is not this protocol (`wire.WireError`) is dropped and
-counted (`stats.garbage`); the node goes on. A newer connection from the same sender replaces
+counted (`stats.garbage`); the node goes on. A peer that speaks the gRPC Raft transport
+instead (a server configured with another `raft_transport`) is recognised, both when it dials
+and when it is dialed, counted apart (`stats.grpc_in`, `stats.grpc_out`) and named in one
+warning per address per minute (`mismatch`). A newer connection from the same sender replaces
 an older one (the older one is closed). `stop()` closes every socket and joins every thread.
 """
 
@@ -35,6 +38,7 @@ from gpu_platform.adapters.outbound.raft_tcp.link import (
     PeerLink,
     split_address,
 )
+from gpu_platform.adapters.outbound.raft_tcp.mismatch import TransportMismatch
 from gpu_platform.adapters.outbound.raft_tcp.security import (
     SocketCallContext,
     client_context,
@@ -42,6 +46,7 @@ from gpu_platform.adapters.outbound.raft_tcp.security import (
     tune,
 )
 from gpu_platform.adapters.outbound.raft_tcp.wire import (
+    GrpcPeer,
     WireError,
     decode_batch,
     encode_answer,
@@ -105,6 +110,7 @@ class TcpRaftTransport:
         mtls = tls is not None and tls.ca is not None
         self.gate = MemberGate("raft", "server", token=token, mtls=mtls, audit=audit)
         self.stats = LinkStats()
+        self.mismatch = TransportMismatch()
         self.bound_port = 0
         self._on_message: MessageHandler | None = None
         self._config: LinkConfig | None = None
@@ -142,6 +148,7 @@ class TcpRaftTransport:
             backoff_max=self.backoff_max,
             on_unreachable=on_unreachable,
             on_snapshot=on_snapshot,
+            mismatch=self.mismatch,
         )
         host, port = split_address(self.listen)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -310,6 +317,9 @@ class TcpRaftTransport:
                     for m in messages:
                         handler(m)
                     self.stats.received += len(messages)
+        except GrpcPeer:
+            self.stats.grpc_in += 1
+            self.mismatch.inbound(addr[0], addr[1])
         except WireError as exc:
             self.stats.garbage += 1
             log.warning("raft connection dropped: not this protocol", peer=peer, why=str(exc))

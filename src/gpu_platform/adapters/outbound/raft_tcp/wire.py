@@ -10,6 +10,9 @@ One TCP connection carries one direction, sender -> receiver:
   (`frames`; version 1 carried a serialized `raft_pb2.Batch`, 20-60 µs per message to build
   or read from Python).
 
+A peer that speaks the gRPC Raft transport instead (an HTTP/2 client preface for a hello, a
+SETTINGS frame for an answer: `mismatch`) is a `GrpcPeer`, a `WireError` of its own.
+
 Anything else — a wrong magic or version, a frame longer than `MAX_FRAME`, bytes that do not
 parse as a batch, a message the core cannot represent — is a `WireError`: the receiver drops
 that connection (and nothing of the frame is delivered).
@@ -23,10 +26,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gpu_platform.adapters.outbound.raft_tcp.frames import FrameError, pack_batch, unpack_batch
+from gpu_platform.adapters.outbound.raft_tcp.mismatch import is_grpc_answer, is_grpc_hello
 from gpu_platform.domain.consensus import Message
 
 __all__ = [
     "MAX_FRAME",
+    "GrpcPeer",
     "Hello",
     "WireError",
     "decode_batch",
@@ -48,6 +53,10 @@ _LEN = struct.Struct(">I")
 
 class WireError(ValueError):
     """The peer sent something that is not this protocol."""
+
+
+class GrpcPeer(WireError):
+    """The peer speaks HTTP/2: it uses the gRPC Raft transport, not this one."""
 
 
 class Reader(Protocol):
@@ -74,7 +83,10 @@ def encode_hello(sender: int, receiver: int, token: str | None) -> bytes:
 
 
 def read_hello(f: Reader) -> Hello:
-    magic, version, sender, receiver, n = _HELLO.unpack(_exact(f, _HELLO.size))
+    head = _exact(f, _HELLO.size)
+    if is_grpc_hello(head):
+        raise GrpcPeer("the peer opened with the HTTP/2 preface (the gRPC Raft transport)")
+    magic, version, sender, receiver, n = _HELLO.unpack(head)
     if magic != MAGIC or version != VERSION:
         raise WireError(f"not a gpu-platform Raft peer (greeting {magic!r}, version {version})")
     try:
@@ -91,7 +103,13 @@ def encode_answer(refusal: str | None) -> bytes:
 
 def read_answer(f: Reader) -> str | None:
     """None when admitted, else the receiver's reason for refusing."""
-    status, n = _ANSWER.unpack(_exact(f, _ANSWER.size))
+    head = _exact(f, _ANSWER.size)
+    status, n = _ANSWER.unpack(head)
+    if status != 1 and n:  # an admission has no reason: not an answer
+        head += f.read(9 - len(head))  # the rest of an HTTP/2 frame header, if it is one
+        if is_grpc_answer(head):
+            raise GrpcPeer("the peer answered with an HTTP/2 SETTINGS frame (gRPC transport)")
+        raise WireError(f"not a gpu-platform Raft answer ({head!r})")
     reason = _exact(f, n).decode(errors="replace")
     if status not in (0, 1):
         raise WireError(f"unknown answer status {status}")
