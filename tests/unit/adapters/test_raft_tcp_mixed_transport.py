@@ -1,6 +1,7 @@
 """Servers on different Raft transports: the TCP transport recognises a gRPC peer, whichever
 side dials, and says so in one warning per peer address (not one per reconnect), naming the
-address and the fix. Real `GrpcRaftTransport`s and `TcpRaftTransport`s on loopback."""
+address and the fix. Real `GrpcRaftTransport`s and `TcpRaftTransport`s on loopback, in the
+clear and with mutual TLS (where the handshake agrees on HTTP/2 by ALPN)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ from gpu_platform.adapters.outbound.raft_tcp.mismatch import (
     TransportMismatch,
     is_grpc_answer,
 )
+from gpu_platform.adapters.outbound.raft_tcp.security import ALPN, client_context
+from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.domain.consensus import Message, MessageType
+from gpu_platform.testing.member_pki import MemberPki
 
 WAIT = 20.0  # generous: the machine is shared
 
@@ -45,29 +49,42 @@ def warnings(lines: list[dict[str, Any]]) -> list[str]:
     return [str(x["event"]) for x in lines if x["log_level"] == "warning"]
 
 
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> MemberPki:
+    return MemberPki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(params=["plain", "mtls"])
+def tls(request: pytest.FixtureRequest, pki: MemberPki) -> Callable[[int], TlsFiles | None]:
+    """Each server's TLS files by node id (None in the clear)."""
+    if request.param == "plain":
+        return lambda _node: None
+    return lambda node: pki.tls("server", str(node))
+
+
 @pytest.fixture
-def grpc_node() -> Iterator[GrpcRaftTransport]:
+def grpc_node(tls: Callable[[int], TlsFiles | None]) -> Iterator[GrpcRaftTransport]:
     """A gRPC Raft server, node 1 (its peer 2 is never dialled)."""
-    g = GrpcRaftTransport(1, {1: "127.0.0.1:0", 2: "127.0.0.1:1"})
+    g = GrpcRaftTransport(1, {1: "127.0.0.1:0", 2: "127.0.0.1:1"}, tls=tls(1))
     g.start(ignore, ignore, ignore)
     yield g
     g.stop()
 
 
 @pytest.fixture
-def tcp_node() -> Iterator[TcpRaftTransport]:
+def tcp_node(tls: Callable[[int], TlsFiles | None]) -> Iterator[TcpRaftTransport]:
     """A TCP Raft server, node 4 (its peer 5 is never dialled)."""
-    t = TcpRaftTransport(4, {4: "127.0.0.1:0", 5: "127.0.0.1:1"})
+    t = TcpRaftTransport(4, {4: "127.0.0.1:0", 5: "127.0.0.1:1"}, tls=tls(4))
     t.start(ignore, ignore, ignore)
     yield t
     t.stop()
 
 
 def test_a_tcp_node_dialing_a_grpc_server_warns_once_naming_its_address_and_keeps_trying(
-    grpc_node: GrpcRaftTransport,
+    grpc_node: GrpcRaftTransport, tls: Callable[[int], TlsFiles | None]
 ) -> None:
     address = grpc_node.addresses[1]
-    t = TcpRaftTransport(2, {2: "127.0.0.1:0", 1: address})
+    t = TcpRaftTransport(2, {2: "127.0.0.1:0", 1: address}, tls=tls(2))
     t.start(ignore, ignore, ignore)
     try:
         with structlog.testing.capture_logs() as lines:
@@ -81,9 +98,9 @@ def test_a_tcp_node_dialing_a_grpc_server_warns_once_naming_its_address_and_keep
 
 
 def test_a_grpc_node_dialing_a_tcp_server_is_refused_with_one_warning_naming_its_address(
-    tcp_node: TcpRaftTransport,
+    tcp_node: TcpRaftTransport, tls: Callable[[int], TlsFiles | None]
 ) -> None:
-    g = GrpcRaftTransport(3, {3: "127.0.0.1:0", 4: tcp_node.addresses[4]})
+    g = GrpcRaftTransport(3, {3: "127.0.0.1:0", 4: tcp_node.addresses[4]}, tls=tls(3))
     g.start(ignore, ignore, ignore)
     try:
         with structlog.testing.capture_logs() as lines:
@@ -96,13 +113,18 @@ def test_a_grpc_node_dialing_a_tcp_server_is_refused_with_one_warning_naming_its
     assert tcp_node.stats.garbage == 0 and tcp_node.stats.received == 0
 
 
-def test_an_http2_preface_is_counted_apart_from_garbage(tcp_node: TcpRaftTransport) -> None:
-    host, _, port = tcp_node.addresses[4].rpartition(":")
-    for _ in range(3):
-        with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
-            sock.sendall(PREFACE)
-            assert sock.recv(64) == b""  # closed without an answer
-    assert tcp_node.stats.grpc_in == 3 and tcp_node.stats.garbage == 0
+def test_an_http2_preface_is_counted_apart_from_garbage() -> None:
+    t = TcpRaftTransport(4, {4: "127.0.0.1:0", 5: "127.0.0.1:1"})
+    t.start(ignore, ignore, ignore)
+    host, _, port = t.addresses[4].rpartition(":")
+    try:
+        for _ in range(3):
+            with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
+                sock.sendall(PREFACE)
+                assert sock.recv(64) == b""  # closed without an answer
+    finally:
+        t.stop()
+    assert t.stats.grpc_in == 3 and t.stats.garbage == 0
 
 
 def test_the_warning_comes_again_per_address_only_after_the_window() -> None:
@@ -124,3 +146,17 @@ def test_a_settings_frame_is_recognised_and_a_tcp_answer_is_not() -> None:
     assert is_grpc_answer(settings)
     assert not is_grpc_answer(b"\x00\x00\x00" + b"\x00" * 6)  # admitted answer, then a frame
     assert not is_grpc_answer(bytes.fromhex("000018010400000001"))  # HEADERS on stream 1
+
+
+def test_two_tcp_peers_over_tls_agree_on_their_own_alpn_not_http2(pki: MemberPki) -> None:
+    t = TcpRaftTransport(4, {4: "127.0.0.1:0", 5: "127.0.0.1:1"}, tls=pki.tls("server", "4"))
+    t.start(ignore, ignore, ignore)
+    host, _, port = t.addresses[4].rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=WAIT) as raw:
+            ctx = client_context(pki.tls("server", "5"))
+            with ctx.wrap_socket(raw, server_hostname=host) as sock:
+                assert sock.selected_alpn_protocol() == ALPN
+    finally:
+        t.stop()
+    assert t.stats.grpc_in == 0

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from gpu_platform.adapters.outbound.raft_tcp.mismatch import TransportMismatch
+from gpu_platform.adapters.outbound.raft_tcp.mismatch import TransportMismatch, negotiated_h2
 from gpu_platform.adapters.outbound.raft_tcp.security import tune
 from gpu_platform.adapters.outbound.raft_tcp.wire import (
     MAX_FRAME,
@@ -230,6 +230,8 @@ class PeerLink:
             tune(sock)
             if self._c.tls is not None:
                 sock = self._c.tls.wrap_socket(sock, server_hostname=host)
+                if negotiated_h2(sock):
+                    raise GrpcPeer("the peer agreed on HTTP/2 in the TLS handshake")
             sock.sendall(encode_hello(self._c.node_id, self.id, self._c.token))
             with sock.makefile("rb") as f:  # nothing follows the answer
                 refusal = read_answer(f)

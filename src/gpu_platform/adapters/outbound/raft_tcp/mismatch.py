@@ -10,6 +10,7 @@ recognises the other side by its first bytes, both ways:
 * dialing: a gRPC server's first frame is an HTTP/2 SETTINGS frame (9-byte header, type 0x04,
   stream 0), where a TCP peer answers the hello (`wire.read_answer` raises `GrpcPeer`).
 
+With TLS, the handshake has already agreed on HTTP/2 by ALPN (`security`; `negotiated_h2`).
 Either way the connection is closed (the dialing side keeps retrying: the operator may fix the
 peer) and `TransportMismatch` logs one warning per peer address per `WINDOW` seconds, naming
 the address and the fix, rather than one per reconnect.
@@ -17,13 +18,22 @@ the address and the fix, rather than one per reconnect.
 
 from __future__ import annotations
 
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
 
 import structlog
 
-__all__ = ["PREFACE", "WINDOW", "TransportMismatch", "is_grpc_answer", "is_grpc_hello"]
+__all__ = [
+    "PREFACE",
+    "WINDOW",
+    "TransportMismatch",
+    "is_grpc_answer",
+    "is_grpc_hello",
+    "negotiated_h2",
+]
 
 log = structlog.get_logger(__name__)
 PREFACE = (
@@ -41,6 +51,11 @@ def is_grpc_hello(head: bytes) -> bool:
     """Whether the first bytes a peer sent (at least one) are the HTTP/2 client preface's."""
     n = min(len(head), len(PREFACE))
     return n > 0 and head[:n] == PREFACE[:n]
+
+
+def negotiated_h2(sock: socket.socket) -> bool:
+    """Whether `sock`'s TLS handshake agreed on HTTP/2 (ALPN `h2`): the peer is a gRPC one."""
+    return isinstance(sock, ssl.SSLSocket) and sock.selected_alpn_protocol() == "h2"
 
 
 def is_grpc_answer(head: bytes) -> bool:

@@ -4,7 +4,10 @@
   credentials — with `ca` set, the receiver requires a client certificate chaining to it
   (mTLS) and the sender trusts only it; the sender checks the receiver's name against its
   certificate (as gRPC does) and OpenSSL's purpose checks refuse a certificate without
-  serverAuth (an agent's or a user's) on the receiving end.
+  serverAuth (an agent's or a user's) on the receiving end. Both offer ALPN `ALPN` then `h2`,
+  the receiver preferring `ALPN`: two TCP peers agree on `ALPN` (or on nothing, with a peer
+  from before ALPN), while a gRPC peer (which needs `h2` to complete the handshake) agrees on
+  `h2` and is then recognised as one (`mismatch`) instead of failing the handshake unnamed.
 * `SocketCallContext`: what `MemberGate` reads of a gRPC call (`auth_context()`, `peer()`,
   `invocation_metadata()`), taken from an accepted socket and the hello's token, so a TCP
   connection is admitted, refused, logged and audited by the very same gate.
@@ -22,13 +25,16 @@ from gpu_platform.adapters.tls import TlsFiles
 if TYPE_CHECKING:
     import grpc.aio
 
-__all__ = ["SocketCallContext", "client_context", "server_context", "tune"]
+__all__ = ["ALPN", "SocketCallContext", "client_context", "server_context", "tune"]
+
+ALPN = "gpu-platform-raft"
 
 
 def _load(ctx: ssl.SSLContext, tls: TlsFiles) -> ssl.SSLContext:
     tls._read()  # a missing file fails here, naming it
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(tls.cert, tls.key)
+    ctx.set_alpn_protocols([ALPN, "h2"])
     return ctx
 
 

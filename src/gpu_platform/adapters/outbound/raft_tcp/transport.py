@@ -38,7 +38,7 @@ from gpu_platform.adapters.outbound.raft_tcp.link import (
     PeerLink,
     split_address,
 )
-from gpu_platform.adapters.outbound.raft_tcp.mismatch import TransportMismatch
+from gpu_platform.adapters.outbound.raft_tcp.mismatch import TransportMismatch, negotiated_h2
 from gpu_platform.adapters.outbound.raft_tcp.security import (
     SocketCallContext,
     client_context,
@@ -290,6 +290,8 @@ class TcpRaftTransport:
                 sock = self._server_tls.wrap_socket(conn, server_side=True)
                 with self._lock:
                     self._inbound[me] = sock
+                if negotiated_h2(sock):
+                    raise GrpcPeer("the peer agreed on HTTP/2 in the TLS handshake")
             with sock.makefile("rb") as f:
                 hello = read_hello(f)
                 refusal = self._admit(sock, peer, hello.sender, hello.receiver, hello.token)
