@@ -68,7 +68,7 @@ def is_grpc_answer(head: bytes) -> bool:
 
 
 class TransportMismatch:
-    """Counts and logs peers speaking gRPC, one warning per address per `window` seconds.
+    """Logs peers speaking gRPC: one warning per address per `window` seconds.
 
     Thread-safe (called from reader and writer threads). `clock` returns seconds."""
 
@@ -84,6 +84,8 @@ class TransportMismatch:
             last = self._last.get(address)
             if last is not None and now - last < self.window:
                 return False
+            if len(self._last) >= 1024:  # many hosts (a scan): forget those past the window
+                self._last = {a: t for a, t in self._last.items() if now - t < self.window}
             self._last[address] = now
             return True
 
