@@ -34,7 +34,7 @@ def _one(writers: int, per: int) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 log.append({"action": "job.submit", "actor": "bench", "target": f"job-{i}"})
                 with log._lock:
-                    target = log._appended
+                    target = log._seq
                 _wait_written(log, target)
                 samples.append((time.perf_counter() - t0) * 1e6)
 

@@ -16,31 +16,29 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GENESIS", "RESERVED", "ChainBreak", "canonical", "chain_entry", "verify"]
+__all__ = ["GENESIS", "ChainBreak", "chain_entry", "verify"]
 
 GENESIS = "0" * 64
-RESERVED = ("seq", "prev", "hash")  # the chain's own fields: no entry may set them
+_RESERVED = ("seq", "prev", "hash")
 
 
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def canonical(value: Any) -> str:
-    """`value` as the chain encodes it: JSON, sorted keys, no spaces (TypeError if JSON
-    cannot encode it)."""
-    return _ENCODER.encode(value)
+def _canonical(body: Mapping[str, Any]) -> str:
+    return _ENCODER.encode(body)
 
 
 def chain_entry(seq: int, prev: str, fields: Mapping[str, Any]) -> tuple[str, str]:
     """(line without newline, its hash) for entry `seq` after an entry hashing to `prev`."""
-    if any(k in fields for k in RESERVED):
-        raise ValueError(f"audit fields may not be named {RESERVED}")
+    if any(k in fields for k in _RESERVED):
+        raise ValueError(f"audit fields may not be named {_RESERVED}")
     body = {"seq": seq, "prev": prev, **fields}
     # The line is the canonical JSON of body + hash. With sorted keys and no spaces that is
     # the members before "hash", then "hash", then the rest: each half is encoded once and
     # the hashed text (body alone) is the two halves joined.
-    low = canonical({k: v for k, v in body.items() if k < "hash"})[1:-1]
-    high = canonical({k: v for k, v in body.items() if k > "hash"})[1:-1]
+    low = _canonical({k: v for k, v in body.items() if k < "hash"})[1:-1]
+    high = _canonical({k: v for k, v in body.items() if k > "hash"})[1:-1]
     digest = hashlib.sha256(("{" + ",".join(p for p in (low, high) if p) + "}").encode())
     hexed = digest.hexdigest()
     return "{" + ",".join(p for p in (low, f'"hash":"{hexed}"', high) if p) + "}", hexed
@@ -70,7 +68,7 @@ def verify(lines: Iterable[str], head: tuple[int, str] | None = None) -> ChainBr
             return ChainBreak(number, f"seq is {entry.get('seq')!r}, expected {number}")
         if entry.get("prev") != prev:
             return ChainBreak(number, "prev is not the hash of the line before")
-        fields = {k: v for k, v in entry.items() if k not in RESERVED}
+        fields = {k: v for k, v in entry.items() if k not in _RESERVED}
         line, digest = chain_entry(number, prev, fields)
         if digest != entry["hash"] or line != text:
             return ChainBreak(number, "content does not match its hash (edited)")

@@ -1,10 +1,7 @@
 """JsonlAuditLog: the audit chain (domain.model.audit_chain) as a JSON-lines file.
 
-`append` checks the entry's fields and queues them (a short lock, no encoding); a writer
-thread chains whatever has queued, in queue order (each entry's seq and hash, as `chain_entry`
-defines them), writes it as one batch and fsyncs the file once. So the request that appends
-pays for neither the canonical JSON nor the hash (issue 21: ~50 µs of a held submit's handler
-at 1 client); the file is the same bytes as if each entry were chained as it was appended.
+`append` chains the entry at once (its seq and hash are fixed under a short lock) and queues
+the line; a writer thread writes whatever has queued as one batch and fsyncs the file once.
 The head file (`<file>.head`: "seq hash", so `gpu-platform audit verify` also notices removed
 last lines) is replaced atomically (written, fsynced, renamed) less often: at most `head_every`
 seconds after the log got ahead of it, and at once on `flush()` and `close()`. The log carries
@@ -25,7 +22,6 @@ and the head is rolled forward over them; a torn last line is cut.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import threading
@@ -37,20 +33,11 @@ from typing import Any
 import structlog
 
 from gpu_platform.adapters import audit_seal
-from gpu_platform.domain.model.audit_chain import (
-    GENESIS,
-    RESERVED,
-    ChainBreak,
-    canonical,
-    chain_entry,
-    verify,
-)
+from gpu_platform.domain.model.audit_chain import GENESIS, ChainBreak, chain_entry, verify
 
 __all__ = ["AuditChainBroken", "JsonlAuditLog", "read_head", "verify_file"]
 
 log = structlog.get_logger(__name__)
-
-_SCALARS = (str, int, float, bool, type(None))  # kept as they are (immutable, encodable)
 
 
 class AuditChainBroken(Exception):
@@ -105,9 +92,7 @@ class JsonlAuditLog:
                 if adopt and key is not None:
                     self._write_head(self._seq, self._prev)
         self._file = self.path.open("a", encoding="utf-8")
-        self._appended = self._seq  # entries appended (the next gets seq _appended + 1)
-        self._queued: list[dict[str, Any]] = []  # fields not yet handed to the writer
-        # `_seq`/`_prev` (the chain's end: the last entry chained) are the writer's from here
+        self._queued: list[str] = []  # chained lines not yet handed to the writer
         self._written, self._written_hash = self._seq, self._prev  # the log's fsynced end
         self._headed = self._seq  # the seq the head file holds
         self._head_every = head_every
@@ -151,22 +136,20 @@ class JsonlAuditLog:
             )
 
     def append(self, fields: Mapping[str, Any]) -> None:
-        """Queue one entry (chained by the writer, in order); it is on disk once a later
-        `flush()` returns. A reserved field name is ValueError and a value JSON cannot
-        encode TypeError, here, as `chain_entry` would raise them."""
-        entry = _entry(fields)
+        """Chain and queue one entry; it is on disk once a later `flush()` returns."""
         with self._lock:
             if self._closing:
                 raise RuntimeError(f"audit log {self.path} is closed")
-            self._appended += 1
-            self._queued.append(entry)
+            line, digest = chain_entry(self._seq + 1, self._prev, fields)
+            self._seq, self._prev = self._seq + 1, digest
+            self._queued.append(line + "\n")
             self._changed.notify_all()
 
     def flush(self, timeout: float | None = None) -> None:
         """Return once every entry appended before the call is on disk, head included
         (OSError if the writer failed; TimeoutError after `timeout` seconds)."""
         with self._lock:
-            target = self._appended
+            target = self._seq
             self._head_wanted = max(self._head_wanted, target)
             self._changed.notify_all()
             if not self._changed.wait_for(
@@ -176,16 +159,16 @@ class JsonlAuditLog:
             if self._error is not None:
                 raise self._error
 
-    def _next_work(self) -> tuple[list[dict[str, Any]], int, str] | None:
-        """Under the lock: the next batch of fields (or `[]`: replace the head at the given
-        end); None once closing and everything is written."""
+    def _next_work(self) -> tuple[list[str], int, str] | None:
+        """Under the lock: the next batch (or `[]`: replace the head) with its end; None once
+        closing and everything is written."""
         while True:
             lag = self._headed < self._written
             if lag and time.monotonic() >= self._head_due:  # first, or a busy log starves it
                 return [], self._written, self._written_hash
-            if self._queued:  # the batch is everything queued: it ends at the newest entry
+            if self._queued:  # the batch is everything queued, so it ends at the newest entry
                 batch, self._queued = self._queued, []
-                return batch, 0, ""
+                return batch, self._seq, self._prev
             if lag and (self._closing or self._head_wanted > self._headed):
                 return [], self._written, self._written_hash
             if self._closing:
@@ -201,14 +184,7 @@ class JsonlAuditLog:
             batch, last_seq, last_hash = work
             try:  # no lock held: appends go on queueing behind this batch
                 if batch:
-                    last_seq, last_hash = self._seq, self._prev
-                    lines = []
-                    for fields in batch:  # checked by `append`: this cannot raise
-                        line, last_hash = chain_entry(last_seq + 1, last_hash, fields)
-                        last_seq += 1
-                        lines.append(line + "\n")
-                    self._seq, self._prev = last_seq, last_hash
-                    self._file.write("".join(lines))
+                    self._file.write("".join(batch))
                     self._file.flush()
                     os.fsync(self._file.fileno())
                 else:
@@ -253,16 +229,3 @@ class JsonlAuditLog:
             self._file.close()
         if self._error is not None:
             raise self._error
-
-
-def _entry(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """`fields` as the writer will chain them: a copy (nested values deep-copied, so a caller
-    changing them later does not change the entry), checked now for what `chain_entry`
-    would refuse."""
-    entry = dict(fields)
-    if any(k in entry for k in RESERVED):
-        raise ValueError(f"audit fields may not be named {RESERVED}")
-    if all(type(k) is str and type(v) in _SCALARS for k, v in entry.items()):
-        return entry  # the usual entry: text keys, plain values (nothing can fail)
-    canonical(entry)  # TypeError for what JSON cannot encode (or keys it cannot sort)
-    return copy.deepcopy(entry)
