@@ -10,9 +10,9 @@ call until every job has ended, so the jobs' bind, launch and finish count too) 
 load average when the row began (`load_average`): the machine is shared, compare rows of one
 run only.
 
-`e2e.held_submit` (the default server, gRPC, 1 and 64 clients): the submit path alone — each
-job depends on one that never ends, so nothing is launched — with the server's CPU per held
-submit over the burst (`server_cpu_ms_per_submit`).
+`e2e.held_submit` (the default server, gRPC and REST, 1 and 64 clients): the submit path
+alone — each job depends on one that never ends, so nothing is launched — with the server's CPU
+per held submit over the burst (`server_cpu_ms_per_submit`).
 """
 
 from __future__ import annotations
@@ -64,9 +64,9 @@ class _Server:
         self.url = f"http://127.0.0.1:{http_port}"
         self.grpc_target = f"127.0.0.1:{grpc_port}"
 
-    def rest(self) -> Callable[[], str]:
+    def rest(self, depends_on: str = "") -> Callable[[], str]:
         client = httpx.Client(base_url=self.url, timeout=60)
-        body = {"command": JOB, "gpus": 0}
+        body = {"command": JOB, "gpus": 0, "depends_on": [depends_on] if depends_on else []}
 
         def submit() -> str:
             response = client.post("/v1/jobs", json=body)
@@ -145,44 +145,57 @@ def _row(server: _Server, api: str, store: str, n: int, clients: int) -> dict[st
 
 
 def _held_rows(server: _Server, n: int, many: tuple[int, ...]) -> list[dict[str, Any]]:
-    """Held submits (gRPC): every job waits on `sleep 3600`, killed afterwards."""
+    """Held submits (gRPC, then REST): every job waits on `sleep 3600`, killed afterwards."""
     with httpx.Client(base_url=server.url, timeout=60) as client:
         body = {"command": ["sleep", "3600"], "gpus": 0}
         anchor = str(client.post("/v1/jobs", json=body).json()["id"])
         rows = []
         try:
-            burst(lambda: server.grpc(anchor), 50, 8)  # warm-up
-            for clients in (many[0], many[-1]):
-                load = os.getloadavg()[0]
-                cpu0 = _cpu_s(server.proc.pid)
-                out = burst(lambda: server.grpc(anchor), n, clients)
-                done = len(out["latencies"])
-                row = result(
-                    "e2e.held_submit",
-                    {"api": "grpc", "submits": n, "store": "raft", "clients": clients},
-                    out["latencies"],
-                    extra={
-                        "server_cpu_ms_per_submit": round(
-                            (_cpu_s(server.proc.pid) - cpu0) / max(1, done) * 1000, 2
-                        ),
-                        "errors": len(out["errors"]),
-                        "load_average": round(load, 2),
-                    },
-                )
-                row["ops_per_s"] = round(done / out["seconds"], 1)
-                rows.append(row)
-                p, e = row["params"], row["extra"]
-                print(
-                    f"e2e.held_submit grpc clients={p['clients']:2} "
-                    f"p50={row['p50_us'] / 1000:.2f} ms p99={row['p99_us'] / 1000:.2f} ms "
-                    f"{row['ops_per_s']}/s cpu/submit={e['server_cpu_ms_per_submit']} ms "
-                    f"load={e['load_average']}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            for api in ("grpc", "rest"):
+                make = server.grpc if api == "grpc" else server.rest
+                burst(lambda make=make: make(anchor), 50, 8)  # warm-up
+                for clients in (many[0], many[-1]):
+                    rows.append(_held_row(server, api, make, anchor, n, clients))
         finally:
             client.post(f"/v1/jobs/{anchor}/kill")  # its dependents end too
     return rows
+
+
+def _held_row(
+    server: _Server,
+    api: str,
+    make: Callable[[str], Callable[[], str]],
+    anchor: str,
+    n: int,
+    clients: int,
+) -> dict[str, Any]:
+    load = os.getloadavg()[0]
+    cpu0 = _cpu_s(server.proc.pid)
+    out = burst(lambda: make(anchor), n, clients)
+    done = len(out["latencies"])
+    row = result(
+        "e2e.held_submit",
+        {"api": api, "submits": n, "store": "raft", "clients": clients},
+        out["latencies"],
+        extra={
+            "server_cpu_ms_per_submit": round(
+                (_cpu_s(server.proc.pid) - cpu0) / max(1, done) * 1000, 2
+            ),
+            "errors": len(out["errors"]),
+            "load_average": round(load, 2),
+        },
+    )
+    row["ops_per_s"] = round(done / out["seconds"], 1)
+    p, e = row["params"], row["extra"]
+    print(
+        f"e2e.held_submit {api:4} clients={p['clients']:2} "
+        f"p50={row['p50_us'] / 1000:.2f} ms p99={row['p99_us'] / 1000:.2f} ms "
+        f"{row['ops_per_s']}/s cpu/submit={e['server_cpu_ms_per_submit']} ms "
+        f"load={e['load_average']}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return row
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:

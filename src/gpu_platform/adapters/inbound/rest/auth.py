@@ -60,18 +60,25 @@ class Auth:
         ) -> Principal:
             source = request.client.host if request.client is not None else ""
             secret = None if credentials is None else credentials.credentials
-            who = access.authenticate(secret, source)
-            access.admit(who)
-            if not access.enabled:
-                who = dataclasses.replace(who, name=actor)
-            return who
+            return self.identify(secret, source, actor)
 
         self.principal = principal
 
         async def scope(who: Principal = Depends(principal)) -> TenantScope:
-            return TenantScope(jobs, who, trail)
+            return self.tenant_scope(who)
 
         self.scope = scope
+
+    def identify(self, secret: str | None, source: str, actor: str) -> Principal:
+        """The principal of a request (401 unknown token), admitted by its rate limit (429)."""
+        who = self.access.authenticate(secret, source)
+        self.access.admit(who)
+        if not self.access.enabled:
+            who = dataclasses.replace(who, name=actor)
+        return who
+
+    def tenant_scope(self, who: Principal) -> TenantScope:
+        return TenantScope(self.jobs, who, self.trail)
 
     def require(
         self, permission: Permission, audit_as: str | None = None
