@@ -12,7 +12,9 @@ run only.
 
 `e2e.held_submit` (the default server, gRPC and REST, 1 and 64 clients): the submit path
 alone — each job depends on one that never ends, so nothing is launched — with the server's CPU
-per held submit over the burst (`server_cpu_ms_per_submit`).
+per held submit over the burst (`server_cpu_ms_per_submit`) and this benchmark's own, the
+clients' (`client_cpu_ms_per_submit`: httpx costs several times grpc's per call, so REST at 64
+clients is bounded by its clients on a small machine).
 """
 
 from __future__ import annotations
@@ -170,8 +172,9 @@ def _held_row(
     clients: int,
 ) -> dict[str, Any]:
     load = os.getloadavg()[0]
-    cpu0 = _cpu_s(server.proc.pid)
+    cpu0, mine0 = _cpu_s(server.proc.pid), time.process_time()
     out = burst(lambda: make(anchor), n, clients)
+    mine = time.process_time() - mine0
     done = len(out["latencies"])
     row = result(
         "e2e.held_submit",
@@ -181,6 +184,7 @@ def _held_row(
             "server_cpu_ms_per_submit": round(
                 (_cpu_s(server.proc.pid) - cpu0) / max(1, done) * 1000, 2
             ),
+            "client_cpu_ms_per_submit": round(mine / max(1, done) * 1000, 2),
             "errors": len(out["errors"]),
             "load_average": round(load, 2),
         },
@@ -191,7 +195,7 @@ def _held_row(
         f"e2e.held_submit {api:4} clients={p['clients']:2} "
         f"p50={row['p50_us'] / 1000:.2f} ms p99={row['p99_us'] / 1000:.2f} ms "
         f"{row['ops_per_s']}/s cpu/submit={e['server_cpu_ms_per_submit']} ms "
-        f"load={e['load_average']}",
+        f"client cpu/submit={e['client_cpu_ms_per_submit']} ms load={e['load_average']}",
         file=sys.stderr,
         flush=True,
     )
