@@ -35,7 +35,9 @@ from gpu_platform.domain.model.tenancy import Permission, Principal, Role
 from gpu_platform.ports.inbound.access import AccessService, TokenInfo
 from gpu_platform.ports.inbound.job_service import JobService
 
-__all__ = ["Auth", "access_router"]
+__all__ = ["ACTOR_MAX_LENGTH", "Auth", "access_router"]
+
+ACTOR_MAX_LENGTH = 128  # the X-Actor header
 
 _bearer = HTTPBearer(auto_error=False, description="A token from `gpu-platform tokens create`.")
 
@@ -54,7 +56,7 @@ class Auth:
             actor: str = Header(
                 "anonymous",
                 alias="X-Actor",
-                max_length=128,
+                max_length=ACTOR_MAX_LENGTH,
                 description="who acts, for the audit log (only when authentication is off)",
             ),
         ) -> Principal:

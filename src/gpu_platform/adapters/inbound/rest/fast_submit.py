@@ -36,13 +36,12 @@ from pydantic import StringConstraints, TypeAdapter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gpu_platform.adapters.inbound.rest.auth import Auth
+from gpu_platform.adapters.inbound.rest.auth import ACTOR_MAX_LENGTH, Auth
 from gpu_platform.adapters.inbound.rest.schemas import JobOut, JobSubmit
 from gpu_platform.domain.model.job import CLIENT_TOKEN_PATTERN
 
-__all__ = ["ACTOR_MAX_LENGTH", "FastSubmit", "install_fast_submit"]
+__all__ = ["FastSubmit", "install_fast_submit"]
 
-ACTOR_MAX_LENGTH = 128  # the route's X-Actor header (rest.auth)
 SUBMIT_THREADS = 40  # submits waiting for their commit at once (as FastAPI's shared pool)
 
 Handler = Callable[[Request], Awaitable[Response]]
