@@ -10,14 +10,17 @@ call until every job has ended, so the jobs' bind, launch and finish count too) 
 load average when the row began (`load_average`): the machine is shared, compare rows of one
 run only.
 
-`e2e.held_submit` (the default server, gRPC, 1 and 64 clients): the submit path alone — each
-job depends on one that never ends, so nothing is launched — with the server's CPU per held
-submit over the burst (`server_cpu_ms_per_submit`).
+`e2e.held_submit` (the default server, gRPC and REST, 1 and 64 clients): the submit path
+alone — each job depends on one that never ends, so nothing is launched — with the server's CPU
+per held submit over the burst (`server_cpu_ms_per_submit`) and this benchmark's own, the
+clients' (`client_cpu_ms_per_submit`: httpx costs several times grpc's per call, so REST at 64
+clients is bounded by its clients on a small machine).
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -63,10 +66,21 @@ class _Server:
         self.proc = proc
         self.url = f"http://127.0.0.1:{http_port}"
         self.grpc_target = f"127.0.0.1:{grpc_port}"
+        self.opened: list[httpx.Client | grpc.Channel] = []
+        # one TLS context for every client (unused: the URL is http): httpx builds one per
+        # client otherwise, ~30 ms of this process's CPU each, inside the burst's clock
+        self.tls = ssl.create_default_context()
 
-    def rest(self) -> Callable[[], str]:
-        client = httpx.Client(base_url=self.url, timeout=60)
-        body = {"command": JOB, "gpus": 0}
+    def close_clients(self) -> None:
+        """Close the clients' connections: a row's idle gRPC channels would go on using this
+        process's CPU (and GIL) during the next rows."""
+        while self.opened:
+            self.opened.pop().close()
+
+    def rest(self, depends_on: str = "") -> Callable[[], str]:
+        client = httpx.Client(base_url=self.url, timeout=60, verify=self.tls)
+        self.opened.append(client)
+        body = {"command": JOB, "gpus": 0, "depends_on": [depends_on] if depends_on else []}
 
         def submit() -> str:
             response = client.post("/v1/jobs", json=body)
@@ -76,7 +90,9 @@ class _Server:
         return submit
 
     def grpc(self, depends_on: str = "") -> Callable[[], str]:
-        stub = pb_grpc.JobServiceStub(grpc.insecure_channel(self.grpc_target))
+        channel = grpc.insecure_channel(self.grpc_target)
+        self.opened.append(channel)
+        stub = pb_grpc.JobServiceStub(channel)
         request = pb.SubmitJobRequest(
             command=JOB, gpus=0, depends_on=[depends_on] if depends_on else []
         )
@@ -116,6 +132,7 @@ def _serve(server_id: str) -> Iterator[_Server]:
                 submit = make()
                 for _ in range(20):
                     submit()
+            server.close_clients()
             _until_settled(server)
             yield server
         finally:
@@ -128,6 +145,7 @@ def _row(server: _Server, api: str, store: str, n: int, clients: int) -> dict[st
     load = os.getloadavg()[0]
     cpu0 = _cpu_s(server.proc.pid)
     out = burst(make, n, clients)
+    server.close_clients()
     cpu1 = _until_settled(server)
     done = len(out["latencies"])
     row = result(
@@ -145,44 +163,61 @@ def _row(server: _Server, api: str, store: str, n: int, clients: int) -> dict[st
 
 
 def _held_rows(server: _Server, n: int, many: tuple[int, ...]) -> list[dict[str, Any]]:
-    """Held submits (gRPC): every job waits on `sleep 3600`, killed afterwards."""
+    """Held submits (gRPC, then REST): every job waits on `sleep 3600`, killed afterwards."""
     with httpx.Client(base_url=server.url, timeout=60) as client:
         body = {"command": ["sleep", "3600"], "gpus": 0}
         anchor = str(client.post("/v1/jobs", json=body).json()["id"])
         rows = []
         try:
-            burst(lambda: server.grpc(anchor), 50, 8)  # warm-up
-            for clients in (many[0], many[-1]):
-                load = os.getloadavg()[0]
-                cpu0 = _cpu_s(server.proc.pid)
-                out = burst(lambda: server.grpc(anchor), n, clients)
-                done = len(out["latencies"])
-                row = result(
-                    "e2e.held_submit",
-                    {"api": "grpc", "submits": n, "store": "raft", "clients": clients},
-                    out["latencies"],
-                    extra={
-                        "server_cpu_ms_per_submit": round(
-                            (_cpu_s(server.proc.pid) - cpu0) / max(1, done) * 1000, 2
-                        ),
-                        "errors": len(out["errors"]),
-                        "load_average": round(load, 2),
-                    },
-                )
-                row["ops_per_s"] = round(done / out["seconds"], 1)
-                rows.append(row)
-                p, e = row["params"], row["extra"]
-                print(
-                    f"e2e.held_submit grpc clients={p['clients']:2} "
-                    f"p50={row['p50_us'] / 1000:.2f} ms p99={row['p99_us'] / 1000:.2f} ms "
-                    f"{row['ops_per_s']}/s cpu/submit={e['server_cpu_ms_per_submit']} ms "
-                    f"load={e['load_average']}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            for api in ("grpc", "rest"):
+                make = server.grpc if api == "grpc" else server.rest
+                burst(lambda make=make: make(anchor), 50, 8)  # warm-up
+                server.close_clients()
+                for clients in (many[0], many[-1]):
+                    rows.append(_held_row(server, api, make, anchor, n, clients))
         finally:
             client.post(f"/v1/jobs/{anchor}/kill")  # its dependents end too
     return rows
+
+
+def _held_row(
+    server: _Server,
+    api: str,
+    make: Callable[[str], Callable[[], str]],
+    anchor: str,
+    n: int,
+    clients: int,
+) -> dict[str, Any]:
+    load = os.getloadavg()[0]
+    cpu0, mine0 = _cpu_s(server.proc.pid), time.process_time()
+    out = burst(lambda: make(anchor), n, clients)
+    mine = time.process_time() - mine0
+    server.close_clients()
+    done = len(out["latencies"])
+    row = result(
+        "e2e.held_submit",
+        {"api": api, "submits": n, "store": "raft", "clients": clients},
+        out["latencies"],
+        extra={
+            "server_cpu_ms_per_submit": round(
+                (_cpu_s(server.proc.pid) - cpu0) / max(1, done) * 1000, 2
+            ),
+            "client_cpu_ms_per_submit": round(mine / max(1, done) * 1000, 2),
+            "errors": len(out["errors"]),
+            "load_average": round(load, 2),
+        },
+    )
+    row["ops_per_s"] = round(done / out["seconds"], 1)
+    p, e = row["params"], row["extra"]
+    print(
+        f"e2e.held_submit {api:4} clients={p['clients']:2} "
+        f"p50={row['p50_us'] / 1000:.2f} ms p99={row['p99_us'] / 1000:.2f} ms "
+        f"{row['ops_per_s']}/s cpu/submit={e['server_cpu_ms_per_submit']} ms "
+        f"client cpu/submit={e['client_cpu_ms_per_submit']} ms load={e['load_average']}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return row
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:

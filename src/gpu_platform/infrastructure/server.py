@@ -39,6 +39,7 @@ from gpu_platform.infrastructure.container import Container, tls_files
 from gpu_platform.infrastructure.data_dir import harden_data_dir
 from gpu_platform.infrastructure.listen_check import check_ports_free
 from gpu_platform.infrastructure.logging import configure_logging
+from gpu_platform.infrastructure.rest_http import BoundedHttpToolsProtocol
 from gpu_platform.infrastructure.storage_check import check_storage
 from gpu_platform.infrastructure.tracing import TracingError
 from gpu_platform.ports.outbound.gpu_discovery import DiscoveryError
@@ -239,7 +240,7 @@ def serve_settings(settings: Settings) -> None:
             container.rest_app(),
             host=settings.host,
             port=settings.port,
-            http="h11",  # as before httptools was installed (for the gateway's own port)
+            http=BoundedHttpToolsProtocol,  # httptools, with h11's bound on a head (issue 21)
             log_config=None,
             access_log=False,
             lifespan="off",

@@ -22,6 +22,7 @@ from gpu_platform import __version__
 from gpu_platform.adapters.inbound.rest.admin import admin_router
 from gpu_platform.adapters.inbound.rest.auth import Auth, access_router
 from gpu_platform.adapters.inbound.rest.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimit
+from gpu_platform.adapters.inbound.rest.fast_submit import install_fast_submit
 from gpu_platform.adapters.inbound.rest.follow import FOLLOW_POLL_S, FollowCount, client_gone
 from gpu_platform.adapters.inbound.rest.metrics_auth import metrics_scraper
 from gpu_platform.adapters.inbound.rest.observe import MeasureRequests, TraceRequests
@@ -97,6 +98,7 @@ def create_app(
     services: ServicesApi | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     metrics_auth: str = "none",
+    fast_submit: bool = True,
 ) -> FastAPI:
     app = FastAPI(
         title="gpu-platform",
@@ -134,6 +136,9 @@ def create_app(
         if idempotency_key is not None:
             spec = replace(spec, client_token=idempotency_key)
         return JobOut.of(await run_in_threadpool(jobs.submit, spec))
+
+    if fast_submit:  # the plain case without FastAPI's per-request work (issue 21)
+        app.state.fast_submit = install_fast_submit(app, auth)
 
     @app.post("/v1/arrays", status_code=201, response_model=ArrayOut)
     async def submit_array(body: ArraySubmit, jobs: TenantScope = Depends(auth.scope)) -> ArrayOut:

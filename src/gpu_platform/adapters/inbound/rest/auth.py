@@ -35,7 +35,9 @@ from gpu_platform.domain.model.tenancy import Permission, Principal, Role
 from gpu_platform.ports.inbound.access import AccessService, TokenInfo
 from gpu_platform.ports.inbound.job_service import JobService
 
-__all__ = ["Auth", "access_router"]
+__all__ = ["ACTOR_MAX_LENGTH", "Auth", "access_router"]
+
+ACTOR_MAX_LENGTH = 128  # the X-Actor header
 
 _bearer = HTTPBearer(auto_error=False, description="A token from `gpu-platform tokens create`.")
 
@@ -54,24 +56,31 @@ class Auth:
             actor: str = Header(
                 "anonymous",
                 alias="X-Actor",
-                max_length=128,
+                max_length=ACTOR_MAX_LENGTH,
                 description="who acts, for the audit log (only when authentication is off)",
             ),
         ) -> Principal:
             source = request.client.host if request.client is not None else ""
             secret = None if credentials is None else credentials.credentials
-            who = access.authenticate(secret, source)
-            access.admit(who)
-            if not access.enabled:
-                who = dataclasses.replace(who, name=actor)
-            return who
+            return self.identify(secret, source, actor)
 
         self.principal = principal
 
         async def scope(who: Principal = Depends(principal)) -> TenantScope:
-            return TenantScope(jobs, who, trail)
+            return self.tenant_scope(who)
 
         self.scope = scope
+
+    def identify(self, secret: str | None, source: str, actor: str) -> Principal:
+        """The principal of a request (401 unknown token), admitted by its rate limit (429)."""
+        who = self.access.authenticate(secret, source)
+        self.access.admit(who)
+        if not self.access.enabled:
+            who = dataclasses.replace(who, name=actor)
+        return who
+
+    def tenant_scope(self, who: Principal) -> TenantScope:
+        return TenantScope(self.jobs, who, self.trail)
 
     def require(
         self, permission: Permission, audit_as: str | None = None
