@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 import schemathesis
-from dependency_injector import providers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.specs.openapi.checks import positive_data_acceptance
@@ -22,13 +21,7 @@ from gpu_platform.domain.model.node import Inventory
 from gpu_platform.domain.model.spec_checks import env_key_problem
 from gpu_platform.infrastructure.config import Settings
 from gpu_platform.infrastructure.container import Container
-from gpu_platform.testing.fakes import (
-    FakeJobRunner,
-    InMemoryGpuDiscovery,
-    InMemoryJobStore,
-    ManualClock,
-    SequentialJobIds,
-)
+from gpu_platform.testing.wired import use_fakes
 
 HEADERS: dict[str, str] = {}
 
@@ -48,12 +41,7 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         )
     )
     inventory = Inventory((default_node(),), source="sim", simulated=True)
-    container.adapters.discovery.override(providers.Object(InMemoryGpuDiscovery(inventory)))
-    container.adapters.store.override(providers.Object(InMemoryJobStore()))
-    container.adapters.runner.override(providers.Object(FakeJobRunner()))
-    container.adapters.clock.override(providers.Object(ManualClock()))
-    container.adapters.ids.override(providers.Object(SequentialJobIds()))
-    container.init_resources()
+    use_fakes(container, inventory)
     issued = container.access().bootstrap()
     assert issued is not None
     HEADERS["Authorization"] = f"Bearer {issued.secret}"

@@ -11,7 +11,6 @@ from typing import Any
 
 import grpc
 import pytest
-from dependency_injector import providers
 from fastapi.testclient import TestClient
 
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
@@ -22,12 +21,9 @@ from gpu_platform.domain.model.tenancy import Principal, Role
 from gpu_platform.infrastructure.config import Settings
 from gpu_platform.infrastructure.container import Container
 from gpu_platform.testing.fakes import (
-    FakeJobRunner,
-    InMemoryGpuDiscovery,
-    InMemoryJobStore,
     ManualClock,
-    SequentialJobIds,
 )
+from gpu_platform.testing.wired import use_fakes
 
 
 class Api:
@@ -59,12 +55,7 @@ def _api(tmp_path: Path, **settings: Any) -> Iterator[Api]:
         )
     )
     inventory = Inventory((default_node(),), source="sim", simulated=True)
-    container.adapters.discovery.override(providers.Object(InMemoryGpuDiscovery(inventory)))
-    container.adapters.store.override(providers.Object(InMemoryJobStore()))
-    container.adapters.runner.override(providers.Object(FakeJobRunner()))
-    container.adapters.clock.override(providers.Object(ManualClock()))
-    container.adapters.ids.override(providers.Object(SequentialJobIds()))
-    container.init_resources()
+    use_fakes(container, inventory)
     server = container.grpc_server()
     assert server is not None
     try:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-from dependency_injector import providers
 
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
@@ -18,13 +17,7 @@ from gpu_platform.domain.model.node import Inventory
 from gpu_platform.domain.model.tenancy import Principal, Role
 from gpu_platform.infrastructure.config import Settings
 from gpu_platform.infrastructure.container import Container
-from gpu_platform.testing.fakes import (
-    FakeJobRunner,
-    InMemoryGpuDiscovery,
-    InMemoryJobStore,
-    ManualClock,
-    SequentialJobIds,
-)
+from gpu_platform.testing.wired import use_fakes
 
 
 class Api:
@@ -44,12 +37,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
         )
     )
     inventory = Inventory((default_node(),), source="sim", simulated=True)
-    container.adapters.discovery.override(providers.Object(InMemoryGpuDiscovery(inventory)))
-    container.adapters.store.override(providers.Object(InMemoryJobStore()))
-    container.adapters.runner.override(providers.Object(FakeJobRunner()))
-    container.adapters.clock.override(providers.Object(ManualClock()))
-    container.adapters.ids.override(providers.Object(SequentialJobIds()))
-    container.init_resources()
+    use_fakes(container, inventory)
     access = container.access()
     admin = access.bootstrap()
     assert admin is not None

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from dependency_injector import providers
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
@@ -21,13 +20,7 @@ from gpu_platform.domain.model.node import Inventory
 from gpu_platform.domain.model.tenancy import Principal, Role
 from gpu_platform.infrastructure.config import Settings
 from gpu_platform.infrastructure.container import Container
-from gpu_platform.testing.fakes import (
-    FakeJobRunner,
-    InMemoryGpuDiscovery,
-    InMemoryJobStore,
-    ManualClock,
-    SequentialJobIds,
-)
+from gpu_platform.testing.wired import use_fakes
 
 
 class Server:
@@ -70,12 +63,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Ser
                 )
             )
             containers.append(container)
-            container.adapters.discovery.override(providers.Object(InMemoryGpuDiscovery(inventory)))
-            container.adapters.store.override(providers.Object(InMemoryJobStore()))
-            container.adapters.runner.override(providers.Object(FakeJobRunner()))
-            container.adapters.clock.override(providers.Object(ManualClock()))
-            container.adapters.ids.override(providers.Object(SequentialJobIds()))
-            container.init_resources()
+            use_fakes(container, inventory)
             access = container.access()
             admin = access.bootstrap()
             assert admin is not None
