@@ -10,7 +10,9 @@ from __future__ import annotations
 from dependency_injector import providers
 
 from gpu_platform.domain.model.node import Inventory
+from gpu_platform.domain.model.tenancy import Principal, Role
 from gpu_platform.infrastructure.container import Container
+from gpu_platform.ports.inbound.access import IssuedToken
 from gpu_platform.testing.fakes import (
     FakeJobRunner,
     InMemoryGpuDiscovery,
@@ -19,7 +21,7 @@ from gpu_platform.testing.fakes import (
     SequentialJobIds,
 )
 
-__all__ = ["use_fakes"]
+__all__ = ["admin_and_user", "use_fakes"]
 
 
 def use_fakes(container: Container, inventory: Inventory) -> Container:
@@ -33,3 +35,16 @@ def use_fakes(container: Container, inventory: Inventory) -> Container:
     adapters.ids.override(providers.Object(SequentialJobIds()))
     container.init_resources()
     return container
+
+
+def admin_and_user(
+    container: Container, tenant: str = "acme", user: str = "mallory"
+) -> tuple[IssuedToken, IssuedToken]:
+    """On a container with authentication on: the bootstrap admin token, and a user token
+    `user` of a new tenant `tenant` (made by that admin)."""
+    access = container.access()
+    admin = access.bootstrap()
+    assert admin is not None, "authentication is off, or an admin token exists already"
+    boss = Principal("boss", "default", Role.ADMIN)
+    access.create_tenant(boss, tenant)
+    return admin, access.create_token(boss, user, tenant, Role.USER)

@@ -14,10 +14,9 @@ from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
 from gpu_platform.adapters.outbound.sim import default_node
 from gpu_platform.domain.model.node import Inventory
-from gpu_platform.domain.model.tenancy import Principal, Role
 from gpu_platform.infrastructure.config import Settings
 from gpu_platform.infrastructure.container import Container
-from gpu_platform.testing.wired import use_fakes
+from gpu_platform.testing.wired import admin_and_user, use_fakes
 
 
 class Api:
@@ -38,12 +37,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     )
     inventory = Inventory((default_node(),), source="sim", simulated=True)
     use_fakes(container, inventory)
-    access = container.access()
-    admin = access.bootstrap()
-    assert admin is not None
-    boss = Principal("boss", "default", Role.ADMIN)
-    access.create_tenant(boss, "acme")
-    user = access.create_token(boss, "mallory", "acme", Role.USER)
+    admin, user = admin_and_user(container)
     server = container.grpc_server()
     assert server is not None
     try:

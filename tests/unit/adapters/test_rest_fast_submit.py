@@ -17,10 +17,9 @@ from hypothesis import strategies as st
 from gpu_platform.adapters.inbound.rest import create_app
 from gpu_platform.adapters.inbound.rest.fast_submit import FastSubmit
 from gpu_platform.domain.model.node import Inventory
-from gpu_platform.domain.model.tenancy import Principal, Role
 from gpu_platform.infrastructure.config import Settings
 from gpu_platform.infrastructure.container import Container
-from gpu_platform.testing.wired import use_fakes
+from gpu_platform.testing.wired import admin_and_user, use_fakes
 
 
 class Server:
@@ -64,12 +63,8 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Ser
             )
             containers.append(container)
             use_fakes(container, inventory)
+            admin, user = admin_and_user(container)
             access = container.access()
-            admin = access.bootstrap()
-            assert admin is not None
-            boss = Principal("boss", "default", Role.ADMIN)
-            access.create_tenant(boss, "acme")
-            user = access.create_token(boss, "mallory", "acme", Role.USER)
             app = create_app(
                 container.jobs_api(),
                 access=access,
