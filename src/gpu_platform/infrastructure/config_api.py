@@ -74,6 +74,14 @@ class ApiSettings(BaseSettings):
         description="Largest REST request body and gRPC API message (bytes); larger is 413 / "
         "RESOURCE_EXHAUSTED, refused before it is read whole.",
     )
+    api_workers: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="Processes that serve the gRPC API port beside the server (SO_REUSEPORT) "
+        "and hand it SubmitJob calls in batches; 0 = the server serves the port itself "
+        "(docs/operations.md, API workers).",
+    )
     metrics_auth: Literal["none", "token"] = Field(
         "none",
         description="/metrics: none = anyone may scrape; token = a viewer, operator or admin "

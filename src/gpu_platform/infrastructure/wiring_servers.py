@@ -24,6 +24,7 @@ from gpu_platform.application.gateway.ledger import ServingLedger
 from gpu_platform.application.run_as import RunAsAccounts
 from gpu_platform.application.services import ServiceManager
 from gpu_platform.application.usage import UsageService
+from gpu_platform.infrastructure.api_workers import ApiWorkers, api_socket
 from gpu_platform.infrastructure.config import ConfigError, Settings
 from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector, service_labels
 from gpu_platform.infrastructure.gateway import GatewayServer, install_gateway
@@ -138,6 +139,7 @@ def _grpc_server(
     if settings.grpc_port < 0:
         yield None
         return
+    unix = api_socket(settings) if settings.api_workers else None
     server = GrpcServer(
         jobs,
         settings.host,
@@ -152,7 +154,18 @@ def _grpc_server(
         run_as=run_as,
         serving=services,
         max_message_bytes=settings.max_request_bytes,
+        unix_socket=None if unix is None else str(unix),
     )
     server.start()
-    yield server
-    server.stop(grace_s=2.0)
+    if unix is None:
+        yield server
+        server.stop(grace_s=2.0)
+        return
+    workers = ApiWorkers(settings, unix)
+    try:
+        server.port = workers.start()
+        server.address = f"{settings.host}:{server.port}"
+        yield server
+    finally:
+        workers.stop()
+        server.stop(grace_s=2.0)

@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -52,11 +53,23 @@ class Both:
         raise AssertionError(f"{job_id} never reached {state}")
 
 
-@pytest.fixture
-def both(tmp_path: Path, inventory: Inventory) -> Iterator[Both]:
+@pytest.fixture(params=[0, 2], ids=["direct", "api-workers"])
+def both(request: pytest.FixtureRequest, inventory: Inventory) -> Iterator[Both]:
+    """Each scenario twice: the server on the port itself, and behind two API workers
+    (real processes relaying to its Unix socket: the answers must not differ)."""
+    workers = int(request.param)
+    with tempfile.TemporaryDirectory(prefix="grpc-") as tmp:  # a short Unix socket path
+        yield from _both(Path(tmp), inventory, workers)
+
+
+def _both(data_dir: Path, inventory: Inventory, workers: int) -> Iterator[Both]:
     container = Container(
         settings=Settings(
-            server_id=0, data_dir=tmp_path, schedule_interval_seconds=0.05, grpc_port=0
+            server_id=0,
+            data_dir=data_dir,
+            schedule_interval_seconds=0.05,
+            grpc_port=0,
+            api_workers=workers,
         )
     )
     runner = FakeJobRunner()

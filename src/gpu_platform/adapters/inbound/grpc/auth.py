@@ -19,6 +19,7 @@ from typing import Any
 
 import grpc
 
+from gpu_platform.adapters.inbound.grpc.front_core import FRONT_SERVICE, forwarded_peer
 from gpu_platform.adapters.inbound.grpc.interceptors import WrappedHandlers
 from gpu_platform.adapters.member_gate import client_certificate_refusal
 from gpu_platform.domain.model.tenancy import (
@@ -33,7 +34,8 @@ from gpu_platform.ports.inbound.access import AccessService
 __all__ = ["AuthInterceptor", "abort_access", "current_principal"]
 
 _principal: ContextVar[Principal] = ContextVar("gpu_platform_principal", default=ANONYMOUS_ADMIN)
-_OPEN = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+# SubmitBatch: each item is authenticated as its own call (front_core)
+_OPEN = ("/grpc.health.v1.Health/", "/grpc.reflection.", f"/{FRONT_SERVICE}/")
 
 
 def current_principal() -> Principal:
@@ -64,8 +66,9 @@ def _secret(context: grpc.ServicerContext) -> str | None:
 
 
 def _source(context: grpc.ServicerContext) -> str:
-    """The client's address without its port ("ipv4:10.0.0.1:5000" -> "ipv4:10.0.0.1")."""
-    peer = str(context.peer() or "")
+    """The client's address without its port ("ipv4:10.0.0.1:5000" -> "ipv4:10.0.0.1"); through
+    an API worker, the address it forwarded."""
+    peer = forwarded_peer(context)
     host, sep, port = peer.rpartition(":")
     return host if sep and port.isdigit() else peer
 

@@ -13,7 +13,7 @@ mTLS when a client CA is given) when `tls` is set.
 from __future__ import annotations
 
 import queue
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent import futures
 from typing import Any, Protocol, TypeVar
 
@@ -24,10 +24,9 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.trace import TracerProvider
 
 from gpu_platform.adapters.grpc_bind import NO_PORT_REUSE, bind_port
-from gpu_platform.adapters.inbound.grpc.agent_service import LEADER_METADATA
+from gpu_platform.adapters.inbound.grpc.admin import AdminServicer
 from gpu_platform.adapters.inbound.grpc.auth import (
     AuthInterceptor,
-    abort_access,
     current_principal,
 )
 from gpu_platform.adapters.inbound.grpc.convert import (
@@ -37,25 +36,20 @@ from gpu_platform.adapters.inbound.grpc.convert import (
     spec_from_pb,
     status_to_pb,
 )
+from gpu_platform.adapters.inbound.grpc.front_core import SubmitBatchHandler
 from gpu_platform.adapters.inbound.grpc.interceptors import MetricsInterceptor, TracingInterceptor
+from gpu_platform.adapters.inbound.grpc.outcomes import call as _call
 from gpu_platform.adapters.inbound.grpc.run_as import RunAsServicer
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.auth import OpenAccess
 from gpu_platform.application.auth_scope import AuditTrail, TenantScope
-from gpu_platform.application.consistency import LeaderElsewhere, stale_reads
-from gpu_platform.application.raft_node import NodeStopped
 from gpu_platform.domain.errors import (
-    Conflict,
-    DomainError,
-    IllegalTransition,
-    InvalidRequest,
     NotFound,
 )
 from gpu_platform.domain.events import DomainEvent
-from gpu_platform.domain.model.tenancy import AccessError, Permission, Role
-from gpu_platform.ports.inbound.access import AccessService, TokenInfo
+from gpu_platform.ports.inbound.access import AccessService
 from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
 from gpu_platform.ports.inbound.run_as import RunAsAdmin
@@ -73,34 +67,6 @@ class EventSource(Protocol):
     """Where WatchJobs gets live events (the EventHub)."""
 
     def subscribe(self) -> Any: ...
-
-
-READ_CONSISTENCY_METADATA = "gpu-platform-read-consistency"  # "stale": a follower answers
-
-
-def _call(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
-    metadata = dict(context.invocation_metadata() or ())
-    stale = str(metadata.get(READ_CONSISTENCY_METADATA, "")).lower() == "stale"
-    try:
-        with stale_reads(stale):
-            return fn()
-    except AccessError as exc:
-        abort_access(context, exc)
-    except LeaderElsewhere as exc:
-        context.set_trailing_metadata(((LEADER_METADATA, exc.grpc_address),))
-        context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-    except NodeStopped:
-        context.abort(grpc.StatusCode.UNAVAILABLE, "server is shutting down")
-    except InvalidRequest as exc:
-        context.set_trailing_metadata((("field", exc.field),))
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-    except NotFound as exc:
-        context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-    except (Conflict, IllegalTransition) as exc:
-        context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
-    except (DomainError, ValueError) as exc:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class JobServicer(pb_grpc.JobServiceServicer):
@@ -215,171 +181,6 @@ class ClusterServicer(pb_grpc.ClusterServiceServicer):
         return status_to_pb(_call(context, jobs.status))
 
 
-def _token_pb(t: TokenInfo, secret: str = "") -> pb.Token:
-    msg = pb.Token(
-        token_id=t.token_id,
-        name=t.name,
-        tenant=t.tenant,
-        role=str(t.role),
-        created_at=t.created_at,
-        secret=secret,
-    )
-    if t.revoked_at is not None:
-        msg.revoked_at = t.revoked_at
-    return msg
-
-
-_ACTIONS = ("drain", "offline", "online")
-
-
-class AdminServicer(pb_grpc.AdminServiceServicer):
-    """The AdminService RPCs; the same rules as REST's admin and access routes."""
-
-    def __init__(
-        self, service: JobService, admin: AdminService, access: AccessService, trail: AuditTrail
-    ) -> None:
-        self._service = service
-        self._admin = admin
-        self._access = access
-        self._trail = trail
-
-    def _operator(
-        self, context: grpc.ServicerContext, action: str, allowed: tuple[str, ...] = _ACTIONS
-    ) -> str:
-        who = current_principal()
-        if action not in allowed:
-            context.set_trailing_metadata((("field", "action"),))
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"action: one of {_ACTIONS}")
-        if not who.may(Permission.HARDWARE_ADMIN):
-            self._trail.record(who, "hardware.action", "-", f"refused: role {who.role}")
-        _call(context, lambda: who.require(Permission.HARDWARE_ADMIN))
-        return who.name
-
-    def GpuAction(self, request: pb.GpuActionRequest, context: grpc.ServicerContext) -> pb.Gpu:
-        actor = self._operator(context, request.action)
-
-        def act() -> pb.Gpu:
-            self._admin.gpu_action(
-                request.node,
-                request.index,
-                request.action,  # type: ignore[arg-type]  # checked by _operator
-                reason=request.reason,
-                actor=actor,
-                force=request.force,
-            )
-            for info in self._service.gpus():
-                if info.gpu.node == request.node and info.gpu.index == request.index:
-                    return gpu_to_pb(info)
-            raise NotFound("gpu", f"{request.node}:{request.index}")  # pragma: no cover
-
-        return _call(context, act)
-
-    def NodeAction(self, request: pb.NodeActionRequest, context: grpc.ServicerContext) -> pb.Node:
-        actor = self._operator(context, request.action)
-
-        def act() -> pb.Node:
-            self._admin.node_action(
-                request.node,
-                request.action,  # type: ignore[arg-type]  # checked by _operator
-                reason=request.reason,
-                actor=actor,
-                force=request.force,
-            )
-            n = next(n for n in self._admin.nodes() if n.name == request.node)
-            return pb.Node(
-                name=n.name, state=str(n.state), reason=n.reason, gpus=n.gpus, jobs=n.jobs
-            )
-
-        return _call(context, act)
-
-    def RemoveNode(
-        self, request: pb.RemoveNodeRequest, context: grpc.ServicerContext
-    ) -> pb.RemoveNodeResponse:
-        actor = self._operator(context, "remove", ("remove",))
-
-        def act() -> pb.RemoveNodeResponse:
-            self._admin.remove_node(request.node, reason=request.reason, actor=actor)
-            return pb.RemoveNodeResponse()
-
-        return _call(context, act)
-
-    def ListNodes(
-        self, request: pb.ListNodesRequest, context: grpc.ServicerContext
-    ) -> pb.ListNodesResponse:
-        _call(context, lambda: current_principal().require(Permission.CLUSTER_READ))
-        return pb.ListNodesResponse(
-            nodes=[
-                pb.Node(name=n.name, state=str(n.state), reason=n.reason, gpus=n.gpus, jobs=n.jobs)
-                for n in self._admin.nodes()
-            ]
-        )
-
-    def ListAudit(
-        self, request: pb.AuditRequest, context: grpc.ServicerContext
-    ) -> pb.AuditResponse:
-        _call(context, lambda: current_principal().require(Permission.AUDIT_READ))
-        if request.limit < 0 or request.limit > 10000:
-            context.set_trailing_metadata((("field", "limit"),))
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "limit: 0..10000")
-        records = self._admin.audit(request.limit or 100)
-        return pb.AuditResponse(
-            entries=[
-                pb.AuditEntry(
-                    at=a.at,
-                    actor=a.actor,
-                    action=a.action,
-                    target=a.target,
-                    reason=a.reason,
-                    outcome=a.outcome,
-                )
-                for a in records
-            ]
-        )
-
-    def CreateTenant(
-        self, request: pb.CreateTenantRequest, context: grpc.ServicerContext
-    ) -> pb.Tenant:
-        t = _call(context, lambda: self._access.create_tenant(current_principal(), request.name))
-        return pb.Tenant(name=t.name, created_at=t.created_at)
-
-    def ListTenants(
-        self, request: pb.ListTenantsRequest, context: grpc.ServicerContext
-    ) -> pb.ListTenantsResponse:
-        found = _call(context, lambda: self._access.tenants(current_principal()))
-        return pb.ListTenantsResponse(
-            tenants=[pb.Tenant(name=t.name, created_at=t.created_at) for t in found]
-        )
-
-    def CreateToken(
-        self, request: pb.CreateTokenRequest, context: grpc.ServicerContext
-    ) -> pb.Token:
-        who = current_principal()
-        if request.role not in {str(r) for r in Role}:
-            context.set_trailing_metadata((("field", "role"),))
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "role: admin, operator, user or viewer")
-        issued = _call(
-            context,
-            lambda: self._access.create_token(
-                who, request.name, request.tenant, Role(request.role)
-            ),
-        )
-        return _token_pb(issued.info, issued.secret)
-
-    def ListTokens(
-        self, request: pb.ListTokensRequest, context: grpc.ServicerContext
-    ) -> pb.ListTokensResponse:
-        found = _call(context, lambda: self._access.tokens(current_principal()))
-        return pb.ListTokensResponse(tokens=[_token_pb(t) for t in found])
-
-    def RevokeToken(
-        self, request: pb.RevokeTokenRequest, context: grpc.ServicerContext
-    ) -> pb.Token:
-        info = _call(
-            context, lambda: self._access.revoke_token(current_principal(), request.token_id)
-        )
-        return _token_pb(info)
-
-
 class GrpcServer:
     """Owns a grpc.Server bound to `host:port` (port 0 = any free port; see `.port`)."""
 
@@ -399,7 +200,9 @@ class GrpcServer:
         run_as: RunAsAdmin | None = None,
         serving: ServicesApi | None = None,
         max_message_bytes: int = 1 << 20,
+        unix_socket: str | None = None,
     ) -> None:
+        """`unix_socket`: listen there instead of `host:port`, for API workers (front_core)."""
         access = access or OpenAccess()
         trail = trail or AuditTrail()
         interceptors: list[grpc.ServerInterceptor] = []
@@ -414,9 +217,14 @@ class GrpcServer:
             # a larger request is RESOURCE_EXHAUSTED before any handler sees it
             options=[NO_PORT_REUSE, ("grpc.max_receive_message_length", max_message_bytes)],
         )
-        pb_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            JobServicer(service, events, trail), self._server
-        )
+        jobs = JobServicer(service, events, trail)
+        pb_grpc.add_JobServiceServicer_to_server(jobs, self._server)  # type: ignore[no-untyped-call]
+        self._front: SubmitBatchHandler | None = None
+        if unix_socket is not None:
+            self._front = SubmitBatchHandler(
+                jobs.SubmitJob, pb.SubmitJobRequest.FromString, _serialize, interceptors
+            )
+            self._server.add_generic_rpc_handlers((self._front,))
         pb_grpc.add_ClusterServiceServicer_to_server(  # type: ignore[no-untyped-call]
             ClusterServicer(service), self._server
         )
@@ -443,6 +251,10 @@ class GrpcServer:
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         names = (*self._services, health.SERVICE_NAME, reflection.SERVICE_NAME)
         reflection.enable_server_reflection(names, self._server)
+        if unix_socket is not None:  # the API workers serve host:port (TLS theirs)
+            bind_port(self._server, f"unix:{unix_socket}", "gRPC API (for its workers)")
+            self.port, self.address = 0, f"unix:{unix_socket}"
+            return
         creds = None if tls is None else tls.grpc_server_credentials()
         self.port = bind_port(self._server, f"{host}:{port}", "gRPC API", creds)
         self.address = f"{host}:{self.port}"
@@ -456,3 +268,9 @@ class GrpcServer:
     def stop(self, grace_s: float = 5.0) -> None:
         self._health.enter_graceful_shutdown()
         self._server.stop(grace_s).wait()
+        if self._front is not None:
+            self._front.close()
+
+
+def _serialize(message: Any) -> bytes:
+    return bytes(message.SerializeToString())

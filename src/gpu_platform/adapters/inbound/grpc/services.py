@@ -12,7 +12,7 @@ from __future__ import annotations
 import grpc
 
 from gpu_platform.adapters.inbound.grpc.auth import current_principal
-from gpu_platform.adapters.inbound.grpc.server import _call
+from gpu_platform.adapters.inbound.grpc.outcomes import call as _call
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
 from gpu_platform.adapters.inbound.service_fields import replica_values, spec_values

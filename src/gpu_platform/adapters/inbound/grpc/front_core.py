@@ -1,0 +1,180 @@
+"""The server's side of its API workers (docs/operations.md, "API workers"): SubmitBatch.
+
+A worker takes clients' SubmitJob calls off the public port and hands them here in batches
+over the server's own Unix socket. Each item runs through the same handler chain a direct
+call does (metrics, tracing, authentication and rate limits, the servicer, the audit trail),
+with a context that answers from the item: the client's metadata, address and deadline. The
+items of a batch run at once on a pool, so their Raft writes share one group commit.
+
+Only callers on the Unix socket (the data directory's own, mode 0600) may call SubmitBatch,
+and only theirs may name the client's address in `x-gpu-platform-peer` (`forwarded_peer`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
+
+import grpc
+import structlog
+
+from gpu_platform.adapters.inbound.grpc.front_codec import (
+    Answer,
+    Item,
+    Pairs,
+    decode_items,
+    encode_answers,
+)
+
+__all__ = [
+    "FRONT_SERVICE",
+    "PEER_METADATA",
+    "SUBMIT_BATCH",
+    "SUBMIT_JOB",
+    "SubmitBatchHandler",
+    "forwarded_peer",
+]
+
+log = structlog.get_logger(__name__)
+
+FRONT_SERVICE = "gpu_platform.internal.Front"
+SUBMIT_BATCH = f"/{FRONT_SERVICE}/SubmitBatch"
+SUBMIT_JOB = "/gpu_platform.v1.JobService/SubmitJob"
+PEER_METADATA = "x-gpu-platform-peer"
+
+
+def forwarded_peer(context: grpc.ServicerContext) -> str:
+    """The client's address: the one an API worker forwarded, on the Unix socket; else the
+    connection's own."""
+    peer = str(context.peer() or "")
+    if peer.startswith("unix:"):
+        for key, value in context.invocation_metadata() or ():
+            if key == PEER_METADATA and isinstance(value, str):
+                return value
+    return peer
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Details(NamedTuple):
+    method: str
+    invocation_metadata: Pairs
+
+
+class ItemContext:
+    """The parts of grpc.ServicerContext the submit chain uses, answered from one item."""
+
+    def __init__(self, item: Item) -> None:
+        self._item = item
+        self._deadline = None if item.time_left_s < 0 else time.monotonic() + item.time_left_s
+        self.status: grpc.StatusCode | None = None
+        self.details = ""
+        self.trailing: Pairs = ()
+
+    def invocation_metadata(self) -> Pairs:
+        return self._item.metadata
+
+    def peer(self) -> str:
+        return self._item.peer
+
+    def time_remaining(self) -> float | None:
+        return None if self._deadline is None else self._deadline - time.monotonic()
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return {}  # the worker refused member certificates before forwarding
+
+    def is_active(self) -> bool:
+        return True
+
+    def set_trailing_metadata(self, metadata: Sequence[tuple[str, str]]) -> None:
+        self.trailing = tuple((str(k), str(v)) for k, v in metadata)
+
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self.status = code
+
+    def set_details(self, details: str) -> None:
+        self.details = details
+
+    def code(self) -> grpc.StatusCode | None:
+        return self.status
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self.status, self.details = code, details
+        raise _Aborted
+
+
+def _chain(
+    handler: grpc.RpcMethodHandler, interceptors: Sequence[grpc.ServerInterceptor]
+) -> grpc.RpcMethodHandler:
+    """`handler` wrapped by `interceptors` as grpc wraps it (the first one outermost)."""
+    details = _Details(SUBMIT_JOB, ())
+    for interceptor in reversed(interceptors):
+        inner = handler
+        wrapped = interceptor.intercept_service(lambda _d, h=inner: h, details)
+        handler = wrapped if wrapped is not None else inner
+    return handler
+
+
+class SubmitBatchHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
+    """SubmitBatch, for the Unix socket only. `submit_job` is the servicer's SubmitJob and
+    `interceptors` the server's, in its order."""
+
+    def __init__(
+        self,
+        submit_job: Callable[[Any, Any], Any],
+        request_from: Callable[[bytes], Any],
+        response_to: Callable[[Any], bytes],
+        interceptors: Sequence[grpc.ServerInterceptor],
+        workers: int = 32,
+    ) -> None:
+        plain = grpc.unary_unary_rpc_method_handler(submit_job)
+        self._unary = _chain(plain, interceptors).unary_unary
+        self._request_from = request_from
+        self._response_to = response_to
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="front-submit")
+        self._handler = grpc.unary_unary_rpc_method_handler(self._batch)
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
+        if handler_call_details.method == SUBMIT_BATCH:
+            return self._handler
+        return None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _batch(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        if not str(context.peer() or "").startswith("unix:"):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, "SubmitBatch: API workers only")
+        try:
+            items = decode_items(request)
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise AssertionError("unreachable") from None  # pragma: no cover
+        if not items:
+            return encode_answers([])
+        futures = [self._pool.submit(self.one, item) for item in items[1:]]
+        answers = [self.one(items[0])]  # this thread takes the first
+        answers += [f.result() for f in futures]
+        return encode_answers(answers)
+
+    def one(self, item: Item) -> Answer:
+        """One SubmitJob call, as the server would answer it directly."""
+        ctx = ItemContext(item)
+        try:
+            request = self._request_from(item.request)
+        except Exception:
+            return Answer(grpc.StatusCode.INTERNAL.value[0], "could not parse the request", (), b"")
+        try:
+            response = self._unary(request, ctx)
+        except _Aborted:
+            code = ctx.status or grpc.StatusCode.UNKNOWN
+            return Answer(code.value[0], ctx.details, ctx.trailing, b"")
+        except Exception as exc:  # as grpc answers an exception a handler raised
+            log.exception("SubmitJob through an API worker failed")
+            details = f"Exception calling application: {exc}"
+            return Answer(grpc.StatusCode.UNKNOWN.value[0], details, ctx.trailing, b"")
+        return Answer(0, "", ctx.trailing, self._response_to(response))

@@ -1,0 +1,263 @@
+"""API workers (`api_workers = N`): the frames, who may name a client's address, and real
+worker processes in front of a server: the same answers as the server's own port for any
+SubmitJob (a property), authentication, a worker that dies, and nothing left at the end.
+(test_grpc_api.py runs each of its gRPC scenarios through two workers too.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpu_platform.adapters.grpc_bind import PortUnavailable
+from gpu_platform.adapters.inbound.grpc.front_codec import (
+    Answer,
+    Item,
+    decode_answers,
+    decode_items,
+    encode_answers,
+    encode_items,
+)
+from gpu_platform.adapters.inbound.grpc.front_core import (
+    PEER_METADATA,
+    ItemContext,
+    SubmitBatchHandler,
+    forwarded_peer,
+)
+from gpu_platform.adapters.inbound.grpc.front_worker import forwarded_metadata
+from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
+from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
+from gpu_platform.adapters.outbound.sim import default_node
+from gpu_platform.domain.model.node import Inventory
+from gpu_platform.infrastructure.api_workers import api_socket
+from gpu_platform.infrastructure.config import Settings
+from gpu_platform.infrastructure.container import Container
+from gpu_platform.testing.wired import admin_and_user, use_fakes
+
+text = st.text(max_size=20)
+pairs = st.lists(st.tuples(text, text), max_size=4).map(tuple)
+items = st.builds(
+    Item, pairs, text, st.floats(allow_nan=False, allow_infinity=False), st.binary(max_size=64)
+)
+answers = st.builds(Answer, st.integers(0, 2**32 - 1), text, pairs, st.binary(max_size=64))
+
+
+@given(st.lists(items, max_size=5), st.lists(answers, max_size=5))
+def test_frames_come_back_as_they_went(sent: list[Item], said: list[Answer]) -> None:
+    assert decode_items(encode_items(sent)) == sent
+    assert decode_answers(encode_answers(said)) == said
+
+
+@given(st.lists(items, min_size=1, max_size=3), st.data())
+def test_a_cut_or_padded_frame_is_refused(sent: list[Item], data: st.DataObject) -> None:
+    frame = encode_items(sent)
+    cut = data.draw(st.integers(0, len(frame) - 1))
+    with pytest.raises(ValueError, match="front frame"):
+        decode_items(frame[:cut])
+    with pytest.raises(ValueError, match="front frame"):
+        decode_items(frame + b"\0")
+
+
+class _Peer:
+    def __init__(self, peer: str, metadata: tuple[tuple[str, str], ...]) -> None:
+        self._peer, self._metadata = peer, metadata
+        self.aborted: tuple[grpc.StatusCode, str] | None = None
+
+    def peer(self) -> str:
+        return self._peer
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self.aborted = (code, details)
+        raise RuntimeError(details)
+
+
+def test_only_the_unix_socket_may_name_the_clients_address() -> None:
+    claimed = ((PEER_METADATA, "ipv4:10.9.9.9:1"),)
+    assert forwarded_peer(_Peer("ipv4:127.0.0.1:5000", claimed)) == "ipv4:127.0.0.1:5000"
+    assert forwarded_peer(_Peer("unix:/d/api.sock", claimed)) == "ipv4:10.9.9.9:1"
+
+
+def test_a_worker_forwards_the_real_address_not_the_clients_claim() -> None:
+    sent = (("authorization", "Bearer t"), (PEER_METADATA, "ipv4:6.6.6.6:1"), ("grpc-x", "y"))
+    forwarded = forwarded_metadata(_Peer("ipv4:127.0.0.1:5000", sent))
+    assert forwarded == (("authorization", "Bearer t"), (PEER_METADATA, "ipv4:127.0.0.1:5000"))
+
+
+def test_submit_batch_is_refused_off_the_unix_socket() -> None:
+    handler = SubmitBatchHandler(lambda r, c: r, bytes, bytes, [])
+    context = _Peer("ipv4:127.0.0.1:5000", ())
+    try:
+        with pytest.raises(RuntimeError):
+            handler._batch(encode_items([]), context)  # type: ignore[arg-type]
+    finally:
+        handler.close()
+    assert context.aborted is not None and context.aborted[0] is grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_an_items_deadline_and_address_are_the_calls() -> None:
+    ctx = ItemContext(Item((("a", "b"),), "ipv4:1.2.3.4:5", 2.0, b""))
+    left = ctx.time_remaining()
+    assert left is not None and 1.0 < left <= 2.0
+    assert ctx.peer() == "ipv4:1.2.3.4:5" and ctx.invocation_metadata() == (("a", "b"),)
+    assert ItemContext(Item((), "", -1.0, b"")).time_remaining() is None
+
+
+def test_a_data_dir_too_deep_for_a_unix_socket_is_refused() -> None:
+    deep = Path("/tmp") / ("d" * 120)
+    with pytest.raises(PortUnavailable, match="longer than a Unix socket allows"):
+        api_socket(Settings(data_dir=deep, api_workers=1))
+
+
+def _served(inventory: Inventory, workers: int, **extra: Any) -> Iterator[Container]:
+    with tempfile.TemporaryDirectory(prefix="aw-") as tmp:
+        container = Container(
+            settings=Settings(
+                server_id=0,
+                data_dir=Path(tmp),
+                grpc_port=0,
+                api_workers=workers,
+                schedule_interval_seconds=3600,  # held: nothing leaves QUEUED
+                **extra,
+            )
+        )
+        use_fakes(container, inventory)
+        try:
+            yield container
+        finally:
+            container.shutdown_resources()
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[tuple[Any, Any]]:
+    """The same fake-backed server twice: on its own port, and behind two workers."""
+    inventory = Inventory((default_node(),), source="sim", simulated=True)
+    direct, fronted = _served(inventory, 0), _served(inventory, 2)
+    a, b = next(direct), next(fronted)
+    try:
+        with (
+            grpc.insecure_channel(a.grpc_server().address) as ca,
+            grpc.insecure_channel(b.grpc_server().address) as cb,
+        ):
+            yield pb_grpc.JobServiceStub(ca), pb_grpc.JobServiceStub(cb)
+    finally:
+        for gen in (direct, fronted):
+            next(gen, None)
+
+
+def _answer(stub: Any, request: pb.SubmitJobRequest) -> tuple[Any, ...]:
+    try:
+        job, call = stub.SubmitJob.with_call(request, timeout=10)
+    except grpc.RpcError as exc:
+        return (exc.code(), exc.details(), dict(exc.trailing_metadata() or ()))
+    return (grpc.StatusCode.OK, job.SerializeToString(), dict(call.trailing_metadata() or ()))
+
+
+requests = st.builds(
+    pb.SubmitJobRequest,
+    command=st.lists(st.sampled_from(["true", "", "x\0y", "sleep", "1"]), max_size=3),
+    gpus=st.integers(-2, 12),
+    tenant=st.sampled_from(["", "default", "team-a", "bad tenant!"]),
+    name=st.text(max_size=8),
+    env=st.dictionaries(st.sampled_from(["K", "1BAD", "PATH"]), st.text(max_size=4), max_size=2),
+    priority=st.integers(-3, 3),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(requests)
+def test_any_submit_gets_the_same_answer_through_a_worker(
+    pair: tuple[Any, Any], request: pb.SubmitJobRequest
+) -> None:
+    """Sequential ids and one manual clock on both: even the accepted jobs' bytes agree."""
+    direct, fronted = pair
+    assert _answer(fronted, request) == _answer(direct, request)
+
+
+@pytest.fixture
+def authed(inventory: Inventory) -> Iterator[Container]:
+    yield from _served(inventory, 2, auth="on")
+
+
+def test_a_worker_relays_authentication_and_the_audit_names_the_caller(
+    authed: Container,
+) -> None:
+    admin, user = admin_and_user(authed)
+    with grpc.insecure_channel(authed.grpc_server().address) as channel:
+        jobs = pb_grpc.JobServiceStub(channel)
+        request = pb.SubmitJobRequest(command=["true"])
+        for bad in ((), (("authorization", "Bearer nope"),)):
+            with pytest.raises(grpc.RpcError) as refused:
+                jobs.SubmitJob(request, metadata=bad, timeout=10)
+            assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.RpcError) as relayed:
+            jobs.GetJob(pb.GetJobRequest(id="j-1"), timeout=10)
+        assert relayed.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        mine = (("authorization", f"Bearer {user.secret}"),)
+        job = jobs.SubmitJob(request, metadata=mine, timeout=10)
+        assert job.tenant == "acme"
+        with pytest.raises(grpc.RpcError) as other:
+            jobs.SubmitJob(pb.SubmitJobRequest(command=["true"], tenant="default"), metadata=mine)
+        assert other.value.code() is grpc.StatusCode.PERMISSION_DENIED
+    entries = authed.adapters.audit_log().tail(50)
+    trail = [(e["actor"], e["action"], e["target"], e["outcome"]) for e in entries]
+    assert ("mallory", "job.submit", f"job {job.id}", "ok") in trail
+    refused = [t for t in trail if t[0] == "mallory" and t[3].startswith("refused")]
+    assert len(refused) == 1  # the other tenant's submit
+    assert admin.secret
+
+
+def _workers(container: Container) -> list[int]:
+    """This container's worker processes (their spec names its socket)."""
+    pid, mine = os.getpid(), str(api_socket(container.settings())).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == pid and b"api_worker_main" in cmd and mine in cmd:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def test_a_dead_worker_is_replaced_on_the_port_and_none_outlive_the_server(
+    inventory: Inventory,
+) -> None:
+    served = _served(inventory, 2)
+    container = next(served)
+    try:
+        address = container.grpc_server().address
+        before = _workers(container)
+        assert len(before) == 2
+        os.kill(before[0], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            now = _workers(container)
+            if len(now) == 2 and before[0] not in now:
+                break
+            time.sleep(0.1)
+        assert len(now) == 2 and before[0] not in now
+        for _ in range(8):  # fresh connections, spread over both workers
+            with grpc.insecure_channel(address) as channel:
+                stub = pb_grpc.JobServiceStub(channel)
+                assert stub.SubmitJob(pb.SubmitJobRequest(command=["true"]), timeout=10).id
+    finally:
+        next(served, None)
+    assert _workers(container) == []
