@@ -14,7 +14,9 @@ run only.
 alone — each job depends on one that never ends, so nothing is launched — with the server's CPU
 per held submit over the burst (`server_cpu_ms_per_submit`) and this benchmark's own, the
 clients' (`client_cpu_ms_per_submit`: httpx costs several times grpc's per call, so REST at 64
-clients is bounded by its clients on a small machine).
+clients is bounded by its clients on a small machine). Then the same gRPC rows against a server
+with `api_workers = 2` (`params.api_workers`), beside the default's in the same run: the
+server process's CPU per submit, and its workers' (`workers_cpu_ms_per_submit`).
 """
 
 from __future__ import annotations
@@ -99,8 +101,18 @@ class _Server:
         return lambda: str(stub.SubmitJob(request, timeout=60).id)
 
 
+def _workers(pid: int) -> list[int]:
+    """The API worker processes of server `pid`."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            if b"api_worker_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(int(child))
+    return found
+
+
 @contextmanager
-def _serve(server_id: str) -> Iterator[_Server]:
+def _serve(server_id: str, api_workers: int = 0) -> Iterator[_Server]:
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(
             os.environ,
@@ -111,6 +123,7 @@ def _serve(server_id: str) -> Iterator[_Server]:
             GPU_PLATFORM_RAFT_PORT="0",
             GPU_PLATFORM_AGENT_PORT="0",
             GPU_PLATFORM_ISOLATION="none",
+            GPU_PLATFORM_API_WORKERS=str(api_workers),
         )
         proc = subprocess.Popen(
             [*ENTRY, "serve", "--port", "0", "--data-dir", str(Path(tmp) / "data")],
@@ -162,14 +175,16 @@ def _row(server: _Server, api: str, store: str, n: int, clients: int) -> dict[st
     return row
 
 
-def _held_rows(server: _Server, n: int, many: tuple[int, ...]) -> list[dict[str, Any]]:
+def _held_rows(
+    server: _Server, n: int, many: tuple[int, ...], apis: tuple[str, ...] = ("grpc", "rest")
+) -> list[dict[str, Any]]:
     """Held submits (gRPC, then REST): every job waits on `sleep 3600`, killed afterwards."""
     with httpx.Client(base_url=server.url, timeout=60) as client:
         body = {"command": ["sleep", "3600"], "gpus": 0}
         anchor = str(client.post("/v1/jobs", json=body).json()["id"])
         rows = []
         try:
-            for api in ("grpc", "rest"):
+            for api in apis:
                 make = server.grpc if api == "grpc" else server.rest
                 burst(lambda make=make: make(anchor), 50, 8)  # warm-up
                 server.close_clients()
@@ -189,19 +204,26 @@ def _held_row(
     clients: int,
 ) -> dict[str, Any]:
     load = os.getloadavg()[0]
+    workers = _workers(server.proc.pid)
     cpu0, mine0 = _cpu_s(server.proc.pid), time.process_time()
+    aside0 = sum(_cpu_s(w) for w in workers)
     out = burst(lambda: make(anchor), n, clients)
     mine = time.process_time() - mine0
     server.close_clients()
     done = len(out["latencies"])
+    aside = sum(_cpu_s(w) for w in workers) - aside0
+    params = {"api": api, "submits": n, "store": "raft", "clients": clients}
+    if workers:  # rows without the key are the default server's (api_workers = 0)
+        params["api_workers"] = len(workers)
     row = result(
         "e2e.held_submit",
-        {"api": api, "submits": n, "store": "raft", "clients": clients},
+        params,
         out["latencies"],
         extra={
             "server_cpu_ms_per_submit": round(
                 (_cpu_s(server.proc.pid) - cpu0) / max(1, done) * 1000, 2
             ),
+            "workers_cpu_ms_per_submit": round(aside / max(1, done) * 1000, 2),
             "client_cpu_ms_per_submit": round(mine / max(1, done) * 1000, 2),
             "errors": len(out["errors"]),
             "load_average": round(load, 2),
@@ -210,9 +232,10 @@ def _held_row(
     row["ops_per_s"] = round(done / out["seconds"], 1)
     p, e = row["params"], row["extra"]
     print(
-        f"e2e.held_submit {api:4} clients={p['clients']:2} "
+        f"e2e.held_submit {api:4} workers={p.get('api_workers', 0)} clients={p['clients']:2} "
         f"p50={row['p50_us'] / 1000:.2f} ms p99={row['p99_us'] / 1000:.2f} ms "
         f"{row['ops_per_s']}/s cpu/submit={e['server_cpu_ms_per_submit']} ms "
+        f"workers cpu/submit={e['workers_cpu_ms_per_submit']} ms "
         f"client cpu/submit={e['client_cpu_ms_per_submit']} ms load={e['load_average']}",
         file=sys.stderr,
         flush=True,
@@ -239,6 +262,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 _print(grpc_row)
             if store == "raft":
                 rows += _held_rows(server, 3 * n // 2, many)
+    with _serve("1", api_workers=2) as server:  # the same held gRPC rows, behind two workers
+        rows += _held_rows(server, 3 * n // 2, many, apis=("grpc",))
     return rows
 
 

@@ -244,6 +244,7 @@ def test_a_dead_worker_is_replaced_on_the_port_and_none_outlive_the_server(
     container = next(served)
     try:
         address = container.grpc_server().address
+        assert api_socket(container.settings()).stat().st_mode & 0o777 == 0o600
         before = _workers(container)
         assert len(before) == 2
         os.kill(before[0], signal.SIGKILL)

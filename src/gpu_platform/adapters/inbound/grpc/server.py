@@ -12,6 +12,7 @@ mTLS when a client CA is given) when `tls` is set.
 
 from __future__ import annotations
 
+import os
 import queue
 from collections.abc import Iterator
 from concurrent import futures
@@ -253,6 +254,7 @@ class GrpcServer:
         reflection.enable_server_reflection(names, self._server)
         if unix_socket is not None:  # the API workers serve host:port (TLS theirs)
             bind_port(self._server, f"unix:{unix_socket}", "gRPC API (for its workers)")
+            os.chmod(unix_socket, 0o600)  # this account only (the data dir is already)
             self.port, self.address = 0, f"unix:{unix_socket}"
             return
         creds = None if tls is None else tls.grpc_server_credentials()
