@@ -69,17 +69,20 @@ def _machine_busy() -> tuple[float, float]:
 
 
 def _cpu_by_role(c: ReplicatedCluster, lead: int, submitters: Submitters) -> dict[str, float]:
-    """CPU seconds so far: the leader, the followers, the agent swarm, the submitters."""
-    out = {"leader": 0.0, "followers": 0.0, "swarm": 0.0, "submitters": 0.0}
+    """CPU seconds so far: the leader, the followers, the agent swarm, the submitters, and
+    the servers' API workers (`api_workers`)."""
+    out = {"leader": 0.0, "followers": 0.0, "swarm": 0.0, "submitters": 0.0, "api_workers": 0.0}
     for i, proc in c.servers.items():
         with contextlib.suppress(OSError):
             out["leader" if i == lead else "followers"] += _proc_cpu_rss(proc.pid)[0]
-    me = str(os.getpid())
+    me, servers = str(os.getpid()), {str(p.pid) for p in c.servers.values()}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError):
             fields = stat.read_text().rsplit(")", 1)[1].split()
             if fields[1] == me and b"agent_swarm" in (stat.parent / "cmdline").read_bytes():
                 out["swarm"] += _proc_cpu_rss(int(stat.parent.name))[0]
+            if fields[1] in servers and b"api_worker" in (stat.parent / "cmdline").read_bytes():
+                out["api_workers"] += _proc_cpu_rss(int(stat.parent.name))[0]
     for proc in submitters.procs:
         out["submitters"] += _proc_cpu_rss(proc.pid)[0]
     return out
@@ -164,7 +167,8 @@ def _point(
     row = result(
         "cluster.offered_to_bound",
         {"offered_per_s": rate, "seconds": seconds, "nodes": nodes, "gpus": nodes * 8,
-         "servers": 3, "api": "grpc", "submitters": SUBMITTERS, "raft_transport": RAFT_TRANSPORT},
+         "servers": 3, "api": "grpc", "submitters": SUBMITTERS, "raft_transport": RAFT_TRANSPORT,
+         "api_workers": int(os.environ.get("GPU_PLATFORM_API_WORKERS") or 0)},
         bound_us or [BOUND_S * 1e6],  # none bound: at least the wait
         extra={
             "submit_p50_ms": _ms(submit_us, 50),
