@@ -1,9 +1,9 @@
 """One API worker process: `python -m gpu_platform.infrastructure.api_worker_main '<json>'`.
 
 Started by `ApiWorkers` (api_workers.py), never by hand. The JSON names the public address,
-the server's Unix socket, TLS files, the message bound, logging and the parent's pid. The
-worker prints `ready <port>` on stdout once it listens, and ends on SIGTERM or SIGINT, or
-when its parent is gone.
+the server's Unix sockets (gRPC, and the front link's for SubmitJob batches), TLS files, the
+message bound, logging and the parent's pid. The worker prints `ready <port>` on stdout once it
+listens, and ends on SIGTERM or SIGINT, or when its parent is gone.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def serve(spec: dict[str, Any], stop: threading.Event) -> None:
         options=[("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)],
     )
     grpc.channel_ready_future(channel).result(timeout=float(spec.get("connect_timeout_s", 30)))
-    batcher = Batcher(channel)
+    batcher = Batcher(spec["submit_socket"])
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=int(spec.get("threads", 32))),
         handlers=[WorkerHandler(channel, batcher)],

@@ -24,18 +24,27 @@ import structlog
 from gpu_platform.adapters.grpc_bind import PortUnavailable
 from gpu_platform.infrastructure.config import Settings
 
-__all__ = ["ApiWorkers", "api_socket"]
+__all__ = ["ApiWorkers", "api_socket", "submit_socket"]
 
 log = structlog.get_logger(__name__)
 
 START_TIMEOUT_S = 30.0
 SOCKET_NAME = "api.sock"
+SUBMIT_SOCKET_NAME = "submit.sock"
 _MAX_UNIX_PATH = 107
 
 
 def api_socket(settings: Settings) -> Path:
     """Where the server's gRPC API listens for its workers; too long a path is refused."""
-    path = settings.data_dir.resolve() / SOCKET_NAME
+    return _unix_path(settings.data_dir.resolve() / SOCKET_NAME)
+
+
+def submit_socket(settings: Settings) -> Path:
+    """Where the server takes its workers' SubmitJob batches (the front link)."""
+    return _unix_path(settings.data_dir.resolve() / SUBMIT_SOCKET_NAME)
+
+
+def _unix_path(path: Path) -> Path:
     if len(os.fsencode(path)) > _MAX_UNIX_PATH:
         raise PortUnavailable(
             f"api_workers: the socket path {path} is longer than a Unix socket allows "
@@ -119,6 +128,7 @@ class ApiWorkers:
                 "parent": os.getpid(),
                 "address": f"{s.host}:{self.port}",
                 "socket": str(self._socket),
+                "submit_socket": str(submit_socket(self._settings)),
                 "max_message_bytes": s.max_request_bytes,
                 "tls_cert": str(s.tls_cert_file or ""),
                 "tls_key": str(s.tls_key_file or ""),

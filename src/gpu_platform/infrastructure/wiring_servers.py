@@ -24,7 +24,7 @@ from gpu_platform.application.gateway.ledger import ServingLedger
 from gpu_platform.application.run_as import RunAsAccounts
 from gpu_platform.application.services import ServiceManager
 from gpu_platform.application.usage import UsageService
-from gpu_platform.infrastructure.api_workers import ApiWorkers, api_socket
+from gpu_platform.infrastructure.api_workers import ApiWorkers, api_socket, submit_socket
 from gpu_platform.infrastructure.config import ConfigError, Settings
 from gpu_platform.infrastructure.dcgm_metrics import DcgmCollector, service_labels
 from gpu_platform.infrastructure.gateway import GatewayServer, install_gateway
@@ -155,6 +155,7 @@ def _grpc_server(
         serving=services,
         max_message_bytes=settings.max_request_bytes,
         unix_socket=None if unix is None else str(unix),
+        submit_socket=None if unix is None else str(submit_socket(settings)),
     )
     server.start()
     if unix is None:

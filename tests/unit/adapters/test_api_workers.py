@@ -1,4 +1,5 @@
-"""API workers (`api_workers = N`): the frames, who may name a client's address, and real
+"""API workers (`api_workers = N`): the frames and the link that carries them, who may name a
+client's address, and real
 worker processes in front of a server: the same answers as the server's own port for any
 SubmitJob (a property), authentication, a worker that dies, and nothing left at the end.
 (test_grpc_api.py runs each of its gRPC scenarios through two workers too.)"""
@@ -30,9 +31,9 @@ from gpu_platform.adapters.inbound.grpc.front_codec import (
 from gpu_platform.adapters.inbound.grpc.front_core import (
     PEER_METADATA,
     ItemContext,
-    SubmitBatchHandler,
     forwarded_peer,
 )
+from gpu_platform.adapters.inbound.grpc.front_link import BatchLink, BatchListener
 from gpu_platform.adapters.inbound.grpc.front_worker import forwarded_metadata
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
@@ -95,15 +96,77 @@ def test_a_worker_forwards_the_real_address_not_the_clients_claim() -> None:
     assert forwarded == (("authorization", "Bearer t"), (PEER_METADATA, "ipv4:127.0.0.1:5000"))
 
 
-def test_submit_batch_is_refused_off_the_unix_socket() -> None:
-    handler = SubmitBatchHandler(lambda r, c: r, bytes, bytes, [])
-    context = _Peer("ipv4:127.0.0.1:5000", ())
+@pytest.fixture
+def link_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="fl-", dir="/tmp") as tmp:
+        yield Path(tmp)
+
+
+def test_the_front_link_answers_each_frame_in_turn_whole(link_dir: Path) -> None:
+    path = str(link_dir / "s.sock")
+    listener = BatchListener(path, lambda frame: frame[::-1])
+    link = BatchLink(path)
     try:
-        with pytest.raises(RuntimeError):
-            handler._batch(encode_items([]), context)  # type: ignore[arg-type]
+        assert Path(path).stat().st_mode & 0o777 == 0o600
+        big = os.urandom(3 << 20)  # read in pieces
+        for frame in (b"", b"abc", big):
+            assert link.call(frame, timeout=10) == frame[::-1]
     finally:
-        handler.close()
-    assert context.aborted is not None and context.aborted[0] is grpc.StatusCode.PERMISSION_DENIED
+        link.close()
+        listener.close()
+    assert not Path(path).exists()
+
+
+def test_a_late_answer_is_never_taken_for_the_next_frames(link_dir: Path) -> None:
+    path = str(link_dir / "s.sock")
+    listener = BatchListener(
+        path, lambda frame: (time.sleep(0.5) if frame == b"slow" else None) or frame
+    )
+    link = BatchLink(path)
+    try:
+        with pytest.raises(TimeoutError):
+            link.call(b"slow", timeout=0.1)
+        assert link.call(b"next", timeout=10) == b"next"  # a new connection
+    finally:
+        link.close()
+        listener.close()
+
+
+def test_a_frame_the_server_cannot_read_closes_its_connection(link_dir: Path) -> None:
+    path = str(link_dir / "s.sock")
+
+    def refuse(frame: bytes) -> bytes:
+        raise ValueError("front frame: not items")
+
+    listener = BatchListener(path, refuse)
+    try:
+        with pytest.raises(ConnectionError):
+            BatchLink(path).call(b"junk", timeout=10)
+    finally:
+        listener.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to connect as another account")
+def test_the_front_link_refuses_another_account(link_dir: Path) -> None:
+    link_dir.chmod(0o755)  # in /tmp: reachable by another account
+    path = str(link_dir / "s.sock")
+    listener = BatchListener(path, lambda frame: frame)
+    os.chmod(path, 0o666)  # past the file mode: the peer's uid is checked too
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child)
+        code = 1
+        try:
+            os.setuid(65534)
+            BatchLink(path).call(b"x", timeout=5)
+        except ConnectionError:
+            code = 3
+        finally:
+            os._exit(code)
+    try:
+        _, status = os.waitpid(child, 0)
+    finally:
+        listener.close()
+    assert os.waitstatus_to_exitcode(status) == 3
 
 
 def test_an_items_deadline_and_address_are_the_calls() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from gpu_platform.adapters.inbound.grpc.front_core import FRONT_SERVICE, forwarded_peer
+from gpu_platform.adapters.inbound.grpc.front_core import forwarded_peer
 from gpu_platform.adapters.inbound.grpc.interceptors import WrappedHandlers
 from gpu_platform.adapters.member_gate import client_certificate_refusal
 from gpu_platform.domain.model.tenancy import (
@@ -34,8 +34,7 @@ from gpu_platform.ports.inbound.access import AccessService
 __all__ = ["AuthInterceptor", "abort_access", "current_principal"]
 
 _principal: ContextVar[Principal] = ContextVar("gpu_platform_principal", default=ANONYMOUS_ADMIN)
-# SubmitBatch: each item is authenticated as its own call (front_core)
-_OPEN = ("/grpc.health.v1.Health/", "/grpc.reflection.", f"/{FRONT_SERVICE}/")
+_OPEN = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 
 def current_principal() -> Principal:

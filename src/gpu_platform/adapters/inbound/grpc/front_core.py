@@ -1,13 +1,14 @@
-"""The server's side of its API workers (docs/operations.md, "API workers"): SubmitBatch.
+"""The server's side of its API workers (docs/operations.md, "API workers").
 
 A worker takes clients' SubmitJob calls off the public port and hands them here in batches
-over the server's own Unix socket. Each item runs through the same handler chain a direct
-call does (metrics, tracing, authentication and rate limits, the servicer, the audit trail),
-with a context that answers from the item: the client's metadata, address and deadline. The
-items of a batch run at once on a pool, so their Raft writes share one group commit.
+over the front link (front_link.py: the data directory's `submit.sock`). Each item runs
+through the same handler chain a direct call does (metrics, tracing, authentication and rate
+limits, the servicer, the audit trail), with a context that answers from the item: the
+client's metadata, address and deadline. The items of a batch run at once on a pool, so their
+Raft writes share one group commit.
 
-Only callers on the Unix socket (the data directory's own, mode 0600) may call SubmitBatch,
-and only theirs may name the client's address in `x-gpu-platform-peer` (`forwarded_peer`).
+Calls the workers relay come over the server's gRPC Unix socket; only callers there may name
+the client's address in `x-gpu-platform-peer` (`forwarded_peer`).
 """
 
 from __future__ import annotations
@@ -28,19 +29,10 @@ from gpu_platform.adapters.inbound.grpc.front_codec import (
     encode_answers,
 )
 
-__all__ = [
-    "FRONT_SERVICE",
-    "PEER_METADATA",
-    "SUBMIT_BATCH",
-    "SUBMIT_JOB",
-    "SubmitBatchHandler",
-    "forwarded_peer",
-]
+__all__ = ["PEER_METADATA", "SUBMIT_JOB", "ItemContext", "SubmitItems", "forwarded_peer"]
 
 log = structlog.get_logger(__name__)
 
-FRONT_SERVICE = "gpu_platform.internal.Front"
-SUBMIT_BATCH = f"/{FRONT_SERVICE}/SubmitBatch"
 SUBMIT_JOB = "/gpu_platform.v1.JobService/SubmitJob"
 PEER_METADATA = "x-gpu-platform-peer"
 
@@ -119,9 +111,9 @@ def _chain(
     return handler
 
 
-class SubmitBatchHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
-    """SubmitBatch, for the Unix socket only. `submit_job` is the servicer's SubmitJob and
-    `interceptors` the server's, in its order."""
+class SubmitItems:
+    """The batches of the front link (front_link.BatchListener's `handle`). `submit_job` is
+    the servicer's SubmitJob and `interceptors` the server's, in its order."""
 
     def __init__(
         self,
@@ -136,28 +128,18 @@ class SubmitBatchHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
         self._request_from = request_from
         self._response_to = response_to
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="front-submit")
-        self._handler = grpc.unary_unary_rpc_method_handler(self._batch)
-
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
-        if handler_call_details.method == SUBMIT_BATCH:
-            return self._handler
-        return None
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def _batch(self, request: bytes, context: grpc.ServicerContext) -> bytes:
-        if not str(context.peer() or "").startswith("unix:"):
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, "SubmitBatch: API workers only")
-        try:
-            items = decode_items(request)
-        except ValueError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            raise AssertionError("unreachable") from None  # pragma: no cover
+    def batch(self, frame: bytes) -> bytes:
+        """The answers to a frame of items (ValueError: the frame does not parse). The items
+        run at once: this thread takes the first, the pool the rest."""
+        items = decode_items(frame)
         if not items:
             return encode_answers([])
         futures = [self._pool.submit(self.one, item) for item in items[1:]]
-        answers = [self.one(items[0])]  # this thread takes the first
+        answers = [self.one(items[0])]
         answers += [f.result() for f in futures]
         return encode_answers(answers)
 

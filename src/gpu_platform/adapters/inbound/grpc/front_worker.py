@@ -3,18 +3,18 @@ port beside its siblings (SO_REUSEPORT: the kernel spreads connections over them
 the calls to the server over its Unix socket.
 
 SubmitJob calls are not parsed here: their bytes, metadata, address and deadline queue up and
-go to the server as one SubmitBatch while the previous batch is answered, so the server pays
-one RPC per batch instead of one per call. Every other method is relayed call for call, bytes
-for bytes (unary, server-streaming and bidirectional), with the client's metadata, deadline,
-status, details and trailing metadata. Member certificates (a server's or an agent's) are
-refused here, as the server refuses them on a direct call.
+go to the server as one frame over the front link (front_link.py) while the previous batch is
+answered, so the server pays no gRPC call for them at all. Every other method is relayed call
+for call, bytes for bytes (unary, server-streaming and bidirectional), with the client's
+metadata, deadline, status, details and trailing metadata. Member certificates (a server's or
+an agent's) are refused here, as the server refuses them on a direct call.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from typing import Any
 
 import grpc
@@ -30,7 +30,8 @@ from gpu_platform.adapters.inbound.grpc.front_codec import (
     decode_answers,
     encode_items,
 )
-from gpu_platform.adapters.inbound.grpc.front_core import PEER_METADATA, SUBMIT_BATCH, SUBMIT_JOB
+from gpu_platform.adapters.inbound.grpc.front_core import PEER_METADATA, SUBMIT_JOB
+from gpu_platform.adapters.inbound.grpc.front_link import BatchLink
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2  # noqa: F401
 from gpu_platform.adapters.member_gate import client_certificate_refusal
 
@@ -74,67 +75,109 @@ def _abort(
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
 
 
+class _Call:
+    """One SubmitJob call in the Batcher: queued, then sent (in some sender's batch), then
+    answered. `wake` is set when it is answered or handed a link."""
+
+    __slots__ = ("answer", "done", "item", "link", "sent", "wake")
+
+    def __init__(self, item: Item) -> None:
+        self.item = item
+        self.sent = False
+        self.answer: Answer | None = None
+        self.link: BatchLink | None = None
+        self.wake = threading.Event()
+        self.done = threading.Event()
+
+
 class Batcher:
-    """SubmitJob calls queued for the server; `senders` threads each send what is queued as
-    one SubmitBatch (at most MAX_BATCH), so batches grow with the load."""
+    """SubmitJob calls on their way to the server, over `links` front link connections to
+    `path`. The calling threads send for each other: a caller that finds a link free takes it
+    and sends everything queued as one batch (at most MAX_BATCH) until its own call has gone;
+    it then hands the link to a caller still queued, if any. So batches grow with the load, a
+    lone call is sent by its own thread, and each caller is woken once for its answer."""
 
-    def __init__(self, channel: grpc.Channel, senders: int = 2) -> None:
-        self._call = channel.unary_unary(SUBMIT_BATCH)
-        self._queue: list[tuple[Item, Future[Answer]]] = []
-        self._ready = threading.Condition()
+    def __init__(self, path: str, links: int = 2) -> None:
+        self._free = [BatchLink(path) for _ in range(links)]
+        self._all = list(self._free)
+        self._queue: list[_Call] = []
+        self._waiting: collections.deque[_Call] = collections.deque()
+        self._lock = threading.Lock()
         self._closed = False
-        self._threads = [
-            threading.Thread(target=self._send_loop, name=f"front-batch-{i}", daemon=True)
-            for i in range(senders)
-        ]
-        for t in self._threads:
-            t.start()
 
-    def submit(self, item: Item) -> Future[Answer]:
-        future: Future[Answer] = Future()
-        with self._ready:
+    def call(self, item: Item) -> Answer:
+        me = _Call(item)
+        with self._lock:
             if self._closed:
                 raise RuntimeError("API worker is stopping")
-            self._queue.append((item, future))
-            self._ready.notify()
-        return future
+            self._queue.append(me)
+            if self._free:
+                me.link = self._free.pop()
+            else:
+                self._waiting.append(me)
+        if me.link is None:
+            me.wake.wait()
+        link, me.link = me.link, None
+        if link is not None:
+            try:
+                while not me.sent and self._send_queued(link):
+                    pass
+            finally:
+                self._hand_over(link)
+        me.done.wait()
+        assert me.answer is not None
+        return me.answer
 
     def close(self) -> None:
-        with self._ready:
+        with self._lock:
             self._closed = True
-            self._ready.notify_all()
-        for t in self._threads:
-            t.join(timeout=10)
+        for link in self._all:
+            link.close()
 
-    def _send_loop(self) -> None:
-        while True:
-            with self._ready:
-                while not self._queue and not self._closed:
-                    self._ready.wait()
-                if not self._queue:
-                    return
-                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-            self._send(batch)
+    def _send_queued(self, link: BatchLink) -> bool:
+        with self._lock:
+            batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+            for c in batch:
+                c.sent = True
+        if not batch:
+            return False
+        answers = self._send(link, [c.item for c in batch])
+        for c, answer in zip(batch, answers, strict=True):
+            c.answer = answer
+            c.done.set()
+            c.wake.set()
+        return True
 
-    def _send(self, batch: list[tuple[Item, Future[Answer]]]) -> None:
-        items = [item for item, _ in batch]
+    @staticmethod
+    def _send(link: BatchLink, items: list[Item]) -> list[Answer]:
+        """The server's answers to `items`, or the same failure for each."""
         lefts = [i.time_left_s for i in items if i.time_left_s >= 0]
         timeout = max(lefts) + 1.0 if len(lefts) == len(items) else None
         try:
-            answers = decode_answers(self._call(encode_items(items), timeout=timeout))
-            if len(answers) != len(batch):
-                raise ValueError(f"{len(answers)} answers to {len(batch)} calls")
-        except grpc.RpcError as exc:
-            code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNAVAILABLE
-            if code is not grpc.StatusCode.DEADLINE_EXCEEDED:
-                code = grpc.StatusCode.UNAVAILABLE
-            detail = f"the server behind this API worker did not answer: {exc.details()}"
-            answers = [Answer(code.value[0], detail, (), b"")] * len(batch)
+            answers = decode_answers(link.call(encode_items(items), timeout))
+            if len(answers) != len(items):
+                raise ValueError(f"{len(answers)} answers to {len(items)} calls")
+            return answers
+        except TimeoutError:
+            code = grpc.StatusCode.DEADLINE_EXCEEDED
+            detail = "the server behind this API worker did not answer in time"
+        except OSError as exc:
+            code = grpc.StatusCode.UNAVAILABLE
+            detail = f"the server behind this API worker did not answer: {exc}"
         except ValueError as exc:
-            log.error("SubmitBatch answer unreadable", error=str(exc))
-            answers = [Answer(grpc.StatusCode.INTERNAL.value[0], str(exc), (), b"")] * len(batch)
-        for (_, future), answer in zip(batch, answers, strict=True):
-            future.set_result(answer)
+            log.error("front link answer unreadable", error=str(exc))
+            code, detail = grpc.StatusCode.INTERNAL, str(exc)
+        return [Answer(code.value[0], detail, (), b"")] * len(items)
+
+    def _hand_over(self, link: BatchLink) -> None:
+        with self._lock:
+            while self._waiting:
+                c = self._waiting.popleft()
+                if not c.sent:  # still queued: it sends next
+                    c.link = link
+                    c.wake.set()
+                    return
+            self._free.append(link)
 
 
 class WorkerHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
@@ -187,7 +230,7 @@ class WorkerHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
             request,
         )
         try:
-            answer = self._batcher.submit(item).result()
+            answer = self._batcher.call(item)
         except RuntimeError as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
             raise AssertionError("unreachable") from None  # pragma: no cover

@@ -37,7 +37,8 @@ from gpu_platform.adapters.inbound.grpc.convert import (
     spec_from_pb,
     status_to_pb,
 )
-from gpu_platform.adapters.inbound.grpc.front_core import SubmitBatchHandler
+from gpu_platform.adapters.inbound.grpc.front_core import SubmitItems
+from gpu_platform.adapters.inbound.grpc.front_link import BatchListener
 from gpu_platform.adapters.inbound.grpc.interceptors import MetricsInterceptor, TracingInterceptor
 from gpu_platform.adapters.inbound.grpc.outcomes import call as _call
 from gpu_platform.adapters.inbound.grpc.run_as import RunAsServicer
@@ -202,8 +203,10 @@ class GrpcServer:
         serving: ServicesApi | None = None,
         max_message_bytes: int = 1 << 20,
         unix_socket: str | None = None,
+        submit_socket: str | None = None,
     ) -> None:
-        """`unix_socket`: listen there instead of `host:port`, for API workers (front_core)."""
+        """For API workers: `unix_socket`, listen there instead of `host:port`;
+        `submit_socket`, take SubmitJob batches there (front_core, front_link)."""
         access = access or OpenAccess()
         trail = trail or AuditTrail()
         interceptors: list[grpc.ServerInterceptor] = []
@@ -220,12 +223,12 @@ class GrpcServer:
         )
         jobs = JobServicer(service, events, trail)
         pb_grpc.add_JobServiceServicer_to_server(jobs, self._server)  # type: ignore[no-untyped-call]
-        self._front: SubmitBatchHandler | None = None
-        if unix_socket is not None:
-            self._front = SubmitBatchHandler(
+        self._front: tuple[SubmitItems, BatchListener] | None = None
+        if submit_socket is not None:
+            items = SubmitItems(
                 jobs.SubmitJob, pb.SubmitJobRequest.FromString, _serialize, interceptors
             )
-            self._server.add_generic_rpc_handlers((self._front,))
+            self._front = (items, BatchListener(submit_socket, items.batch))
         pb_grpc.add_ClusterServiceServicer_to_server(  # type: ignore[no-untyped-call]
             ClusterServicer(service), self._server
         )
@@ -271,7 +274,9 @@ class GrpcServer:
         self._health.enter_graceful_shutdown()
         self._server.stop(grace_s).wait()
         if self._front is not None:
-            self._front.close()
+            items, listener = self._front
+            listener.close()
+            items.close()
 
 
 def _serialize(message: Any) -> bytes:
