@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -325,3 +326,57 @@ def test_a_dead_worker_is_replaced_on_the_port_and_none_outlive_the_server(
     finally:
         next(served, None)
     assert _workers(container) == []
+
+
+def test_workers_killed_under_load_lose_and_double_no_job(inventory: Inventory) -> None:
+    """Clients retry what a dying worker dropped, with the same request id: every submit is
+    acknowledged once, as one job, while every worker is SIGKILLed under them, three times."""
+    served = _served(inventory, 2)
+    container = next(served)
+    address = container.grpc_server().address
+    acked: dict[str, str] = {}
+    retried: list[str] = []
+    lock, killed = threading.Lock(), threading.Event()
+
+    def client(n: int) -> None:
+        with grpc.insecure_channel(address) as channel:
+            stub = pb_grpc.JobServiceStub(channel)
+            i = 0
+            while not killed.is_set() or i < 20:
+                token, i = f"c{n}-{i}", i + 1
+                request = pb.SubmitJobRequest(command=["true"], request_id=token)
+                for _ in range(500):
+                    try:
+                        job = stub.SubmitJob(request, timeout=10)
+                        break
+                    except grpc.RpcError as exc:
+                        assert exc.code() is grpc.StatusCode.UNAVAILABLE, exc
+                        with lock:
+                            retried.append(token)
+                        time.sleep(0.02)
+                with lock:
+                    acked[token] = job.id
+
+    def killer() -> None:
+        for _ in range(3):
+            time.sleep(0.3)
+            for pid in _workers(container):
+                os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 30  # both back before the next round
+            while len(_workers(container)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        killed.set()
+
+    try:
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(4)]
+        threads.append(threading.Thread(target=killer))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=180)
+        jobs = container.control_plane().list_jobs()
+    finally:
+        next(served, None)
+    assert retried  # the kills did cut calls off
+    assert len(set(acked.values())) == len(acked)  # one job per request id, retried or not
+    assert sorted(j.id for j in jobs) == sorted(acked.values())
