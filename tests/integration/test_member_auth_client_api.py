@@ -4,6 +4,7 @@ CA is refused `PERMISSION_DENIED` — they are for the Raft and agents' ports on
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,16 +26,23 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> MemberPki:
     return MemberPki(tmp_path_factory.mktemp("pki"))
 
 
-@pytest.fixture
-def api(pki: MemberPki, tmp_path: Path, inventory: Inventory) -> Iterator[str]:
+@pytest.fixture(params=[0, 2], ids=["direct", "api-workers"])
+def api(pki: MemberPki, request: pytest.FixtureRequest, inventory: Inventory) -> Iterator[str]:
+    """The server on the port itself, and behind two API workers (they terminate TLS)."""
+    with tempfile.TemporaryDirectory(prefix="mtls-") as tmp:  # a short Unix socket path
+        yield from _api(pki, Path(tmp), inventory, int(request.param))
+
+
+def _api(pki: MemberPki, data_dir: Path, inventory: Inventory, workers: int) -> Iterator[str]:
     server = pki.tls("server", "1")
     settings = Settings(
         server_id=0,  # the embedded core: the API over in-process fakes
-        data_dir=tmp_path,
+        data_dir=data_dir,
         grpc_port=0,
         tls_cert_file=server.cert,
         tls_key_file=server.key,
         tls_client_ca_file=pki.ca,
+        api_workers=workers,
     )
     container = Container(settings=settings)
     container.adapters.discovery.override(providers.Object(InMemoryGpuDiscovery(inventory)))
@@ -51,14 +59,24 @@ def api(pki: MemberPki, tmp_path: Path, inventory: Inventory) -> Iterator[str]:
 
 def test_only_user_certificates_may_call_the_client_api(pki: MemberPki, api: str) -> None:
     def status(role: str, name: str) -> grpc.StatusCode:
+        """The answer to a read and to a submit (the same for both)."""
         tls = pki.plain(name) if role == "plain" else pki.tls(role, name)
+        codes = set()
         with grpc.secure_channel(api, tls.grpc_channel_credentials()) as channel:
-            try:
-                pb_grpc.ClusterServiceStub(channel).GetStatus(pb.GetStatusRequest(), timeout=10)
-            except grpc.RpcError as exc:
-                assert "admits client certificates only" in (exc.details() or "")
-                return exc.code()  # type: ignore[no-any-return]
-        return grpc.StatusCode.OK
+            for call in (
+                lambda: pb_grpc.ClusterServiceStub(channel).GetStatus(pb.GetStatusRequest()),
+                lambda: pb_grpc.JobServiceStub(channel).SubmitJob(
+                    pb.SubmitJobRequest(command=["true"])
+                ),
+            ):
+                try:
+                    call()
+                    codes.add(grpc.StatusCode.OK)
+                except grpc.RpcError as exc:
+                    assert "admits client certificates only" in (exc.details() or "")
+                    codes.add(exc.code())
+        (code,) = codes
+        return code
 
     assert status("client", "alice") is grpc.StatusCode.OK
     assert status("plain", "bob") is grpc.StatusCode.OK
