@@ -1,0 +1,83 @@
+"""`serve` with `api_workers = 2`, the default one-voter Raft server as a user starts it:
+ports.json names the port the workers share, submits and reads go through them, a SIGTERM
+stops them with the server, and a SIGKILLed server takes them along (parent-death signal) and
+starts again over the sockets it left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
+from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
+from tests.integration.conftest import Server
+
+
+def _workers(server_pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == server_pid and b"api_worker_main" in cmd:
+            found.append(int(entry.name))
+    return found
+
+
+def _gone(pids: list[int], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(
+            Path(f"/proc/{p}/cmdline").exists() and Path(f"/proc/{p}/cmdline").read_bytes()
+            for p in pids
+        ):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def served() -> Iterator[Server]:
+    with tempfile.TemporaryDirectory(prefix="aws-") as tmp:  # a short Unix socket path
+        server = Server(Path(tmp) / "d", {"GPU_PLATFORM_API_WORKERS": "2"})
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop(signal.SIGKILL)
+
+
+def test_serve_with_workers_answers_on_their_port_and_stops_them(served: Server) -> None:
+    assert served.proc is not None
+    workers = _workers(served.proc.pid)
+    assert len(workers) == 2
+    with grpc.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
+        jobs = pb_grpc.JobServiceStub(channel)
+        job = jobs.SubmitJob(pb.SubmitJobRequest(command=["true"]), timeout=30)
+        assert jobs.GetJob(pb.GetJobRequest(id=job.id), timeout=30).id == job.id
+    served.stop(signal.SIGTERM)
+    assert _gone(workers)
+
+
+def test_a_killed_server_takes_its_workers_along(served: Server) -> None:
+    assert served.proc is not None
+    workers = _workers(served.proc.pid)
+    assert len(workers) == 2
+    os.kill(served.proc.pid, signal.SIGKILL)
+    served.proc.wait(timeout=30)
+    assert _gone(workers)
+    served.start()  # over the killed run's sockets
+    with grpc.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
+        jobs = pb_grpc.JobServiceStub(channel)
+        assert jobs.SubmitJob(pb.SubmitJobRequest(command=["true"]), timeout=30).id
