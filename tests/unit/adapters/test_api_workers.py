@@ -276,12 +276,19 @@ def test_a_worker_relays_authentication_and_the_audit_names_the_caller(
         with pytest.raises(grpc.RpcError) as other:
             jobs.SubmitJob(pb.SubmitJobRequest(command=["true"], tenant="default"), metadata=mine)
         assert other.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        admin_rpc = pb_grpc.AdminServiceStub(channel)
+        boss = (("authorization", f"Bearer {admin.secret}"),)
+        nodes = admin_rpc.ListNodes(pb.ListNodesRequest(), metadata=boss, timeout=10)
+        assert [n.name for n in nodes.nodes] == ["node-0"]
+        admin_rpc.ListAudit(pb.AuditRequest(limit=5), metadata=boss, timeout=10)  # allowed
+        with pytest.raises(grpc.RpcError) as denied:  # a user reads no audit log
+            admin_rpc.ListAudit(pb.AuditRequest(limit=5), metadata=mine, timeout=10)
+        assert denied.value.code() is grpc.StatusCode.PERMISSION_DENIED
     entries = authed.adapters.audit_log().tail(50)
     trail = [(e["actor"], e["action"], e["target"], e["outcome"]) for e in entries]
     assert ("mallory", "job.submit", f"job {job.id}", "ok") in trail
     refused = [t for t in trail if t[0] == "mallory" and t[3].startswith("refused")]
     assert len(refused) == 1  # the other tenant's submit
-    assert admin.secret
 
 
 def _workers(container: Container) -> list[int]:
