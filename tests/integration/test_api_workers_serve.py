@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -17,7 +18,8 @@ import pytest
 
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
-from tests.integration.conftest import Server
+from gpu_platform.testing.ports import wait_for_ports
+from tests.integration.conftest import ENTRY, Server
 
 
 def _workers(server_pid: int) -> list[int]:
@@ -81,3 +83,39 @@ def test_a_killed_server_takes_its_workers_along(served: Server) -> None:
     with grpc.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
         jobs = pb_grpc.JobServiceStub(channel)
         assert jobs.SubmitJob(pb.SubmitJobRequest(command=["true"]), timeout=30).id
+
+
+def test_the_flag_is_checked_and_a_bad_count_refused_in_one_line(tmp_path: Path) -> None:
+    r = Server(tmp_path / "d").cli(
+        "serve", "--api-workers", "65", "--data-dir", str(tmp_path / "d")
+    )
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == [
+        "error: configuration: api_workers: Input should be less than or equal to 64"
+    ]
+
+
+def test_the_flag_starts_that_many_workers() -> None:
+    with tempfile.TemporaryDirectory(prefix="awf-") as tmp:
+        server = Server(Path(tmp) / "d")
+        proc = subprocess.Popen(
+            [
+                *ENTRY,
+                "serve",
+                "--port",
+                "0",
+                "--api-workers",
+                "1",
+                "--data-dir",
+                str(server.data_dir),
+            ],
+            env=server.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_for_ports(server.data_dir, proc, timeout=60)
+            assert len(_workers(proc.pid)) == 1
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)

@@ -13,7 +13,7 @@ import json
 import os
 import signal
 import sys
-import threading
+import time
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,8 @@ def _tls(spec: dict[str, Any]) -> grpc.ServerCredentials | None:
     return files.grpc_server_credentials()
 
 
-def serve(spec: dict[str, Any], stop: threading.Event) -> None:
+def serve(spec: dict[str, Any], stopped: list[int]) -> None:
+    """Serve until `stopped` (the signals received) is not empty or the parent is gone."""
     parent = int(spec["parent"])
     channel = grpc.insecure_channel(
         f"unix:{spec['socket']}",
@@ -72,9 +73,8 @@ def serve(spec: dict[str, Any], stop: threading.Event) -> None:
         raise SystemExit(1) from None
     server.start()
     print(f"ready {port}", flush=True)
-    while not stop.wait(0.5):
-        if os.getppid() != parent:
-            break
+    while not stopped and os.getppid() == parent:
+        time.sleep(0.2)  # a signal handler may not take a lock this thread could hold
     server.stop(2.0).wait()
     batcher.close()
     channel.close()
@@ -84,10 +84,10 @@ def main(argv: list[str]) -> None:
     spec = json.loads(argv[1])
     configure_logging(spec.get("log_level", "info"), spec.get("log_format", "auto"))
     _die_with_parent(int(spec["parent"]))
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda _signum, _frame: stop.set())
-    serve(spec, stop)
+    stopped: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):  # no Event.set here: it can deadlock
+        signal.signal(sig, lambda signum, _frame: stopped.append(signum))
+    serve(spec, stopped)
 
 
 if __name__ == "__main__":

@@ -112,6 +112,7 @@ def serve(options: _ServeOptions) -> None:
             local_agent=getattr(options, "local_agent", None),
             join=getattr(options, "join", None),
             raft_port=getattr(options, "raft_port", None),
+            api_workers=getattr(options, "api_workers", None),
         )
     except ConfigError as exc:
         raise SystemExit(f"error: {exc}") from None

@@ -38,6 +38,7 @@ class ServeOptions:
     local_agent: bool | None = None
     join: bool | None = None
     raft_port: int | None = None
+    api_workers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,13 @@ def register_serve(app: typer.Typer, hooks: CliHooks) -> None:
             int | None,
             typer.Option(help="Raft port of a one-voter cluster (no --peers); 0 = any free."),
         ] = None,
+        api_workers: Annotated[
+            int | None,
+            typer.Option(
+                help="Processes that serve the gRPC port beside the server (docs/operations.md) "
+                "[env GPU_PLATFORM_API_WORKERS]."
+            ),
+        ] = None,
     ) -> None:
         """Run the control plane: alone, a one-voter Raft cluster whose agent runs in this
         process; with --id/--peers, one server of a replicated cluster (jobs run on agents)."""
@@ -156,6 +164,7 @@ def register_serve(app: typer.Typer, hooks: CliHooks) -> None:
                 local_agent,
                 join,
                 raft_port,
+                api_workers,
             )
         )
 
