@@ -147,13 +147,25 @@ def test_reap_kills_leftovers_of_an_attempt_by_its_marker(tmp_path: Path) -> Non
     bystander = subprocess.Popen(["sleep", "600"], env=dict(env, GPU_PLATFORM_ATTEMPT="j-9:4"))
     runner = ProcessJobRunner(tmp_path)
     try:
+        for proc, marker in ((orphan, b"j-9:3"), (bystander, b"j-9:4")):
+            _wait_for_environ(proc.pid, b"GPU_PLATFORM_ATTEMPT=" + marker)
         assert runner.reap("j-9", 3) == 1
         assert orphan.wait(timeout=10) == -signal.SIGKILL
         assert bystander.poll() is None
     finally:
-        bystander.kill()
-        bystander.wait()
+        for proc in (orphan, bystander):
+            proc.kill()
+            proc.wait()
         runner.close(grace_s=1)
+
+
+def _wait_for_environ(pid: int, entry: bytes, timeout: float = 10.0) -> None:
+    """Until `pid` has exec'd with `entry` in its environment: between fork and exec
+    /proc/PID/environ is still the parent's, and a reap then rightly finds nothing."""
+    deadline = time.monotonic() + timeout
+    while entry not in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+        assert time.monotonic() < deadline, f"{pid} never exec'd with {entry!r}"
+        time.sleep(0.01)
 
 
 def test_a_job_dies_with_the_process_that_launched_it(tmp_path: Path) -> None:
