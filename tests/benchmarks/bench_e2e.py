@@ -39,6 +39,7 @@ from bench_slurm_peer import burst
 
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
+from gpu_platform.testing.api_workers import worker_pids
 from gpu_platform.testing.ports import wait_for_ports
 
 ENTRY = [sys.executable, "-m", "gpu_platform.main"]
@@ -99,16 +100,6 @@ class _Server:
             command=JOB, gpus=0, depends_on=[depends_on] if depends_on else []
         )
         return lambda: str(stub.SubmitJob(request, timeout=60).id)
-
-
-def _workers(pid: int) -> list[int]:
-    """The API worker processes of server `pid`."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            if b"api_worker_main" in Path(f"/proc/{child}/cmdline").read_bytes():
-                found.append(int(child))
-    return found
 
 
 @contextmanager
@@ -204,7 +195,7 @@ def _held_row(
     clients: int,
 ) -> dict[str, Any]:
     load = os.getloadavg()[0]
-    workers = _workers(server.proc.pid)
+    workers = worker_pids(server.proc.pid)
     cpu0, mine0 = _cpu_s(server.proc.pid), time.process_time()
     aside0 = sum(_cpu_s(w) for w in workers)
     out = burst(lambda: make(anchor), n, clients)

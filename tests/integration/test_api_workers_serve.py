@@ -18,23 +18,13 @@ import pytest
 
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
+from gpu_platform.testing.api_workers import worker_pids
 from gpu_platform.testing.ports import wait_for_ports
 from tests.integration.conftest import ENTRY, Server
 
 
 def _workers(server_pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmd = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat[1]) == server_pid and b"api_worker_main" in cmd:
-            found.append(int(entry.name))
-    return found
+    return worker_pids(server_pid)
 
 
 def _gone(pids: list[int], timeout: float = 30.0) -> bool:

@@ -43,6 +43,7 @@ from gpu_platform.domain.model.node import Inventory
 from gpu_platform.infrastructure.api_workers import api_socket
 from gpu_platform.infrastructure.config import Settings
 from gpu_platform.infrastructure.container import Container
+from gpu_platform.testing.api_workers import worker_pids
 from gpu_platform.testing.wired import admin_and_user, use_fakes
 
 text = st.text(max_size=20)
@@ -293,19 +294,7 @@ def test_a_worker_relays_authentication_and_the_audit_names_the_caller(
 
 def _workers(container: Container) -> list[int]:
     """This container's worker processes (their spec names its socket)."""
-    pid, mine = os.getpid(), str(api_socket(container.settings())).encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmd = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat[1]) == pid and b"api_worker_main" in cmd and mine in cmd:
-            found.append(int(entry.name))
-    return sorted(found)
+    return worker_pids(os.getpid(), str(api_socket(container.settings())))
 
 
 def test_a_dead_worker_is_replaced_on_the_port_and_none_outlive_the_server(

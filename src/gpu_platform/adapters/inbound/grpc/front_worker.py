@@ -1,6 +1,6 @@
 """An API worker (docs/operations.md, "API workers"): a process that serves the public gRPC
 port beside its siblings (SO_REUSEPORT: the kernel spreads connections over them) and hands
-the calls to the server over its Unix socket.
+the calls to the server over its Unix sockets.
 
 SubmitJob calls are not parsed here: their bytes, metadata, address and deadline queue up and
 go to the server as one frame over the front link (front_link.py) while the previous batch is
