@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpu_platform.application.control.commands import settle_here, settling_with
 from gpu_platform.domain.errors import InvalidRequest
 from gpu_platform.domain.model.job import Job, JobSpec, JobState
 from gpu_platform.domain.model.job_array import MAX_ARRAY_SIZE, ArraySpec, parse_array
@@ -90,7 +91,9 @@ class AdmissionControl:
         self._run_as = run_as
         self.limits = limits
         self.input_limits = input_limits
-        self._lock = threading.Lock()  # check-then-submit is atomic per server
+        # Check-then-submit is atomic per server: the lock is held across the commit, which
+        # this thread therefore settles itself (never parked behind it, front_core's batches).
+        self._lock = threading.Lock()
 
     def submit(self, spec: JobSpec) -> Job:
         check_input(spec, self.input_limits)
@@ -99,7 +102,7 @@ class AdmissionControl:
         limits = self.limits
         if not (limits.max_queued_jobs or limits.max_pending_gpus):
             return self._inner.submit(spec)
-        with self._lock:
+        with self._lock, settling_with(settle_here):
             self._check_backlog(spec, 1)
             return self._inner.submit(spec)
 
@@ -118,7 +121,7 @@ class AdmissionControl:
         limits = self.limits
         if not (limits.max_queued_jobs or limits.max_pending_gpus):
             return self._inner.submit_array(spec, array)
-        with self._lock:
+        with self._lock, settling_with(settle_here):
             self._check_backlog(spec, array.count)
             return self._inner.submit_array(spec, array)
 

@@ -10,7 +10,8 @@ are the ones the replica's apply returned.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import CancelledError, Future
 
 from gpu_platform.application.cluster_replica import Applied
@@ -36,7 +37,32 @@ from gpu_platform.ports.outbound.events import EventPublisher
 from gpu_platform.ports.outbound.hardware_store import HardwareStore
 from gpu_platform.ports.outbound.job_store import JobStore
 
-__all__ = ["Commands"]
+__all__ = ["Commands", "Settle", "settling_with"]
+
+# How a proposer waits for its commands: `settle(futures, drive)` must call `drive` and return
+# once every future is done. By default the calling thread does both at once; a caller that
+# runs many calls on one thread (front_core's batches of submits) installs its own for that
+# thread, so that the calls' commands share one group commit (`settling_with`).
+Settle = Callable[[Sequence[Future[object]], Callable[[], None]], None]
+_settles = threading.local()
+
+
+@contextlib.contextmanager
+def settling_with(settle: Settle) -> Iterator[None]:
+    """Wait for commits with `settle` on this thread, for the block."""
+    before = getattr(_settles, "settle", None)
+    _settles.settle = settle
+    try:
+        yield
+    finally:
+        _settles.settle = before
+
+
+def settle_here(futures: Sequence[Future[object]], drive: Callable[[], None]) -> None:
+    """The default: drive, then wait for each future on this thread."""
+    drive()  # the sole voter commits and applies them on this thread
+    for future in futures:
+        _wait(future, None)
 
 
 class Commands:
@@ -76,9 +102,8 @@ class Commands:
         replication = self._s.replication
         futures = [replication.submit(c, driven=True) for c in commands]
         with self.lock_let_go():
-            replication.drive()  # the sole voter commits and applies them on this thread
-            for future in futures:
-                _wait(future, None)
+            settle: Settle = getattr(_settles, "settle", None) or settle_here
+            settle(futures, replication.drive)
         out: list[list[DomainEvent] | DomainError] = []
         for future in futures:
             try:

@@ -270,6 +270,11 @@ class GrpcServer:
             self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("gRPC listening", address=self.address)
 
+    @property
+    def submit_items(self) -> SubmitItems | None:
+        """What answers the API workers' batches of submits (None without workers)."""
+        return None if self._front is None else self._front[0]
+
     def stop(self, grace_s: float = 5.0) -> None:
         self._health.enter_graceful_shutdown()
         self._server.stop(grace_s).wait()
