@@ -4,11 +4,8 @@ A worker takes clients' SubmitJob calls off the public port and hands them here 
 over the front link (front_link.py: the data directory's `submit.sock`). Each item runs
 through the same handler chain a direct call does (metrics, tracing, authentication and rate
 limits, the servicer, the audit trail), with a context that answers from the item: the
-client's metadata, address and deadline. The items of a batch run on the thread that took the
-batch, each in a greenlet of its own: an item that reaches its commit parks (`settling_with`),
-the next one runs, and once every item has parked or answered the thread drives one group
-commit for all of them and resumes each in turn. No item waits on another thread: a batch of 64
-costs no thread wake-ups, where a pool of threads cost ~3 per item.
+client's metadata, address and deadline. The items of a batch run together on the thread that
+took it (`together.run_together`: one group commit, no thread wake-up per item).
 
 Calls the workers relay come over the server's gRPC Unix socket; only callers there may name
 the client's address in `x-gpu-platform-peer` (`forwarded_peer`).
@@ -18,12 +15,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from functools import partial
 from typing import Any, NamedTuple
 
 import grpc
 import structlog
-from greenlet import GreenletExit, getcurrent, greenlet
 
 from gpu_platform.adapters.inbound.grpc.front_codec import (
     Answer,
@@ -32,7 +28,7 @@ from gpu_platform.adapters.inbound.grpc.front_codec import (
     decode_items,
     encode_answers,
 )
-from gpu_platform.application.control.commands import settle_here, settling_with
+from gpu_platform.adapters.inbound.together import run_together
 
 __all__ = ["PEER_METADATA", "SUBMIT_JOB", "ItemContext", "SubmitItems", "forwarded_peer"]
 
@@ -116,6 +112,12 @@ def _chain(
     return handler
 
 
+def _failed(exc: Exception) -> Answer:
+    return Answer(
+        grpc.StatusCode.UNKNOWN.value[0], f"Exception calling application: {exc}", (), b""
+    )
+
+
 class SubmitItems:
     """The batches of the front link (front_link.BatchListener's `handle`). `submit_job` is
     the servicer's SubmitJob and `interceptors` the server's, in its order."""
@@ -139,7 +141,8 @@ class SubmitItems:
         """The answers to a frame of items (ValueError: the frame does not parse), the items
         run together on this thread (the module docstring)."""
         items = decode_items(frame)
-        return encode_answers(_Batch(self.one).run(items))
+        answers = run_together([partial(self.one, item) for item in items])
+        return encode_answers([a if isinstance(a, Answer) else _failed(a) for a in answers])
 
     def one(self, item: Item) -> Answer:
         """One SubmitJob call, as the server would answer it directly."""
@@ -158,54 +161,3 @@ class SubmitItems:
             details = f"Exception calling application: {exc}"
             return Answer(grpc.StatusCode.UNKNOWN.value[0], details, ctx.trailing, b"")
         return Answer(0, "", ctx.trailing, self._response_to(response))
-
-
-class _Park(NamedTuple):
-    futures: Sequence[Future[object]]
-    drive: Callable[[], None]
-
-
-class _Batch:
-    """One batch's items, each in a greenlet whose parent is the calling thread's (the hub)."""
-
-    def __init__(self, one: Callable[[Item], Answer]) -> None:
-        self._one = one
-        self._hub = getcurrent()
-        self._parked: list[tuple[int, greenlet, _Park]] = []
-
-    def _settle(self, futures: Sequence[Future[object]], drive: Callable[[], None]) -> None:
-        """An item's commit: park until the hub has driven and waited for it."""
-        me = getcurrent()
-        if me is self._hub or me.parent is not self._hub:
-            settle_here(futures, drive)  # not one of this batch's items
-            return
-        self._hub.switch(_Park(futures, drive))
-
-    def run(self, items: Sequence[Item]) -> list[Answer]:
-        answers: list[Answer | None] = [None] * len(items)
-        runners = [greenlet(self._one) for _ in items]
-        with settling_with(self._settle):
-            try:
-                for i, (runner, item) in enumerate(zip(runners, items, strict=True)):
-                    self._step(i, runner, runner.switch(item), answers)
-                while self._parked:
-                    parked, self._parked = self._parked, []
-                    parked[0][2].drive()  # every item proposed with driven=True: one drive
-                    for _, _, park in parked:
-                        settle_here(park.futures, lambda: None)
-                    for i, runner, _ in parked:
-                        self._step(i, runner, runner.switch(), answers)
-            finally:  # when the hub failed: end the items not done (their finally blocks run)
-                for runner in runners:
-                    if not runner.dead:
-                        runner.throw(GreenletExit)
-        done = [a for a in answers if a is not None]
-        assert len(done) == len(items)
-        return done
-
-    def _step(self, i: int, runner: greenlet, out: object, answers: list[Answer | None]) -> None:
-        if isinstance(out, _Park):
-            self._parked.append((i, runner, out))
-        else:
-            assert isinstance(out, Answer) and runner.dead
-            answers[i] = out

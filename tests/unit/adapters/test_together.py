@@ -1,5 +1,5 @@
-"""A batch of submits from the API workers runs on one thread, each item in a greenlet
-(front_core._Batch): an item parks at its commit, the thread drives one group commit for every
+"""Calls run together on one thread, each in a greenlet
+(together.run_together): an item parks at its commit, the thread drives one group commit for every
 parked item and resumes them. Here with a scripted item (any number of commits, refusals, a
 failing drive), and with the server's real chain over a one-voter Raft log."""
 
@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -24,8 +25,8 @@ from gpu_platform.adapters.inbound.grpc.front_codec import (
     decode_answers,
     encode_items,
 )
-from gpu_platform.adapters.inbound.grpc.front_core import _Batch
 from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
+from gpu_platform.adapters.inbound.together import run_together
 from gpu_platform.application.control import commands
 from gpu_platform.application.replication import RaftReplication
 from gpu_platform.infrastructure.config import Settings
@@ -80,8 +81,11 @@ def test_each_round_of_commits_is_one_drive_and_answers_keep_their_order(
     commits: list[int],
 ) -> None:
     log = _Log()
-    answers = _Batch(_one(log, commits)).run([_item(n) for n in range(len(commits))])
-    assert [a.response for a in answers] == [bytes([n]) for n in range(len(commits))]
+    one = _one(log, commits)
+    answers = run_together([partial(one, _item(n)) for n in range(len(commits))])
+    assert [a.response for a in answers if isinstance(a, Answer)] == [
+        bytes([n]) for n in range(len(commits))
+    ]
     assert log.drives == max(commits)  # every item of a round parks before the one drive
     assert all(f.done() for f in log.proposed) and len(log.proposed) == sum(commits)
 
@@ -101,7 +105,7 @@ def test_outside_a_batch_a_commit_drives_and_waits_on_its_own_thread() -> None:
         log.commit("z")
         return Answer(0, "", (), b"")
 
-    _Batch(one).run([_item(0)])
+    run_together([partial(one, _item(0))])
     assert seen == ["ok"] and log.drives == 3
 
 
@@ -109,16 +113,26 @@ def test_a_failed_drive_fails_the_batch_and_ends_every_parked_item() -> None:
     log, ended = _Log(), []
     log.fail = True
     with pytest.raises(OSError, match="disk"):
-        _Batch(_one(log, [1, 0, 2], ended)).run([_item(n) for n in range(3)])
+        one = _one(log, [1, 0, 2], ended)
+        run_together([partial(one, _item(n)) for n in range(3)])
     assert sorted(ended) == [0, 1, 2]  # their finally blocks ran (GreenletExit in the parked)
 
 
-def test_an_item_that_raises_greenlet_exit_is_not_mistaken_for_an_answer() -> None:
-    def one(item: Item) -> Answer:
+def test_a_call_that_raises_gets_its_exception_and_the_others_their_results() -> None:
+    def refused() -> int:
+        raise ValueError("no")
+
+    out = run_together([lambda: 1, refused, lambda: 3])
+    assert out[0] == 1 and out[2] == 3
+    assert isinstance(out[1], ValueError)
+
+
+def test_a_call_that_ends_itself_is_not_mistaken_for_a_result() -> None:
+    def ends() -> int:
         raise GreenletExit
 
-    with pytest.raises(AssertionError):
-        _Batch(one).run([_item(0)])
+    with pytest.raises(RuntimeError, match="without an outcome"):
+        run_together([ends])
 
 
 def _replicated(**extra: object) -> Iterator[Container]:
