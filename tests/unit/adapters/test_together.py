@@ -1,7 +1,7 @@
-"""Calls run together on one thread, each in a greenlet
-(together.run_together): an item parks at its commit, the thread drives one group commit for every
-parked item and resumes them. Here with a scripted item (any number of commits, refusals, a
-failing drive), and with the server's real chain over a one-voter Raft log."""
+"""Calls run together on one thread, each in a greenlet (together.run_together): a call parks
+at its commit, the thread drives one group commit for every parked call and resumes them. Here
+with scripted calls (any number of commits, refusals, a failing drive), and with the API
+workers' batches through the server's real chain over a one-voter Raft log."""
 
 from __future__ import annotations
 
