@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextvars import ContextVar, copy_context
 from functools import partial
 from pathlib import Path
 
@@ -212,3 +213,22 @@ def test_backlog_limits_hold_exactly_in_a_batch_and_nothing_deadlocks(limited: C
     ok = [a for a in answers if a.code == 0]
     full = [a for a in answers if a.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]]
     assert len(ok) == 30 and len(full) == 10, (waiting, {a.details for a in answers if a.code})
+
+
+def test_each_call_keeps_its_own_context_across_its_park() -> None:
+    """As REST hands its calls over: each in a copy of its request's context."""
+    var: ContextVar[int] = ContextVar("var", default=-1)
+    log = _Log()
+
+    def inside(n: int) -> tuple[int, int]:
+        seen = var.get()
+        var.set(n * 10)
+        log.commit(n)  # parks; the other calls set their own values meanwhile
+        return seen, var.get()
+
+    calls = []
+    for n in range(5):
+        var.set(n)
+        calls.append(partial(copy_context().run, inside, n))
+    assert run_together(calls) == [(n, n * 10) for n in range(5)]
+    assert log.drives == 1

@@ -7,8 +7,8 @@ parsing and the submit itself. This handler takes the route's place and does the
 directly, in the same order and with the same models:
 
     read the body → (not plain? hand over) → principal: authenticate, admit → tenant scope
-    → spec (+ Idempotency-Key) → submit in a worker thread of its own pool → 201 JobOut,
-    encoded as FastAPI does
+    → spec (+ Idempotency-Key) → submit in a batch (submit_batches: the submits that arrive
+    together share one group commit, on one thread) → 201 JobOut, encoded as FastAPI does
 
 "Plain" means: `Content-Type: application/json`, a JSON body that `JobSubmit` accepts, and at
 most one non-empty `Authorization`, `X-Actor` and `Idempotency-Key` each that pass the route's
@@ -21,12 +21,11 @@ through the app's problem handlers.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 from dataclasses import replace
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import FastAPI
@@ -38,11 +37,10 @@ from starlette.responses import Response
 
 from gpu_platform.adapters.inbound.rest.auth import ACTOR_MAX_LENGTH, Auth
 from gpu_platform.adapters.inbound.rest.schemas import JobOut, JobSubmit
+from gpu_platform.adapters.inbound.rest.submit_batches import SubmitBatches
 from gpu_platform.domain.model.job import CLIENT_TOKEN_PATTERN
 
 __all__ = ["FastSubmit", "install_fast_submit"]
-
-SUBMIT_THREADS = 40  # submits waiting for their commit at once (as FastAPI's shared pool)
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -102,8 +100,7 @@ class FastSubmit:
         self.slow = slow
         self.answered = 0
         self.handed_over = 0
-        # its own pool: a plain executor hop costs the event loop less than anyio's
-        self._pool = ThreadPoolExecutor(SUBMIT_THREADS, thread_name_prefix="rest-submit")
+        self.batches = SubmitBatches()
 
     async def _hand_over(self, request: Request) -> Response:
         self.handed_over += 1
@@ -134,8 +131,8 @@ class FastSubmit:
         key = headers.get(b"idempotency-key")
         if key is not None:
             spec = replace(spec, client_token=key)
-        loop = asyncio.get_running_loop()  # the context goes along (read consistency, trace)
-        job = await loop.run_in_executor(self._pool, copy_context().run, jobs.submit, spec)
+        # the context goes along (read consistency, trace)
+        job = await self.batches.call(partial(copy_context().run, jobs.submit, spec))
         content = _OUT.dump_json(JobOut.of(job), by_alias=True)  # as FastAPI encodes it
         return Response(content, 201, media_type="application/json")
 
