@@ -46,7 +46,7 @@ class _Log:
         """What Commands.commit_all does: propose, then settle the way this thread says."""
         future: Future[object] = Future()
         self.proposed.append(future)
-        settle = commands.settling() or commands.settle_here
+        settle = getattr(commands._settles, "settle", None) or commands.settle_here
         settle([future], lambda: self._drive(value))
         return future.result()
 
