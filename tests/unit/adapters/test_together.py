@@ -133,7 +133,7 @@ def test_a_call_that_ends_itself_is_not_mistaken_for_a_result() -> None:
         raise GreenletExit
 
     with pytest.raises(RuntimeError, match="without an outcome"):
-        run_together([lambda: 0, ends])
+        run_together([ends])
 
 
 def _replicated(**extra: object) -> Iterator[Container]:

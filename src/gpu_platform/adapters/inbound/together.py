@@ -48,10 +48,7 @@ def _capture(call: Callable[[], T]) -> _Done[T]:
 def run_together(calls: Sequence[Callable[[], T]]) -> list[T | Exception]:
     """Each call's result, or the exception it raised, in order. If driving the log fails,
     that error is raised here and the calls still parked are ended (GreenletExit: their
-    `finally` blocks run). A lone call runs directly: it waits for its commit as any
-    thread does."""
-    if len(calls) == 1:
-        return [_capture(calls[0]).outcome]
+    `finally` blocks run)."""
     return _Hub().run(calls)
 
 

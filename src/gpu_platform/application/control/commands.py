@@ -37,7 +37,7 @@ from gpu_platform.ports.outbound.events import EventPublisher
 from gpu_platform.ports.outbound.hardware_store import HardwareStore
 from gpu_platform.ports.outbound.job_store import JobStore
 
-__all__ = ["Commands", "Settle", "settle_here", "settling", "settling_with"]
+__all__ = ["Commands", "Settle", "settling_with"]
 
 # How a proposer waits for its commands: `settle(futures, drive)` must call `drive` and return
 # once every future is done. By default the calling thread does both at once; a caller that
@@ -56,11 +56,6 @@ def settling_with(settle: Settle) -> Iterator[None]:
         yield
     finally:
         _settles.settle = before
-
-
-def settling() -> Settle | None:
-    """The settle function installed on this thread, if any (inside a batch: its hub's)."""
-    return getattr(_settles, "settle", None)
 
 
 def settle_here(futures: Sequence[Future[object]], drive: Callable[[], None]) -> None:

@@ -16,8 +16,6 @@ import os
 import queue
 from collections.abc import Iterator
 from concurrent import futures
-from contextvars import copy_context
-from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import grpc
@@ -27,7 +25,6 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.trace import TracerProvider
 
 from gpu_platform.adapters.grpc_bind import NO_PORT_REUSE, bind_port
-from gpu_platform.adapters.inbound.combining import Combining
 from gpu_platform.adapters.inbound.grpc.admin import AdminServicer
 from gpu_platform.adapters.inbound.grpc.auth import (
     AuthInterceptor,
@@ -54,7 +51,6 @@ from gpu_platform.domain.errors import (
     NotFound,
 )
 from gpu_platform.domain.events import DomainEvent
-from gpu_platform.domain.model.job import Job
 from gpu_platform.ports.inbound.access import AccessService
 from gpu_platform.ports.inbound.admin_service import AdminService
 from gpu_platform.ports.inbound.job_service import JobService
@@ -82,7 +78,6 @@ class JobServicer(pb_grpc.JobServiceServicer):
         self._inner = service
         self._trail = trail or AuditTrail()
         self._events = events
-        self._submits = Combining()  # concurrent submits share a group commit
 
     @property
     def _service(self) -> TenantScope:
@@ -92,12 +87,7 @@ class JobServicer(pb_grpc.JobServiceServicer):
     def SubmitJob(self, request: pb.SubmitJobRequest, context: grpc.ServicerContext) -> pb.Job:
         jobs = self._service
         tenant = jobs.principal.tenant
-
-        def submit() -> Job:  # `jobs.submit` runs in this call's context, on the batch's thread
-            spec = spec_from_pb(request, tenant)
-            return self._submits.call(partial(copy_context().run, jobs.submit, spec))
-
-        return job_to_pb(_call(context, submit))
+        return job_to_pb(_call(context, lambda: jobs.submit(spec_from_pb(request, tenant))))
 
     def GetJob(self, request: pb.GetJobRequest, context: grpc.ServicerContext) -> pb.Job:
         jobs = self._service
