@@ -41,7 +41,7 @@ __all__ = ["Commands", "Settle", "settling_with"]
 
 # How a proposer waits for its commands: `settle(futures, drive)` must call `drive` and return
 # once every future is done. By default the calling thread does both at once; a caller that
-# runs many calls on one thread (front_core's batches of submits) installs its own for that
+# runs many calls on one thread (adapters/inbound/together.py) installs its own for that
 # thread, so that the calls' commands share one group commit (`settling_with`).
 Settle = Callable[[Sequence[Future[object]], Callable[[], None]], None]
 _settles = threading.local()
