@@ -3,6 +3,8 @@ the same rules as REST's admin and access routes."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import grpc
 
 from gpu_platform.adapters.inbound.grpc.auth import current_principal
@@ -127,19 +129,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             context.set_trailing_metadata((("field", "limit"),))
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "limit: 0..10000")
         records = self._admin.audit(request.limit or 100)
-        return pb.AuditResponse(
-            entries=[
-                pb.AuditEntry(
-                    at=a.at,
-                    actor=a.actor,
-                    action=a.action,
-                    target=a.target,
-                    reason=a.reason,
-                    outcome=a.outcome,
-                )
-                for a in records
-            ]
-        )
+        return pb.AuditResponse(entries=[pb.AuditEntry(**dataclasses.asdict(a)) for a in records])
 
     def CreateTenant(
         self, request: pb.CreateTenantRequest, context: grpc.ServicerContext

@@ -5,6 +5,7 @@ the audit records they leave.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
@@ -252,11 +253,4 @@ class AuditOut(BaseModel):
 
     @classmethod
     def of(cls, a: AuditRecord) -> AuditOut:
-        return cls(
-            at=a.at,
-            actor=a.actor,
-            action=a.action,
-            target=a.target,
-            reason=a.reason,
-            outcome=a.outcome,
-        )
+        return cls(**dataclasses.asdict(a))  # the same six fields
