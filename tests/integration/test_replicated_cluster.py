@@ -184,7 +184,8 @@ def test_a_stopped_agent_s_jobs_run_elsewhere(cluster: ReplicatedCluster) -> Non
         assert not [p for p in tasks if _running(p)], "two attempts of one job ran at once"
         assert _node_state(c, first) == "DOWN"
         job_now = c.job(job["id"])
-        assert job_now["attempt"] == 2 and job_now["faults"] == 1  # a lost node is a fault
+        # a lost node is a fault (the record, with its history, shows the path otherwise)
+        assert job_now["attempt"] == 2 and job_now["faults"] == 1, job_now
     finally:
         c.signal_agent(first, signal.SIGCONT)
     # the agent wakes up: it must say hello again, and its stale attempt is gone
