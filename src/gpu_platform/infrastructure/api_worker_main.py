@@ -22,6 +22,7 @@ import grpc
 
 from gpu_platform.adapters.grpc_bind import PortUnavailable, bind_port
 from gpu_platform.adapters.inbound.grpc.front_worker import Batcher, WorkerHandler
+from gpu_platform.adapters.outbound.cpu_affinity import unpin_self
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.infrastructure.logging import configure_logging
 
@@ -81,6 +82,7 @@ def serve(spec: dict[str, Any], stopped: list[int]) -> None:
 
 
 def main(argv: list[str]) -> None:
+    unpin_self()  # not on the server's core when it has one (cpu_affinity)
     spec = json.loads(argv[1])
     configure_logging(spec.get("log_level", "info"), spec.get("log_format", "auto"))
     _die_with_parent(int(spec["parent"]))

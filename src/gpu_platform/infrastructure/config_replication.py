@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings
 
+from gpu_platform.adapters.outbound.cpu_affinity import parse_cpus
+
 __all__ = ["ReplicationSettings"]
 
 
@@ -88,6 +90,14 @@ class ReplicationSettings(BaseSettings):
         "(more CPU: they no longer wait to batch). docs/raft.md, CPU priority. Needs "
         "CAP_SYS_NICE (or RLIMIT_NICE / RLIMIT_RTPRIO); refused, one warning and normal priority.",
     )
+    cpu_affinity: str = Field(
+        "off",
+        description="The CPUs the server's threads run on: off (wherever the kernel puts "
+        "them), auto (one CPU of those the server may use, picked by server_id so servers "
+        "sharing a host spread out) or a list such as 2 or 0,4-5. Its Python threads take "
+        "turns on the GIL; on one core they hand it over without waking another core "
+        "(docs/operations.md, CPU affinity). API workers and jobs keep every CPU.",
+    )
     raft_snapshot_entries: int = Field(
         10_000, ge=0, description="Applied log entries between state snapshots (0 = never)."
     )
@@ -114,6 +124,14 @@ class ReplicationSettings(BaseSettings):
         gt=0,
         description="SIGTERM-to-SIGKILL grace when an agent's lease has run out.",
     )
+
+    @field_validator("cpu_affinity")
+    @classmethod
+    def _cpu_list(cls, value: str) -> str:
+        value = value.strip().lower()
+        if value not in ("off", "auto"):
+            parse_cpus(value)  # ValueError names the part
+        return value
 
     @field_validator("local_agent", mode="before")
     @classmethod

@@ -18,6 +18,7 @@ import structlog
 import uvicorn
 
 from gpu_platform.adapters.grpc_bind import PortUnavailable
+from gpu_platform.adapters.outbound.cpu_affinity import pin_process
 from gpu_platform.adapters.outbound.cpu_priority import raise_process_priority
 from gpu_platform.adapters.outbound.gc_pauses import freeze_startup_heap
 from gpu_platform.adapters.outbound.integrity import StorageError
@@ -192,6 +193,10 @@ def _tune_process(settings: Settings) -> None:
     limit_malloc_arenas(2)  # before the threads allocate (leader RSS)
     if settings.cpu_priority != "normal":  # threads started later inherit the nice value
         raise_process_priority()
+    try:  # ... and the CPU mask
+        pin_process(settings.cpu_affinity, settings.server_id)
+    except ValueError as exc:  # a CPU this process may not use
+        raise ConfigError(str(exc)) from None
 
 
 def serve_settings(settings: Settings) -> None:

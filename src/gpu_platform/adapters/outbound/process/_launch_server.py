@@ -231,6 +231,9 @@ class Server:
 def main() -> None:
     runner, fd = int(sys.argv[1]), int(sys.argv[2])
     _shim.die_with_parent(runner)
+    unpinned = os.environ.get("GPU_PLATFORM_CPUS_UNPINNED")  # adapters/outbound/cpu_affinity
+    if unpinned:  # the server runs on its own core (cpu_affinity): jobs get what it was given
+        os.sched_setaffinity(0, {int(cpu) for cpu in unpinned.split(",")})
     _shim.libc()  # loaded here once, not in every child
     for sig in HANDLERS:  # a stop signal to the agent's whole cgroup (systemd) leaves it be:
         signal.signal(sig, signal.SIG_IGN)  # it ends with the runner, and the tasks with it

@@ -1,0 +1,68 @@
+"""`cpu_affinity = auto` on a real `gpu-platform serve`: every thread of the server runs on
+one CPU, while its API worker and the jobs its agent starts keep every CPU it was given."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from gpu_platform.adapters.outbound.cpu_affinity import parse_cpus
+from tests.integration.conftest import Server, wait_for
+
+
+def _allowed(status: Path) -> set[int]:
+    for line in status.read_text().splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return parse_cpus(line.split(":", 1)[1])
+    raise AssertionError(f"no Cpus_allowed_list in {status}")
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out += [int(x) for x in (task / "children").read_text().split()]
+    return out
+
+
+def test_auto_puts_the_server_on_one_cpu_and_leaves_its_workers_and_jobs_every_cpu(
+    server_factory: Callable[..., Server],
+) -> None:
+    allowed = os.sched_getaffinity(0)
+    server = server_factory(GPU_PLATFORM_CPU_AFFINITY="auto", GPU_PLATFORM_API_WORKERS="1")
+    assert server.proc is not None
+    pid = server.proc.pid
+    threads = [_allowed(t / "status") for t in Path(f"/proc/{pid}/task").iterdir()]
+    assert len(threads) > 5 and all(len(t) == 1 for t in threads), threads
+    assert len({min(t) for t in threads}) == 1  # all on the same CPU
+    workers = [
+        c for c in _children(pid) if b"api_worker" in Path(f"/proc/{c}/cmdline").read_bytes()
+    ]
+    assert len(workers) == 1
+    assert _allowed(Path(f"/proc/{workers[0]}/status")) == allowed
+
+    r = httpx.post(
+        f"{server.url}/v1/jobs",
+        json={"command": ["grep", "Cpus_allowed_list", "/proc/self/status"], "gpus": 0},
+        timeout=30,
+    )
+    assert r.status_code in (200, 201), r.text
+    job = r.json()["id"]
+    assert wait_for(lambda: server.get(f"/v1/jobs/{job}")["state"] == "COMPLETED", 60)
+    logs = httpx.get(f"{server.url}/v1/jobs/{job}/logs", timeout=10).text
+    assert parse_cpus(logs.split(":", 1)[1]) == allowed, logs
+
+
+def test_a_cpu_the_server_may_not_use_is_refused_at_startup(tmp_path: Path) -> None:
+    outside = max(os.sched_getaffinity(0)) + 1
+    server = Server(tmp_path / "data", {"GPU_PLATFORM_CPU_AFFINITY": str(outside)})
+    try:
+        server.start(timeout=30)
+    except AssertionError as exc:
+        assert f"error: cpu_affinity: CPU {outside} is not one this process may use" in str(exc)
+        assert "Traceback" not in str(exc)  # one line, not a stack
+    else:
+        server.stop()
+        raise AssertionError("a server pinned to a CPU it may not use started")
