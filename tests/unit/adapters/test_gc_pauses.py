@@ -26,7 +26,8 @@ def test_objects_alive_at_startup_are_frozen_and_later_ones_are_still_collected(
 ) -> None:
     before = _Thing()
     count = freeze_startup_heap()
-    assert count == gc.get_freeze_count() > 0
+    # a frozen object another thread lets go of leaves the count: it can only fall
+    assert 0 < gc.get_freeze_count() <= count
     after = _Thing()
     tracked = {id(o) for o in gc.get_objects()}
     assert id(before) not in tracked and id(after) in tracked
