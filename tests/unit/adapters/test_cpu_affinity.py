@@ -7,13 +7,20 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gpu_platform.adapters.outbound.cpu_affinity import chosen_cpus, format_cpus, parse_cpus
+from gpu_platform.adapters.outbound.cpu_affinity import (
+    UNPINNED_ENV,
+    chosen_cpus,
+    format_cpus,
+    parse_cpus,
+    unpinned,
+)
 from gpu_platform.infrastructure.config import Settings
 
 
@@ -99,3 +106,54 @@ def test_off_leaves_the_process_and_its_children_as_they_were() -> None:
     assert got["late"] == allowed
     assert got["env"] is None
     assert got["child"] == f"{allowed} {allowed}\n"
+
+
+_DAEMON = """
+import os, subprocess, sys
+from pathlib import Path
+from gpu_platform.adapters.outbound.cpu_affinity import pin_process, unpinned
+from gpu_platform.adapters.outbound.mps import MpsDaemonController
+from gpu_platform.adapters.outbound.mps.control import PID_FILE
+from gpu_platform.testing.fake_mps_control import write_fake_mps_control
+pin_process("auto", 1)
+tmp = Path(sys.argv[1])
+direct = subprocess.run(["grep", "Cpus_allowed_list", "/proc/self/status"],
+                        capture_output=True, text=True, check=True).stdout.split()[-1]
+wrapped = subprocess.run(unpinned(["grep", "Cpus_allowed_list", "/proc/self/status"]),
+                         capture_output=True, text=True, check=True).stdout.split()[-1]
+ctl = MpsDaemonController(tmp / "pipe", tmp / "log", executable=str(write_fake_mps_control(tmp)))
+ctl.start_mps(0)
+pid = (ctl.pipe_dir(0) / PID_FILE).read_text().strip()
+daemon = [l for l in Path(f"/proc/{pid}/status").read_text().splitlines()
+          if l.startswith("Cpus_allowed_list")][0].split()[-1]
+ctl.stop_mps(0)
+print(direct, wrapped, daemon)
+"""
+
+
+def test_a_program_the_pinned_server_runs_through_unpinned_gets_the_whole_mask(
+    tmp_path: Path,
+) -> None:
+    """A plain child of the pinned server inherits its one CPU; one run through `unpinned`
+    (the MPS control daemon) gets every CPU the server started with."""
+    allowed = os.sched_getaffinity(0)
+    out = subprocess.run(
+        [sys.executable, "-c", _DAEMON, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
+    direct, wrapped, daemon = (parse_cpus(x) for x in out)
+    assert direct == {min(allowed)}
+    assert wrapped == allowed and daemon == allowed
+
+
+def test_unpinned_leaves_argv_alone_when_not_pinned_or_the_program_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(UNPINNED_ENV, raising=False)
+    assert unpinned(["true"]) == ["true"]
+    monkeypatch.setenv(UNPINNED_ENV, "0")
+    assert unpinned(["no-such-program-here"]) == ["no-such-program-here"]
+    assert unpinned(["true"])[-2:] == ["0", "true"]

@@ -15,18 +15,33 @@ list such as `2` or `0,4-5`; `off` leaves the process as it is. It records the m
 started with in the environment (`UNPINNED_ENV`: CPU numbers, comma-separated), and what
 the server starts that should not share its core restores that mask first (`unpin_self`:
 the API workers; the launch server that forks jobs, so jobs keep every CPU they were given).
+A program the server runs directly that outlives the call (the MPS control daemon) is started
+through `unpinned(argv)`, which sets the mask back before it executes the program.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
+import sys
 
-__all__ = ["UNPINNED_ENV", "format_cpus", "parse_cpus", "pin_process", "unpin_self"]
+__all__ = [
+    "UNPINNED_ENV",
+    "format_cpus",
+    "parse_cpus",
+    "pin_process",
+    "unpin_self",
+    "unpinned",
+]
 
 log = logging.getLogger(__name__)
 
 UNPINNED_ENV = "GPU_PLATFORM_CPUS_UNPINNED"
+_EXEC_UNPINNED = (  # argv: CPUS PROGRAM ARGS...
+    "import os, sys; os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(',')}); "
+    "os.execvp(sys.argv[2], sys.argv[2:])"
+)
 
 
 def parse_cpus(spec: str) -> set[int]:
@@ -106,3 +121,13 @@ def unpin_self() -> None:
         os.sched_setaffinity(0, {int(cpu) for cpu in cpus.split(",")})
     except (OSError, ValueError) as exc:  # a CPU went offline meanwhile: keep what we have
         log.warning("cpu_affinity: could not restore CPUs %s: %s", cpus, exc)
+
+
+def unpinned(argv: list[str]) -> list[str]:
+    """`argv` run with the mask the pinned server started with: a short Python sets it, then
+    executes the program. `argv` itself when the server is not pinned, or when the program
+    is not found (the caller then gets the usual FileNotFoundError)."""
+    cpus = os.environ.get(UNPINNED_ENV)
+    if not cpus or shutil.which(argv[0]) is None:
+        return list(argv)
+    return [sys.executable, "-I", "-S", "-c", _EXEC_UNPINNED, cpus, *argv]

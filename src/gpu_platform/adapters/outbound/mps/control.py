@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from gpu_platform.adapters.outbound.cpu_affinity import unpinned
 from gpu_platform.ports.outbound.gpu_controller import ControllerUnavailable, MpsError
 
 __all__ = ["PID_FILE", "MpsDaemonController"]
@@ -69,7 +70,7 @@ class MpsDaemonController:
     def _run(self, gpu_index: int, args: list[str], stdin: str = "") -> str:
         try:
             proc = subprocess.run(
-                [self._exe, *args],
+                unpinned([self._exe, *args]),  # `-d` leaves the daemon: not on a pinned core
                 input=stdin,
                 env=self._env(gpu_index),
                 capture_output=True,
