@@ -108,9 +108,10 @@ def test_the_leader_reports_its_term_leadership_log_and_commit_latency(peers: Pe
     assert s["gpu_platform_raft_commit_latency_seconds_bucket[+Inf]"] >= 5
     assert s["gpu_platform_raft_leader_changes_total"] >= 1
     for follower in set(IDS) - {lead}:
+        # A commit needs one follower; the other may hear of the leader a moment later.
+        wait_for(lambda f=follower: peers.scrape(f)["gpu_platform_raft_leader_changes_total"] >= 1)
         f = peers.scrape(follower)
         assert f["gpu_platform_raft_is_leader"] == 0
-        assert f["gpu_platform_raft_leader_changes_total"] >= 1
         assert "gpu_platform_raft_commit_latency_seconds_count" not in f  # proposes nothing
 
 

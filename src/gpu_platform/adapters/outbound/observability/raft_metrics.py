@@ -59,6 +59,7 @@ class PrometheusRaftMetrics:
             ["raft_id"],
             registry=registry,
         )
+        self.leader_changes.labels(raft_id=self._id)  # the series exists at 0 from the start
         self.commit_latency = Histogram(
             "gpu_platform_raft_commit_latency_seconds",
             "Time from a proposal on the leader to its entry applied there",
