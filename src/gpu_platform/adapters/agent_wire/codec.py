@@ -47,6 +47,10 @@ _FINDINGS: dict[str, type[HealthEvent]] = {
     "replica": ReplicaProbe,
 }
 _KIND = {cls: kind for kind, cls in _FINDINGS.items()}
+# Field names read once: dataclasses.fields() and asdict() cost microseconds per launch.
+_SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(LaunchSpec))
+_GANG_FIELDS = tuple(f.name for f in dataclasses.fields(GangEnv))
+_MPS_FIELDS = tuple(f.name for f in dataclasses.fields(MpsShare))
 
 
 def _dump(doc: dict[str, Any]) -> bytes:
@@ -62,11 +66,16 @@ def _load(data: bytes, what: str) -> dict[str, Any]:
 
 
 def spec_to_json(spec: LaunchSpec) -> bytes:
-    doc = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+    doc = {name: getattr(spec, name) for name in _SPEC_FIELDS}
     doc["env"] = [list(kv) for kv in spec.env]
-    doc["gang"] = dataclasses.asdict(spec.gang) if spec.gang is not None else None
-    doc["mps"] = dataclasses.asdict(spec.mps) if spec.mps is not None else None
+    doc["gang"] = _flat(spec.gang, _GANG_FIELDS)
+    doc["mps"] = _flat(spec.mps, _MPS_FIELDS)
     return _dump(doc)
+
+
+def _flat(value: object, names: tuple[str, ...]) -> dict[str, Any] | None:
+    """A flat dataclass of scalars as a dict (asdict without its deep copy)."""
+    return None if value is None else {name: getattr(value, name) for name in names}
 
 
 def spec_from_json(data: bytes) -> LaunchSpec:
@@ -77,8 +86,7 @@ def spec_from_json(data: bytes) -> LaunchSpec:
     doc["env"] = tuple((k, v) for k, v in doc["env"])
     doc["gang"] = GangEnv(**doc["gang"]) if doc["gang"] is not None else None
     doc["mps"] = MpsShare(**doc["mps"]) if doc["mps"] is not None else None
-    known = {f.name for f in dataclasses.fields(LaunchSpec)}
-    return LaunchSpec(**{k: v for k, v in doc.items() if k in known})
+    return LaunchSpec(**{k: v for k, v in doc.items() if k in _SPEC_FIELDS})
 
 
 def finding_to_json(event: HealthEvent) -> bytes:
