@@ -27,6 +27,7 @@ import grpc
 import grpc.aio
 import structlog
 
+from gpu_platform.adapters.agent_wire.batches import pack_agent, server_messages
 from gpu_platform.adapters.agent_wire.codec import (
     exit_to_pb,
     finding_to_json,
@@ -236,13 +237,28 @@ class AgentClient:
                     exited=[exit_to_pb(e.seq, e.report) for e in hello.exited],
                     version="1",
                     instance=self.instance,
+                    batches=True,
                 )
             )
+            batches = False  # the server reads batches (its Welcome says so)
 
             async def requests() -> AsyncIterator[pb.AgentMessage]:
                 yield first
                 while (item := await outbox.get()) is not None:
-                    yield item
+                    if outbox.empty() or not batches:
+                        yield item
+                        continue
+                    items, end = [item], False
+                    while not outbox.empty():  # what was queued meanwhile goes with it
+                        more = outbox.get_nowait()
+                        if more is None:
+                            end = True
+                            break
+                        items.append(more)
+                    for msg in pack_agent(items):
+                        yield msg
+                    if end:
+                        return
 
             stub = pb_grpc.AgentServiceStub(channel)  # type: ignore[no-untyped-call]
             call = stub.Connect(requests(), metadata=self._metadata)
@@ -252,39 +268,41 @@ class AgentClient:
             silence = _Silence(call, WELCOME_TIMEOUT_S)
             watch = asyncio.create_task(silence.watch())
             try:
-                async for msg in call:
+                async for received in call:
                     silence.hear()
-                    kind = msg.WhichOneof("kind")
-                    if kind == "welcome":
-                        self.connected_to = target
-                        self.streams += 1
-                        self._agent.bind(self._emitter(outbox), hello)
-                        interval = msg.welcome.heartbeat_interval_s or 2.0
-                        lease_s = msg.welcome.lease_s
-                        silence.limit_s = max(SILENT_BEATS * interval, 2.0)
-                        if lease_s > 0:
-                            self._agent.renew_lease(hello_sent + lease_s)
-                        beat = asyncio.create_task(self._beat(outbox, interval))
-                        log.info("agent connected", server=target)
-                    elif kind == "launch":
-                        keep(self._launch(outbox, msg.launch))
-                    elif kind == "stop":
-                        s = msg.stop
-                        self._agent.stop_attempt(s.job_id, s.epoch, s.grace_s)
-                    elif kind == "read_log":
-                        keep(self._read_log(outbox, msg.read_log))
-                    elif kind == "exit_ack":
-                        self._agent.ack(msg.exit_ack.seq)
-                    elif kind == "heartbeat_ack":
-                        sent = self._sent.pop(msg.heartbeat_ack.seq, None)
-                        for old in [s for s in self._sent if s < msg.heartbeat_ack.seq]:
-                            del self._sent[old]
-                        if sent is not None and lease_s > 0:  # from the sending, not the ack
-                            self._agent.renew_lease(sent + lease_s)
-                    elif kind == "reset_gpu":
-                        keep(self._reset(outbox, msg.reset_gpu))
-                    elif kind == "inject":
-                        keep(self._inject(outbox, msg.inject))
+                    for msg in server_messages(received):
+                        kind = msg.WhichOneof("kind")
+                        if kind == "welcome":
+                            self.connected_to = target
+                            self.streams += 1
+                            self._agent.bind(self._emitter(outbox), hello)
+                            interval = msg.welcome.heartbeat_interval_s or 2.0
+                            lease_s = msg.welcome.lease_s
+                            batches = msg.welcome.batches
+                            silence.limit_s = max(SILENT_BEATS * interval, 2.0)
+                            if lease_s > 0:
+                                self._agent.renew_lease(hello_sent + lease_s)
+                            beat = asyncio.create_task(self._beat(outbox, interval))
+                            log.info("agent connected", server=target)
+                        elif kind == "launch":
+                            keep(self._launch(outbox, msg.launch))
+                        elif kind == "stop":
+                            s = msg.stop
+                            self._agent.stop_attempt(s.job_id, s.epoch, s.grace_s)
+                        elif kind == "read_log":
+                            keep(self._read_log(outbox, msg.read_log))
+                        elif kind == "exit_ack":
+                            self._agent.ack(msg.exit_ack.seq)
+                        elif kind == "heartbeat_ack":
+                            sent = self._sent.pop(msg.heartbeat_ack.seq, None)
+                            for old in [s for s in self._sent if s < msg.heartbeat_ack.seq]:
+                                del self._sent[old]
+                            if sent is not None and lease_s > 0:  # from the sending, not the ack
+                                self._agent.renew_lease(sent + lease_s)
+                        elif kind == "reset_gpu":
+                            keep(self._reset(outbox, msg.reset_gpu))
+                        elif kind == "inject":
+                            keep(self._inject(outbox, msg.inject))
             except (asyncio.CancelledError, grpc.aio.AioRpcError):
                 if not silence.abandoned:
                     raise

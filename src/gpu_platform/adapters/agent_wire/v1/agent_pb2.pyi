@@ -66,6 +66,7 @@ class Hello(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     EXITED_FIELD_NUMBER: _builtins.int
     INSTANCE_FIELD_NUMBER: _builtins.int
+    BATCHES_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     node_json: _builtins.bytes
     """the node with GPUs and topology (domain cluster codec)"""
@@ -74,6 +75,8 @@ class Hello(_message.Message):
     """This agent process's random id, the same on every reconnect: while a stream of one
     instance holds a node, a hello for that node from another instance is refused.
     """
+    batches: _builtins.bool
+    """this agent reads ServerMessage.batch"""
     @_builtins.property
     def running(self) -> _containers.RepeatedCompositeFieldContainer[Global___Attempt]:
         """attempts with a live process on this node"""
@@ -91,10 +94,11 @@ class Hello(_message.Message):
         version: _builtins.str = ...,
         exited: _abc.Iterable[Global___TaskExit] | None = ...,
         instance: _builtins.str = ...,
+        batches: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["exited", b"exited", "instance", b"instance", "node", b"node", "node_json", b"node_json", "running", b"running", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batches", b"batches", "exited", b"exited", "instance", b"instance", "node", b"node", "node_json", b"node_json", "running", b"running", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -313,6 +317,7 @@ class AgentMessage(_message.Message):
     LOG_FIELD_NUMBER: _builtins.int
     RESET_RESULT_FIELD_NUMBER: _builtins.int
     INJECTED_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___Hello: ...
     @_builtins.property
@@ -329,6 +334,10 @@ class AgentMessage(_message.Message):
     def reset_result(self) -> Global___ResetResult: ...
     @_builtins.property
     def injected(self) -> Global___InjectResult: ...
+    @_builtins.property
+    def batch(self) -> Global___AgentBatch:
+        """only to a server whose Welcome set `batches`"""
+
     def __init__(
         self,
         *,
@@ -340,16 +349,41 @@ class AgentMessage(_message.Message):
         log: Global___LogData | None = ...,
         reset_result: Global___ResetResult | None = ...,
         injected: Global___InjectResult | None = ...,
+        batch: Global___AgentBatch | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["exit", b"exit", "health", b"health", "heartbeat", b"heartbeat", "hello", b"hello", "injected", b"injected", "kind", b"kind", "launched", b"launched", "log", b"log", "reset_result", b"reset_result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "exit", b"exit", "health", b"health", "heartbeat", b"heartbeat", "hello", b"hello", "injected", b"injected", "kind", b"kind", "launched", b"launched", "log", b"log", "reset_result", b"reset_result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["exit", b"exit", "health", b"health", "heartbeat", b"heartbeat", "hello", b"hello", "injected", b"injected", "kind", b"kind", "launched", b"launched", "log", b"log", "reset_result", b"reset_result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "exit", b"exit", "health", b"health", "heartbeat", b"heartbeat", "hello", b"hello", "injected", b"injected", "kind", b"kind", "launched", b"launched", "log", b"log", "reset_result", b"reset_result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["hello", "heartbeat", "exit", "health", "launched", "log", "reset_result", "injected"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["hello", "heartbeat", "exit", "health", "launched", "log", "reset_result", "injected", "batch"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___AgentMessage: _TypeAlias = AgentMessage  # noqa: Y015
+
+@_typing.final
+class AgentBatch(_message.Message):
+    """Messages queued together, sent as one (a tick's exits, a burst of launch answers); read
+    as if each had come alone, in order. Never nested, never holds a Hello.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentMessage]: ...
+    def __init__(
+        self,
+        *,
+        messages: _abc.Iterable[Global___AgentMessage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AgentBatch: _TypeAlias = AgentBatch  # noqa: Y015
 
 @_typing.final
 class Welcome(_message.Message):
@@ -358,20 +392,26 @@ class Welcome(_message.Message):
     SERVER_ID_FIELD_NUMBER: _builtins.int
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _builtins.int
     LEASE_S_FIELD_NUMBER: _builtins.int
+    BATCHES_FIELD_NUMBER: _builtins.int
     server_id: _builtins.int
     heartbeat_interval_s: _builtins.float
     lease_s: _builtins.float
     """0: no lease; else tasks stop this long after the last"""
+    batches: _builtins.bool
+    """acknowledged heartbeat was sent (docs/replication.md)
+    this server reads AgentMessage.batch
+    """
     def __init__(
         self,
         *,
         server_id: _builtins.int = ...,
         heartbeat_interval_s: _builtins.float = ...,
         lease_s: _builtins.float = ...,
+        batches: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval_s", b"heartbeat_interval_s", "lease_s", b"lease_s", "server_id", b"server_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batches", b"batches", "heartbeat_interval_s", b"heartbeat_interval_s", "lease_s", b"lease_s", "server_id", b"server_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -565,6 +605,7 @@ class ServerMessage(_message.Message):
     RESET_GPU_FIELD_NUMBER: _builtins.int
     INJECT_FIELD_NUMBER: _builtins.int
     HEARTBEAT_ACK_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
@@ -581,6 +622,10 @@ class ServerMessage(_message.Message):
     def inject(self) -> Global___Inject: ...
     @_builtins.property
     def heartbeat_ack(self) -> Global___HeartbeatAck: ...
+    @_builtins.property
+    def batch(self) -> Global___ServerBatch:
+        """only to an agent whose Hello set `batches`"""
+
     def __init__(
         self,
         *,
@@ -592,13 +637,38 @@ class ServerMessage(_message.Message):
         reset_gpu: Global___ResetGpu | None = ...,
         inject: Global___Inject | None = ...,
         heartbeat_ack: Global___HeartbeatAck | None = ...,
+        batch: Global___ServerBatch | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["exit_ack", b"exit_ack", "heartbeat_ack", b"heartbeat_ack", "inject", b"inject", "kind", b"kind", "launch", b"launch", "read_log", b"read_log", "reset_gpu", b"reset_gpu", "stop", b"stop", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "exit_ack", b"exit_ack", "heartbeat_ack", b"heartbeat_ack", "inject", b"inject", "kind", b"kind", "launch", b"launch", "read_log", b"read_log", "reset_gpu", b"reset_gpu", "stop", b"stop", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["exit_ack", b"exit_ack", "heartbeat_ack", b"heartbeat_ack", "inject", b"inject", "kind", b"kind", "launch", b"launch", "read_log", b"read_log", "reset_gpu", b"reset_gpu", "stop", b"stop", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "exit_ack", b"exit_ack", "heartbeat_ack", b"heartbeat_ack", "inject", b"inject", "kind", b"kind", "launch", b"launch", "read_log", b"read_log", "reset_gpu", b"reset_gpu", "stop", b"stop", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "launch", "stop", "read_log", "exit_ack", "reset_gpu", "inject", "heartbeat_ack"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "launch", "stop", "read_log", "exit_ack", "reset_gpu", "inject", "heartbeat_ack", "batch"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___ServerMessage: _TypeAlias = ServerMessage  # noqa: Y015
+
+@_typing.final
+class ServerBatch(_message.Message):
+    """Messages queued together, sent as one (a cycle's launches to one node, exit acks); read as
+    if each had come alone, in order. Never nested, never holds a Welcome.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___ServerMessage]: ...
+    def __init__(
+        self,
+        *,
+        messages: _abc.Iterable[Global___ServerMessage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServerBatch: _TypeAlias = ServerBatch  # noqa: Y015

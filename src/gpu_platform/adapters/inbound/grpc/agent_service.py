@@ -16,7 +16,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ import grpc
 import grpc.aio
 import structlog
 
+from gpu_platform.adapters.agent_wire.batches import agent_messages, pack_server
 from gpu_platform.adapters.agent_wire.codec import (
     exit_from_pb,
     finding_from_json,
@@ -71,12 +72,18 @@ _CLOSE = object()
 
 
 class _Session:
-    """Implements AgentSession over one call: sends are queued onto the event loop."""
+    """Implements AgentSession over one call: sends from any thread are queued, and the event
+    loop is woken once for all that were queued before it ran (a cycle's launches, exit acks),
+    which then go as one batch to an agent that reads batches."""
 
-    def __init__(self, node: str, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, node: str, loop: asyncio.AbstractEventLoop, batches: bool) -> None:
         self._node = node
         self._loop = loop
-        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._items: list[Any] = []
+        self._lock = threading.Lock()
+        self._woken = False  # a wake-up is scheduled on the loop and has not run yet
+        self.ready = asyncio.Event()  # set by a wake-up; used on the loop only
+        self.batches = batches
         self.leader = ""
         self.last_seen = time.monotonic()  # the agent's last message (on the event loop)
 
@@ -85,8 +92,25 @@ class _Session:
         return self._node
 
     def _put(self, item: object) -> None:
+        with self._lock:
+            self._items.append(item)
+            if self._woken:
+                return
+            self._woken = True
         with contextlib.suppress(RuntimeError):  # the loop is closed: the server stopped
-            self._loop.call_soon_threadsafe(self.queue.put_nowait, item)
+            self._loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        with self._lock:
+            self._woken = False
+        self.ready.set()
+
+    def take(self) -> list[Any]:
+        """Everything queued so far, in order (on the event loop)."""
+        self.ready.clear()
+        with self._lock:
+            items, self._items = self._items, []
+        return items
 
     def send_launch(self, request_id: int, spec: LaunchSpec) -> None:
         launch = pb.Launch(request_id=request_id, spec_json=spec_to_json(spec))
@@ -174,7 +198,7 @@ class _Servicer(pb_grpc.AgentServiceServicer):
                 f"hello.node_json: names node {node.name!r}, hello.node {hello.node!r}",
             )
             return
-        session = _Session(node.name, loop)
+        session = _Session(node.name, loop, hello.batches)
         identity = f"{peer_certificate_digest(context)}/{hello.instance}"
         why = self.claim(node.name, identity, session)
         if why is not None:
@@ -196,35 +220,36 @@ class _Servicer(pb_grpc.AgentServiceServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"agent refused: {exc}")
             return
         reader = asyncio.create_task(self._read(request_iterator, session, loop))
-        getter: asyncio.Future[Any] | None = None
+        waiter: asyncio.Future[Any] | None = None
         try:
             welcome = pb.Welcome(
                 server_id=self._server_id,
                 heartbeat_interval_s=self._heartbeat_s,
                 lease_s=self._lease_s,
+                batches=True,
             )
             yield pb.ServerMessage(welcome=welcome)
             while True:
-                if not session.queue.empty():  # a cycle's launches come in a burst
-                    item = session.queue.get_nowait()
-                else:
-                    getter = asyncio.ensure_future(session.queue.get())
+                if not session.ready.is_set():
+                    waiter = asyncio.ensure_future(session.ready.wait())
                     done, _ = await asyncio.wait(
-                        {getter, reader}, return_when=asyncio.FIRST_COMPLETED
+                        {waiter, reader}, return_when=asyncio.FIRST_COMPLETED
                     )
-                    if getter not in done:
-                        getter.cancel()
+                    if waiter not in done:
+                        waiter.cancel()
                         break  # the agent hung up
-                    item = getter.result()
-                if item is _CLOSE:
+                items = session.take()
+                end = next((i for i, item in enumerate(items) if item is _CLOSE), None)
+                for msg in _outgoing(items if end is None else items[:end], session.batches):
+                    yield msg
+                if end is not None:
                     if session.leader:
                         context.set_trailing_metadata(((LEADER_METADATA, session.leader),))
                     break
-                yield item
         finally:
             reader.cancel()
-            if getter is not None:  # the call was cancelled while it waited
-                getter.cancel()
+            if waiter is not None:  # the call was cancelled while it waited
+                waiter.cancel()
             self._release(session)
             self._hub.closed(session)
 
@@ -265,31 +290,37 @@ class _Servicer(pb_grpc.AgentServiceServicer):
         tail: asyncio.Future[None] | None = None
         hub = self._hub
         exits = ExitBatches(loop, self._pool, hub, session)
-        async for msg in requests:
+        async for received in requests:
             session.last_seen = time.monotonic()
-            kind = msg.WhichOneof("kind")
-            call: Callable[[], None] | None = None
-            if kind == "launched":
-                hub.launched(session, msg.launched.request_id, msg.launched.error)
-            elif kind == "log":
-                hub.log_data(session, msg.log.request_id, msg.log.data, msg.log.error)
-            elif kind == "reset_result":
-                r = msg.reset_result
-                hub.reset_done(session, r.request_id, r.error)
-            elif kind == "injected":
-                i = msg.injected
-                hub.injected(session, i.request_id, tuple(i.lines), i.error)
-            elif kind == "heartbeat":  # acknowledged once recorded: that renews the lease
-                call = bind(_beat, hub, session, msg.heartbeat.seq)
-            elif kind == "health":
-                call = bind(hub.finding, session, finding_from_json(msg.health.finding_json))
-            elif kind == "exit":
-                exits.add(msg.exit.seq, exit_from_pb(msg.exit))
-            if call is not None:
-                tail = chain(loop, self._pool, tail, call)
+            for msg in agent_messages(received):
+                kind = msg.WhichOneof("kind")
+                call: Callable[[], None] | None = None
+                if kind == "launched":
+                    hub.launched(session, msg.launched.request_id, msg.launched.error)
+                elif kind == "log":
+                    hub.log_data(session, msg.log.request_id, msg.log.data, msg.log.error)
+                elif kind == "reset_result":
+                    r = msg.reset_result
+                    hub.reset_done(session, r.request_id, r.error)
+                elif kind == "injected":
+                    i = msg.injected
+                    hub.injected(session, i.request_id, tuple(i.lines), i.error)
+                elif kind == "heartbeat":  # acknowledged once recorded: that renews the lease
+                    call = bind(_beat, hub, session, msg.heartbeat.seq)
+                elif kind == "health":
+                    call = bind(hub.finding, session, finding_from_json(msg.health.finding_json))
+                elif kind == "exit":
+                    exits.add(msg.exit.seq, exit_from_pb(msg.exit))
+                if call is not None:
+                    tail = chain(loop, self._pool, tail, call)
         if tail is not None:
             await tail
         await exits.drained()
+
+
+def _outgoing(items: list[Any], batches: bool) -> Iterable[pb.ServerMessage]:
+    """What goes on the wire for `items`: one batch (or a few) where the agent reads them."""
+    return pack_server(items) if batches and len(items) > 1 else items
 
 
 def _beat(hub: AgentHub, session: _Session, seq: int) -> None:
