@@ -16,7 +16,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -25,22 +25,27 @@ import grpc
 import grpc.aio
 import structlog
 
-from gpu_platform.adapters.agent_wire.batches import agent_messages, pack_server
+from gpu_platform.adapters.agent_wire.batches import agent_messages
 from gpu_platform.adapters.agent_wire.codec import (
     exit_from_pb,
     finding_from_json,
     node_from_json,
-    spec_to_json,
 )
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
 from gpu_platform.adapters.grpc_bind import NO_PORT_REUSE, bind_port
-from gpu_platform.adapters.inbound.grpc.agent_stream_work import ExitBatches, bind, chain
+from gpu_platform.adapters.inbound.grpc.agent_stream_work import (
+    CLOSE,
+    ExitBatches,
+    StreamSession,
+    bind,
+    chain,
+    outgoing,
+)
 from gpu_platform.adapters.member_gate import MemberGate, peer_certificate_digest
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.agent_hub import AgentHub, AttemptRef, NotAccepting
 from gpu_platform.domain.model.audit import AuditRecord
-from gpu_platform.ports.outbound.job_runner import LaunchSpec
 
 __all__ = [
     "KEEPALIVE_CLIENT_OPTIONS",
@@ -68,86 +73,6 @@ KEEPALIVE_SERVER_OPTIONS = [
     ("grpc.http2.max_ping_strikes", 0),
 ]
 log = structlog.get_logger(__name__)
-_CLOSE = object()
-
-
-class _Session:
-    """Implements AgentSession over one call: sends from any thread are queued, and the event
-    loop is woken once for all that were queued before it ran (a cycle's launches, exit acks),
-    which then go as one batch to an agent that reads batches."""
-
-    def __init__(self, node: str, loop: asyncio.AbstractEventLoop, batches: bool) -> None:
-        self._node = node
-        self._loop = loop
-        self._items: list[Any] = []
-        self._lock = threading.Lock()
-        self._woken = False  # a wake-up is scheduled on the loop and has not run yet
-        self.ready = asyncio.Event()  # set by a wake-up; used on the loop only
-        self.batches = batches
-        self.leader = ""
-        self.last_seen = time.monotonic()  # the agent's last message (on the event loop)
-
-    @property
-    def node(self) -> str:
-        return self._node
-
-    def _put(self, item: object) -> None:
-        with self._lock:
-            self._items.append(item)
-            if self._woken:
-                return
-            self._woken = True
-        with contextlib.suppress(RuntimeError):  # the loop is closed: the server stopped
-            self._loop.call_soon_threadsafe(self._wake)
-
-    def _wake(self) -> None:
-        with self._lock:
-            self._woken = False
-        self.ready.set()
-
-    def take(self) -> list[Any]:
-        """Everything queued so far, in order (on the event loop)."""
-        self.ready.clear()
-        with self._lock:
-            items, self._items = self._items, []
-        return items
-
-    def send_launch(self, request_id: int, spec: LaunchSpec) -> None:
-        launch = pb.Launch(request_id=request_id, spec_json=spec_to_json(spec))
-        self._put(pb.ServerMessage(launch=launch))
-
-    def send_stop(self, job_id: str, epoch: int, grace_s: float) -> None:
-        self._put(pb.ServerMessage(stop=pb.Stop(job_id=job_id, epoch=epoch, grace_s=grace_s)))
-
-    def send_read_log(
-        self, request_id: int, job_id: str, attempt: int, rank: int, offset: int, max_bytes: int
-    ) -> None:
-        read = pb.ReadLog(
-            request_id=request_id,
-            job_id=job_id,
-            attempt=attempt,
-            rank=rank,
-            offset=offset,
-            max_bytes=max_bytes,
-        )
-        self._put(pb.ServerMessage(read_log=read))
-
-    def send_heartbeat_ack(self, seq: int) -> None:
-        self._put(pb.ServerMessage(heartbeat_ack=pb.HeartbeatAck(seq=seq)))
-
-    def send_exit_ack(self, seq: int) -> None:
-        self._put(pb.ServerMessage(exit_ack=pb.ExitAck(seq=seq)))
-
-    def send_reset(self, request_id: int, index: int, uuid: str) -> None:
-        reset = pb.ResetGpu(request_id=request_id, index=index, uuid=uuid)
-        self._put(pb.ServerMessage(reset_gpu=reset))
-
-    def send_inject(self, request_id: int, script: str) -> None:
-        self._put(pb.ServerMessage(inject=pb.Inject(request_id=request_id, script=script)))
-
-    def close(self, leader: str) -> None:
-        self.leader = leader
-        self._put(_CLOSE)
 
 
 class _Servicer(pb_grpc.AgentServiceServicer):
@@ -198,7 +123,7 @@ class _Servicer(pb_grpc.AgentServiceServicer):
                 f"hello.node_json: names node {node.name!r}, hello.node {hello.node!r}",
             )
             return
-        session = _Session(node.name, loop, hello.batches)
+        session = StreamSession(node.name, loop, hello.batches)
         identity = f"{peer_certificate_digest(context)}/{hello.instance}"
         why = self.claim(node.name, identity, session)
         if why is not None:
@@ -239,8 +164,8 @@ class _Servicer(pb_grpc.AgentServiceServicer):
                         waiter.cancel()
                         break  # the agent hung up
                 items = session.take()
-                end = next((i for i, item in enumerate(items) if item is _CLOSE), None)
-                for msg in _outgoing(items if end is None else items[:end], session.batches):
+                end = next((i for i, item in enumerate(items) if item is CLOSE), None)
+                for msg in outgoing(items if end is None else items[:end], session.batches):
                     yield msg
                 if end is not None:
                     if session.leader:
@@ -280,7 +205,7 @@ class _Servicer(pb_grpc.AgentServiceServicer):
     async def _read(
         self,
         requests: AsyncIterator[pb.AgentMessage],
-        session: _Session,
+        session: StreamSession,
         loop: asyncio.AbstractEventLoop,
     ) -> None:
         """Dispatch the agent's messages; the slow kinds in order on the worker pool, but
@@ -318,12 +243,7 @@ class _Servicer(pb_grpc.AgentServiceServicer):
         await exits.drained()
 
 
-def _outgoing(items: list[Any], batches: bool) -> Iterable[pb.ServerMessage]:
-    """What goes on the wire for `items`: one batch (or a few) where the agent reads them."""
-    return pack_server(items) if batches and len(items) > 1 else items
-
-
-def _beat(hub: AgentHub, session: _Session, seq: int) -> None:
+def _beat(hub: AgentHub, session: StreamSession, seq: int) -> None:
     if hub.heartbeat(session):  # not while the leader may have been superseded
         session.send_heartbeat_ack(seq)
 
