@@ -21,6 +21,8 @@ Per rate, row `cluster.offered_to_bound` (params: offered_per_s, nodes, GPUs):
   the leader's CPU per job (its CPU over the point, until the point's jobs completed, divided
   by the jobs submitted; `leader_idle_cpu_pct` is its CPU with no jobs, the agents' heartbeats),
   CPU by process (leader, followers, swarm, submitters) and the machine's busy share, RSS,
+  the leader's context switches per job (voluntary, involuntary: its threads waking and
+  pre-empted),
   elections (term changes during the point), the load average.
 
 A rate is *saturated* (its curve stops there, as in `bench_offered_load.py`) when fewer than
@@ -66,6 +68,20 @@ def _machine_busy() -> tuple[float, float]:
     ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = ticks[3] + ticks[4]  # idle + iowait
     return float(sum(ticks) - idle), float(sum(ticks))
+
+
+def _switches(pid: int) -> tuple[int, int]:
+    """(voluntary, involuntary) context switches of all of a process's threads so far (of
+    the threads alive now: one that ended takes its count with it)."""
+    vol = invol = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        with contextlib.suppress(OSError):
+            for line in status.read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    vol += int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches:"):
+                    invol += int(line.split()[1])
+    return vol, invol
 
 
 def _cpu_by_role(c: ReplicatedCluster, lead: int, submitters: Submitters) -> dict[str, float]:
@@ -140,13 +156,14 @@ def _point(
     at: dict[str, Any] = {}
 
     def started() -> None:  # the CPU window opens once the submitters are up
-        at.update(cpu=_proc_cpu_rss(pid)[0], wall=time.perf_counter())
+        at.update(cpu=_proc_cpu_rss(pid)[0], wall=time.perf_counter(), switches=_switches(pid))
         at.update(roles=_cpu_by_role(c, lead, submitters), busy=_machine_busy())
 
     p = submitters.offer(target, rate, seconds, started)
     ok = len(p["jobs"])
     wait_until(lambda: _completed(c, lead) - before >= ok, BOUND_S, 0.25)
     cpu1, rss = _proc_cpu_rss(pid)
+    switches = [b - a for a, b in zip(at["switches"], _switches(pid), strict=True)]
     roles1, busy1 = _cpu_by_role(c, lead, submitters), _machine_busy()
     window = time.perf_counter() - at["wall"]
     cpu0, roles0, busy0 = at["cpu"], at["roles"], at["busy"]
@@ -190,6 +207,8 @@ def _point(
             "leader_cpu_pct": round((cpu1 - cpu0) / window * 100, 1),
             "leader_cpu_window_s": round(window, 2),
             "leader_rss_mib": round(rss / (1 << 20), 1),
+            # the leader's threads waking (a GIL or lock hand-over, a wait) and pre-empted
+            "leader_switches_per_job": [round(n / max(ok, 1), 2) for n in switches],
             # CPU over the point by process (seconds), and the machine's busy share
             "cpu_s_by_process": {k: round(roles1[k] - roles0[k], 2) for k in roles1},
             "machine_busy_pct": round((busy1[0] - busy0[0]) / (busy1[1] - busy0[1]) * 100, 1),
