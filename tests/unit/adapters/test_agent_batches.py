@@ -4,10 +4,13 @@ batches as one batch and an agent of an earlier release (no `Hello.batches`) one
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent import futures
+from typing import Any
 
 import grpc
 import pytest
@@ -21,14 +24,17 @@ from gpu_platform.adapters.agent_wire.batches import (
     pack_server,
     server_messages,
 )
-from gpu_platform.adapters.agent_wire.codec import node_to_json
+from gpu_platform.adapters.agent_wire.codec import node_to_json, spec_to_json
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
+from gpu_platform.adapters.inbound.agent_client import AgentClient
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
+from gpu_platform.application.agent import Agent
 from gpu_platform.application.agent_hub import AgentHub
 from gpu_platform.domain.model.node import Inventory
 from gpu_platform.ports.outbound.job_runner import LaunchSpec
 from gpu_platform.testing.agent_fakes import AcceptingListener
+from gpu_platform.testing.fakes import FakeJobRunner
 
 _server_msgs = st.one_of(
     st.builds(
@@ -90,7 +96,9 @@ def test_agent_messages_packed_read_back_the_same_in_order_within_the_bound(
 
 
 def test_a_batch_holding_a_hello_or_a_batch_is_refused_by_name() -> None:
-    inner = pb.AgentMessage(batch=pb.AgentBatch(messages=[pb.AgentMessage(heartbeat=pb.Heartbeat())]))
+    inner = pb.AgentMessage(
+        batch=pb.AgentBatch(messages=[pb.AgentMessage(heartbeat=pb.Heartbeat())])
+    )
     for bad, kind in ((pb.AgentMessage(hello=pb.Hello(node="n")), "hello"), (inner, "batch")):
         msg = pb.AgentMessage(batch=pb.AgentBatch(messages=[bad]))
         with pytest.raises(ValueError, match=f"may not hold a {kind}"):
@@ -197,3 +205,69 @@ def test_a_burst_of_launches_comes_as_one_batch_only_to_an_agent_that_reads_batc
         assert outcome == [[None] * 8]
     finally:
         agent.close()
+
+
+class _OldOrNewServer(pb_grpc.AgentServiceServicer):
+    """A server end spoken by hand: welcomes with or without `batches`, then sends what the
+    test queues and records what the agent sends."""
+
+    def __init__(self, batches: bool) -> None:
+        self.batches = batches
+        self.outbox: queue.Queue[pb.ServerMessage | None] = queue.Queue()
+        self.received: queue.Queue[pb.AgentMessage] = queue.Queue()
+
+    def Connect(self, request_iterator: Any, context: grpc.ServicerContext) -> Any:
+        hello = next(request_iterator)
+        self.received.put(hello)
+        threading.Thread(target=self._read, args=(request_iterator,), daemon=True).start()
+        yield pb.ServerMessage(welcome=pb.Welcome(heartbeat_interval_s=60, batches=self.batches))
+        while (msg := self.outbox.get()) is not None:
+            yield msg
+
+    def _read(self, requests: Any) -> None:
+        with contextlib.suppress(grpc.RpcError, ValueError):
+            for msg in requests:
+                self.received.put(msg)
+
+
+@pytest.mark.parametrize("reads_batches", [True, False])
+def test_the_agent_reads_a_server_batch_and_batches_only_to_a_server_that_reads_them(
+    inventory: Inventory, reads_batches: bool
+) -> None:
+    servicer = _OldOrNewServer(reads_batches)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    pb_grpc.add_AgentServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    node = inventory.nodes[0]
+    runner = FakeJobRunner()
+    client = AgentClient(Agent(node, runner), [f"127.0.0.1:{port}"], backoff_max_s=0.2)
+    client.start()
+    try:
+        hello = servicer.received.get(timeout=10)
+        assert hello.hello.batches  # this agent reads batches, whatever the server does
+        specs = [
+            LaunchSpec(f"j{i}", 1, 1, ("fake-exit", "0"), (), (), (), node=node.name)
+            for i in range(6)
+        ]
+        launches = [
+            pb.ServerMessage(launch=pb.Launch(request_id=i + 1, spec_json=spec_to_json(spec)))
+            for i, spec in enumerate(specs)
+        ]
+        # To an agent that reads batches a server may send them whatever it was told.
+        servicer.outbox.put(pb.ServerMessage(batch=pb.ServerBatch(messages=launches)))
+        _wait(lambda: len(runner.live()) == 6)
+        runner.deliver()  # all six exit at once: the agent queues their exits together
+        seen: list[pb.AgentMessage] = []
+        while sum(m.HasField("exit") for m in seen) < 6:
+            msg = servicer.received.get(timeout=10)
+            if msg.HasField("batch"):
+                assert reads_batches, "a batch went to a server that does not read them"
+            seen.extend(agent_messages(msg))
+        answers = [m.launched.request_id for m in seen if m.HasField("launched")]
+        assert sorted(answers) == [1, 2, 3, 4, 5, 6]
+        assert all(not m.launched.error for m in seen if m.HasField("launched"))
+    finally:
+        client.stop()
+        servicer.outbox.put(None)
+        server.stop(0)
