@@ -183,7 +183,8 @@ def test_a_burst_of_launches_comes_as_one_batch_only_to_an_agent_that_reads_batc
             target=lambda: outcome.append(hub.start_all(specs, lambda r: None))
         )
         sender.start()
-        time.sleep(0.3)  # the sends take microseconds; the answers are awaited after them
+        session = grpc_server._servicer._claims[node][1]  # the stream's session
+        _wait(lambda: len(session._items) == 8)  # all queued while the loop is held
         busy.set()
         launches: list[pb.ServerMessage] = []
         wire = 0
