@@ -64,32 +64,25 @@ _agent_msgs = st.one_of(
 )
 
 
+_SIDES = {
+    "server": (_server_msgs, pack_server, server_messages, pb.ServerMessage),
+    "agent": (_agent_msgs, pack_agent, agent_messages, pb.AgentMessage),
+}
+
+
+@pytest.mark.parametrize("side", sorted(_SIDES))
 @settings(max_examples=200, deadline=None)
-@given(st.lists(_server_msgs, min_size=1, max_size=30), st.integers(64, 4096))
-def test_server_messages_packed_read_back_the_same_in_order_within_the_bound(
-    items: list[pb.ServerMessage], bound: int
+@given(data=st.data(), bound=st.integers(64, 4096))
+def test_messages_packed_read_back_the_same_in_order_within_the_bound(
+    side: str, data: st.DataObject, bound: int
 ) -> None:
+    messages, pack, unpack, cls = _SIDES[side]
+    items = data.draw(st.lists(messages, min_size=1, max_size=30))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(batches, "BATCH_BYTES", bound)
-        wire = [pb.ServerMessage.FromString(m.SerializeToString()) for m in pack_server(items)]
-    assert [one for m in wire for one in server_messages(m)] == items
+        wire = [cls.FromString(m.SerializeToString()) for m in pack(items)]  # type: ignore[attr-defined,operator]
+    assert [one for m in wire for one in unpack(m)] == items  # type: ignore[operator]
     for m in wire:  # a batch holds more than one, and only an oversized message exceeds it
-        if m.HasField("batch"):
-            assert len(m.batch.messages) > 1
-            assert sum(x.ByteSize() for x in m.batch.messages) <= bound
-    assert len(wire) == 1 or len(items) > 1
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(_agent_msgs, min_size=1, max_size=30), st.integers(64, 4096))
-def test_agent_messages_packed_read_back_the_same_in_order_within_the_bound(
-    items: list[pb.AgentMessage], bound: int
-) -> None:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(batches, "BATCH_BYTES", bound)
-        wire = [pb.AgentMessage.FromString(m.SerializeToString()) for m in pack_agent(items)]
-    assert [one for m in wire for one in agent_messages(m)] == items
-    for m in wire:
         if m.HasField("batch"):
             assert len(m.batch.messages) > 1
             assert sum(x.ByteSize() for x in m.batch.messages) <= bound

@@ -9,7 +9,7 @@ come alone, in order. A side batches only when the other said it reads batches (
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
@@ -25,20 +25,12 @@ _M = TypeVar("_M", pb.ServerMessage, pb.AgentMessage)
 
 def pack_server(items: Sequence[pb.ServerMessage]) -> Iterator[pb.ServerMessage]:
     """`items` in order as few messages as fit under `BATCH_BYTES` each."""
-    for group in _groups(items):
-        if len(group) == 1:
-            yield group[0]
-        else:
-            yield pb.ServerMessage(batch=pb.ServerBatch(messages=group))
+    return _pack(items, lambda group: pb.ServerMessage(batch=pb.ServerBatch(messages=group)))
 
 
 def pack_agent(items: Sequence[pb.AgentMessage]) -> Iterator[pb.AgentMessage]:
     """`items` in order as few messages as fit under `BATCH_BYTES` each."""
-    for group in _groups(items):
-        if len(group) == 1:
-            yield group[0]
-        else:
-            yield pb.AgentMessage(batch=pb.AgentBatch(messages=group))
+    return _pack(items, lambda group: pb.AgentMessage(batch=pb.AgentBatch(messages=group)))
 
 
 def server_messages(msg: pb.ServerMessage) -> Sequence[pb.ServerMessage]:
@@ -56,6 +48,11 @@ def agent_messages(msg: pb.AgentMessage) -> Sequence[pb.AgentMessage]:
         if one.WhichOneof("kind") in ("batch", "hello"):
             raise ValueError(f"batch: may not hold a {one.WhichOneof('kind')}")
     return inner
+
+
+def _pack(items: Sequence[_M], wrap: Callable[[list[_M]], _M]) -> Iterator[_M]:
+    for group in _groups(items):
+        yield group[0] if len(group) == 1 else wrap(group)
 
 
 def _groups(items: Sequence[_M]) -> Iterator[list[_M]]:
