@@ -22,7 +22,7 @@ Per rate, row `cluster.offered_to_bound` (params: offered_per_s, nodes, GPUs):
   by the jobs submitted; `leader_idle_cpu_pct` is its CPU with no jobs, the agents' heartbeats),
   CPU by process (leader, followers, swarm, submitters) and the machine's busy share, RSS,
   the leader's context switches per job (voluntary, involuntary: its threads waking and
-  pre-empted),
+  pre-empted), which server led and the CPUs it may use,
   elections (term changes during the point), the load average.
 
 A rate is *saturated* (its curve stops there, as in `bench_offered_load.py`) when fewer than
@@ -82,6 +82,14 @@ def _switches(pid: int) -> tuple[int, int]:
                 elif line.startswith("nonvoluntary_ctxt_switches:"):
                     invol += int(line.split()[1])
     return vol, invol
+
+
+def _cpus_allowed(pid: int) -> str:
+    """The CPUs a process may run on, as /proc lists them (e.g. "0-1", "1")."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return line.split(":", 1)[1].strip()
+    return ""
 
 
 def _cpu_by_role(c: ReplicatedCluster, lead: int, submitters: Submitters) -> dict[str, float]:
@@ -207,6 +215,8 @@ def _point(
             "leader_cpu_pct": round((cpu1 - cpu0) / window * 100, 1),
             "leader_cpu_window_s": round(window, 2),
             "leader_rss_mib": round(rss / (1 << 20), 1),
+            # which server led, and the CPUs it may run on (one with cpu_affinity = auto)
+            "leader": {"server": lead, "cpus": _cpus_allowed(pid)},
             # the leader's threads waking (a GIL or lock hand-over, a wait) and pre-empted
             "leader_switches_per_job": [round(n / max(ok, 1), 2) for n in switches],
             # CPU over the point by process (seconds), and the machine's busy share
