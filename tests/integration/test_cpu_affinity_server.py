@@ -1,15 +1,19 @@
 """`cpu_affinity = auto` on a real `gpu-platform serve`: every thread of the server runs on
-one CPU, while its API worker and the jobs its agent starts keep every CPU it was given."""
+one CPU, while its API worker and the jobs its agent starts keep every CPU it was given; in a
+3-server cluster the leader's threads run on the last CPU and the followers' on others."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from gpu_platform.adapters.outbound.cpu_affinity import parse_cpus
+from gpu_platform.testing.cluster_procs import ReplicatedCluster, wait_until
 from tests.integration.conftest import Server, wait_for
 
 
@@ -66,3 +70,43 @@ def test_a_cpu_the_server_may_not_use_is_refused_at_startup(tmp_path: Path) -> N
     else:
         server.stop()
         raise AssertionError("a server pinned to a CPU it may not use started")
+
+
+def _cpus(pid: int) -> set[int]:
+    """The CPUs any thread of `pid` may use (one set when they are all pinned alike)."""
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            out |= _allowed(task / "status")
+    return out
+
+
+def test_in_a_cluster_the_leader_moves_to_the_last_cpu_and_back_when_it_hands_the_lead_on(
+    tmp_path: Path,
+) -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("needs two CPUs to tell the leader's from a follower's")
+    leader_cpu = {allowed[-1]}
+    c = ReplicatedCluster(tmp_path, servers=3, agents=0, env={"GPU_PLATFORM_CPU_AFFINITY": "auto"})
+    try:
+        for i in c.ids:
+            c.start_server(i)
+        lead = c.wait_leader()
+        pids = {i: c.servers[i].pid for i in c.ids}
+
+        def placed(leader: int) -> bool:
+            return _cpus(pids[leader]) == leader_cpu and all(
+                len(_cpus(p)) == 1 and _cpus(p) != leader_cpu
+                for i, p in pids.items()
+                if i != leader
+            )
+
+        assert wait_until(lambda: placed(lead), 30), {i: _cpus(p) for i, p in pids.items()}
+        other = next(i for i in c.ids if i != lead)
+        moved = c.cli("cluster", "transfer-leader", str(other), "--server", c.url(lead))
+        assert moved.returncode == 0, moved.stderr
+        assert c.wait_leader() == other
+        assert wait_until(lambda: placed(other), 30), {i: _cpus(p) for i, p in pids.items()}
+    finally:
+        c.close()

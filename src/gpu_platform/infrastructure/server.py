@@ -18,7 +18,7 @@ import structlog
 import uvicorn
 
 from gpu_platform.adapters.grpc_bind import PortUnavailable
-from gpu_platform.adapters.outbound.cpu_affinity import pin_process
+from gpu_platform.adapters.outbound.cpu_affinity import FollowRole, pin_process
 from gpu_platform.adapters.outbound.cpu_priority import raise_process_priority
 from gpu_platform.adapters.outbound.gc_pauses import freeze_startup_heap
 from gpu_platform.adapters.outbound.integrity import StorageError
@@ -27,6 +27,7 @@ from gpu_platform.adapters.outbound.storage import AuditChainBroken
 from gpu_platform.adapters.outbound.topology_command import topology_command
 from gpu_platform.application.access_replica import ReplicatedAccessStore
 from gpu_platform.application.consistency import stale_reads
+from gpu_platform.application.control_plane import ControlPlane
 from gpu_platform.infrastructure.access_startup import ReplicatedAccessStartup, write_admin_token
 from gpu_platform.infrastructure.bound_ports import (
     ReportingServer,
@@ -214,9 +215,11 @@ def serve_settings(settings: Settings) -> None:
     container.init_resources()
     plane = None
     access_startup = None
+    role: FollowRole | None = None
     try:
         announce_access(settings, container)
         plane = container.control_plane()
+        role = _follow_role(settings, plane)
         access_startup = start_replicated_access(settings, container)
         container.agent_server()
         container.local_agent()
@@ -264,11 +267,33 @@ def serve_settings(settings: Settings) -> None:
             log.info("signal received", signal=signal.Signals(received[0]).name)
     finally:
         log.info("shutting down", policy=settings.shutdown_policy)
-        if access_startup is not None:
-            access_startup.stop()
-        if plane is not None:  # before the in-process agent goes: it settles that agent's jobs
-            plane.shutdown()
-        container.shutdown_resources()
-        forget_ports(settings.data_dir)
+        _stop_serving(settings, container, plane, access_startup, role)
         lock.close()
         log.info("stopped")
+
+
+def _stop_serving(
+    settings: Settings,
+    container: Container,
+    plane: ControlPlane | None,
+    access_startup: ReplicatedAccessStartup | None,
+    role: FollowRole | None,
+) -> None:
+    if role is not None:
+        role.stop()
+    if access_startup is not None:
+        access_startup.stop()
+    if plane is not None:  # before the in-process agent goes: it settles that agent's jobs
+        plane.shutdown()
+    container.shutdown_resources()
+    forget_ports(settings.data_dir)
+
+
+def _follow_role(settings: Settings, plane: ControlPlane) -> FollowRole | None:
+    """With `cpu_affinity = auto`, a replicated server's threads move to the leader's CPU
+    while it leads (adapters.outbound.cpu_affinity)."""
+    if settings.cpu_affinity != "auto" or not plane.replicated:
+        return None
+    role = FollowRole(settings.server_id, lambda: plane.acting)
+    role.start()
+    return role

@@ -19,6 +19,7 @@ from gpu_platform.adapters.outbound.cpu_affinity import (
     chosen_cpus,
     format_cpus,
     parse_cpus,
+    role_cpus,
     unpinned,
 )
 from gpu_platform.infrastructure.config import Settings
@@ -44,7 +45,10 @@ def test_off_picks_nothing_auto_one_cpu_per_server_and_a_list_those_cpus() -> No
     allowed = {2, 3, 5}
     assert chosen_cpus("off", 1, allowed) is None
     picked = [chosen_cpus("auto", server_id, allowed) for server_id in (0, 1, 2, 3, 4)]
-    assert picked == [{2}, {2}, {3}, {5}, {2}]  # servers sharing a host spread out
+    # the embedded server (0) leads: the last CPU; replicated servers start as followers on
+    # the others, spread out by server_id
+    assert picked == [{5}, {2}, {3}, {2}, {3}]
+    assert chosen_cpus("auto", 2, {4}) == {4}  # one CPU: everyone's
     assert chosen_cpus("3,5", 1, allowed) == {3, 5}
     with pytest.raises(ValueError, match="CPU 7 is not one this process may use"):
         chosen_cpus("5,7", 1, allowed)
@@ -92,7 +96,8 @@ def _pinned(spec: str, server_id: int) -> dict[str, object]:
 
 def test_auto_pins_every_thread_and_a_child_gets_the_whole_mask_back() -> None:
     allowed = sorted(os.sched_getaffinity(0))
-    one = [allowed[1 % len(allowed)]]  # server_id 2: the second CPU this process may use
+    followers = allowed[:-1] or allowed  # server_id 2 starts as a follower
+    one = [followers[1 % len(followers)]]
     got = _pinned("auto", 2)
     assert got["threads"] == [one] * len(got["threads"])  # type: ignore[arg-type]
     assert got["late"] == one  # a thread started later inherits the mask
@@ -145,7 +150,7 @@ def test_a_program_the_pinned_server_runs_through_unpinned_gets_the_whole_mask(
         timeout=60,
     ).stdout.split()
     direct, wrapped, daemon = (parse_cpus(x) for x in out)
-    assert direct == {min(allowed)}
+    assert direct == role_cpus(1, allowed, leading=False)  # server 1 starts as a follower
     assert wrapped == allowed and daemon == allowed
 
 
@@ -157,3 +162,50 @@ def test_unpinned_leaves_argv_alone_when_not_pinned_or_the_program_is_missing(
     monkeypatch.setenv(UNPINNED_ENV, "0")
     assert unpinned(["no-such-program-here"]) == ["no-such-program-here"]
     assert unpinned(["true"])[-2:] == ["0", "true"]
+
+
+@given(st.sets(st.integers(0, 63), min_size=1, max_size=16), st.integers(0, 9))
+def test_the_leader_has_the_last_cpu_and_a_follower_another_when_there_is_one(
+    allowed: set[int], server_id: int
+) -> None:
+    leader, follower = role_cpus(server_id, allowed, True), role_cpus(server_id, allowed, False)
+    assert leader == {max(allowed)}
+    assert len(follower) == 1 and follower <= allowed
+    assert (follower != leader) == (len(allowed) > 1)
+
+
+_FOLLOW = """
+import json, os, sys, threading, time
+from gpu_platform.adapters.outbound.cpu_affinity import FollowRole, pin_process
+pin_process("auto", 2)
+leading = threading.Event()
+role = FollowRole(2, leading.is_set, every_s=0.01)
+role.start()
+def cpus():
+    return sorted({c for t in os.listdir("/proc/self/task") for c in os.sched_getaffinity(int(t))})
+def settle(moves):
+    deadline = time.monotonic() + 10
+    while role.moves < moves and time.monotonic() < deadline:
+        time.sleep(0.01)
+seen = [cpus()]
+leading.set(); settle(1); seen.append(cpus())
+late = []
+t = threading.Thread(target=lambda: late.append(sorted(os.sched_getaffinity(0)))); t.start(); t.join()
+leading.clear(); settle(2); seen.append(cpus())
+role.stop()
+print(json.dumps({"seen": seen, "late": late[0], "moves": role.moves}))
+"""
+
+
+def test_a_server_that_takes_the_lead_moves_every_thread_to_the_leaders_cpu_and_back() -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("needs two CPUs to tell the leader's from a follower's")
+    out = subprocess.run(
+        [sys.executable, "-c", _FOLLOW], capture_output=True, text=True, check=True, timeout=60
+    )
+    got = json.loads(out.stdout)
+    follower = [allowed[:-1][1 % len(allowed[:-1])]]
+    assert got["seen"] == [follower, [allowed[-1]], follower]  # every thread, each time
+    assert got["late"] == [allowed[-1]]  # a thread started while leading inherits it
+    assert got["moves"] == 2

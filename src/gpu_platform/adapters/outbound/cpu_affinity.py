@@ -10,10 +10,19 @@ and the server took 1.9x the submits per second.
 
 `pin_process(spec, server_id)` restricts every thread of this process (and the threads it
 starts later, which inherit the mask) to the CPUs `spec` names: `auto` = one CPU of those
-this process may use, picked by `server_id` (so servers sharing a host spread out), or a
-list such as `2` or `0,4-5`; `off` leaves the process as it is. It records the mask it
-started with in the environment (`UNPINNED_ENV`: CPU numbers, comma-separated), and what
-the server starts that should not share its core restores that mask first (`unpin_self`:
+this process may use, or a list such as `2` or `0,4-5`; `off` leaves the process as it is.
+With `auto` the last of those CPUs is the leader's (the embedded server, `server_id` 0,
+always leads) and a replicated server starts on one of the others, picked by `server_id` so
+that servers sharing a host spread out; `FollowRole` moves it to the leader's CPU while it
+leads and back when it stops. On a host shared by several servers the leader then has a core
+of its own: the cluster's throughput is bound by the leader's core. The last CPU, not the
+first: CPU 0 is where a host's interrupts usually land, and on the 2-vCPU machine a leader on
+CPU 0 bound 832 to 993 jobs/s at 1,100 offered where one on CPU 1 bound 973 to 1,069
+(docs/performance.md, "A leader with a core of its own").
+
+`pin_process` records the mask the server started with in the environment (`UNPINNED_ENV`:
+CPU numbers, comma-separated), and what the server starts that should not share its core
+restores that mask first (`unpin_self`:
 the API workers; the launch server that forks jobs, so jobs keep every CPU they were given).
 A program the server runs directly that outlives the call (the MPS control daemon) is started
 through `unpinned(argv)`, which sets the mask back before it executes the program.
@@ -25,12 +34,17 @@ import logging
 import os
 import shutil
 import sys
+import threading
+from collections.abc import Callable
 
 __all__ = [
     "UNPINNED_ENV",
+    "FollowRole",
     "format_cpus",
     "parse_cpus",
     "pin_process",
+    "pin_threads",
+    "role_cpus",
     "unpin_self",
     "unpinned",
 ]
@@ -77,13 +91,12 @@ def format_cpus(cpus: set[int]) -> str:
 
 
 def chosen_cpus(spec: str, server_id: int, allowed: set[int]) -> set[int] | None:
-    """The CPUs `spec` gives a server of `server_id` that may use `allowed`: None for `off`;
-    ValueError when it names a CPU outside `allowed`."""
+    """The CPUs `spec` gives a server of `server_id` that may use `allowed` when it starts:
+    None for `off`; ValueError when it names a CPU outside `allowed`."""
     if spec == "off":
         return None
     if spec == "auto":
-        ordered = sorted(allowed)
-        return {ordered[max(server_id - 1, 0) % len(ordered)]}
+        return role_cpus(server_id, allowed, leading=server_id == 0)
     wanted = parse_cpus(spec)
     outside = wanted - allowed
     if outside:
@@ -94,6 +107,78 @@ def chosen_cpus(spec: str, server_id: int, allowed: set[int]) -> set[int] | None
     return wanted
 
 
+def role_cpus(server_id: int, allowed: set[int], leading: bool) -> set[int]:
+    """`auto`'s CPU for a server in its role: the leader the last of `allowed`, a follower
+    one of the others by `server_id` (the last too, when there is no other)."""
+    ordered = sorted(allowed)
+    rest = ordered[:-1]
+    if leading or not rest:
+        return {ordered[-1]}
+    return {rest[max(server_id - 1, 0) % len(rest)]}
+
+
+def pin_threads(cpus: set[int]) -> None:
+    """Restrict every thread of this process, and those started later, to `cpus`."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except ProcessLookupError:  # it ended meanwhile
+            continue
+
+
+class FollowRole:
+    """With `auto`, a replicated server's threads on the leader's CPU while `leading()` says
+    it leads, on its follower CPU otherwise (`role_cpus`); checked every `every_s` seconds on a
+    thread of its own."""
+
+    def __init__(
+        self,
+        server_id: int,
+        leading: Callable[[], bool],
+        *,
+        allowed: set[int] | None = None,
+        every_s: float = 0.1,
+    ) -> None:
+        unpinned = os.environ.get(UNPINNED_ENV, "")
+        self._allowed = allowed or {int(c) for c in unpinned.split(",") if c}
+        self._server_id = server_id
+        self._leading = leading
+        self._every_s = every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-role", daemon=True)
+        self.moves = 0  # how often the threads were moved
+
+    def start(self) -> None:
+        if self._allowed:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        was = False  # a replicated server starts on its follower CPU (`chosen_cpus`)
+        while not self._stop.wait(self._every_s):
+            try:
+                now = self._leading()
+            except Exception:  # the server is stopping: keep the CPUs it has
+                log.debug("cpu_affinity: role unknown", exc_info=True)
+                continue
+            if now == was:
+                continue
+            cpus = role_cpus(self._server_id, self._allowed, now)
+            try:
+                pin_threads(cpus)
+            except OSError as exc:  # a CPU went offline meanwhile: keep what we have
+                log.warning("cpu_affinity: could not move to CPU %s: %s", format_cpus(cpus), exc)
+                continue
+            was = now
+            self.moves += 1
+            role = "leader" if now else "follower"
+            log.info("cpu_affinity: the %s's threads run on CPU %s", role, format_cpus(cpus))
+
+
 def pin_process(spec: str, server_id: int) -> set[int] | None:
     """Restrict every thread of this process to the CPUs `spec` gives (see module docstring);
     the CPUs now used, or None when `spec` is `off`."""
@@ -102,11 +187,7 @@ def pin_process(spec: str, server_id: int) -> set[int] | None:
     if cpus is None:
         return None
     os.environ.setdefault(UNPINNED_ENV, ",".join(map(str, sorted(allowed))))
-    for tid in os.listdir("/proc/self/task"):  # threads started by imports, if any
-        try:
-            os.sched_setaffinity(int(tid), cpus)
-        except ProcessLookupError:  # it ended meanwhile
-            continue
+    pin_threads(cpus)  # threads started by imports, if any
     log.info("cpu_affinity: the server's threads run on CPU %s", format_cpus(cpus))
     return cpus
 
