@@ -93,8 +93,9 @@ class ReplicationSettings(BaseSettings):
     cpu_affinity: str = Field(
         "off",
         description="The CPUs the server's threads run on: off (wherever the kernel puts "
-        "them), auto (one CPU of those the server may use, picked by server_id so servers "
-        "sharing a host spread out) or a list such as 2 or 0,4-5. Its Python threads take "
+        "them), auto (one CPU of those the server may use, by role: the leader the last, a "
+        "follower one of the others by server_id; moved when the role changes) or a list "
+        "such as 2 or 0,4-5. Its Python threads take "
         "turns on the GIL; on one core they hand it over without waking another core "
         "(docs/operations.md, CPU affinity). API workers and jobs keep every CPU.",
     )
