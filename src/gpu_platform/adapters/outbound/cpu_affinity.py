@@ -22,8 +22,8 @@ CPU 0 bound 832 to 993 jobs/s at 1,100 offered where one on CPU 1 bound 973 to 1
 
 `pin_process` records the mask the server started with in the environment (`UNPINNED_ENV`:
 CPU numbers, comma-separated), and what the server starts that should not share its core
-restores that mask first (`unpin_self`:
-the API workers; the launch server that forks jobs, so jobs keep every CPU they were given).
+restores that mask first (`unpin_self`: the API workers; the launch server that forks jobs,
+so jobs keep every CPU they were given).
 A program the server runs directly that outlives the call (the MPS control daemon) is started
 through `unpinned(argv)`, which sets the mask back before it executes the program.
 """
