@@ -1,11 +1,14 @@
 """`cpu_affinity = auto` on a real `gpu-platform serve`: every thread of the server runs on
 one CPU, while its API worker and the jobs its agent starts keep every CPU it was given; in a
-3-server cluster the leader's threads run on the last CPU and the followers' on others."""
+3-server cluster the leader's threads run on the last CPU and the followers' on others; a
+server whose CPU other programs crowd moves to one with room."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import httpx
 import pytest
 
 from gpu_platform.adapters.outbound.cpu_affinity import parse_cpus
+from gpu_platform.adapters.outbound.cpu_crowding import read_sample
 from gpu_platform.testing.cluster_procs import ReplicatedCluster, wait_until
 from tests.integration.conftest import Server, wait_for
 
@@ -110,3 +114,35 @@ def test_in_a_cluster_the_leader_moves_to_the_last_cpu_and_back_when_it_hands_th
         assert wait_until(lambda: placed(other), 30), {i: _cpus(p) for i, p in pids.items()}
     finally:
         c.close()
+
+
+_BUSY = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+
+
+def test_a_server_whose_cpu_others_crowd_moves_to_one_with_room(
+    server_factory: Callable[..., Server],
+) -> None:
+    """Two busy loops on the server's CPU: within a few seconds every thread of the server is
+    on another CPU (skipped, with the figures, when no other CPU had room meanwhile)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("needs two CPUs to move between")
+    server = server_factory(GPU_PLATFORM_CPU_AFFINITY="auto")
+    assert server.proc is not None
+    pid = server.proc.pid
+    assert wait_until(lambda: _cpus(pid) == {allowed[-1]}, 30), _cpus(pid)  # it leads
+    before = read_sample()
+    loops = [subprocess.Popen([sys.executable, "-c", _BUSY, str(allowed[-1])]) for _ in range(2)]
+    try:
+        moved = wait_until(lambda: len(_cpus(pid)) == 1 and _cpus(pid) != {allowed[-1]}, 30)
+        after = read_sample()
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+    if not moved:
+        span = {c: after.total[c] - before.total[c] for c in allowed[:-1]}
+        idle = {c: 1 - (after.busy[c] - before.busy[c]) / max(span[c], 1) for c in span}
+        if max(idle.values()) < 0.5:
+            pytest.skip(f"no other CPU had room while the loops ran (idle shares {idle})")
+        raise AssertionError(f"the server stayed on its crowded CPU; others idle {idle}")

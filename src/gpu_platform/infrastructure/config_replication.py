@@ -94,8 +94,8 @@ class ReplicationSettings(BaseSettings):
         "off",
         description="The CPUs the server's threads run on: off (wherever the kernel puts "
         "them), auto (one CPU of those the server may use, by role: the leader the last, a "
-        "follower one of the others by server_id; moved when the role changes) or a list "
-        "such as 2 or 0,4-5. Its Python threads take "
+        "follower one of the others by server_id; moved when the role changes, and off a CPU "
+        "other programs crowd) or a list such as 2 or 0,4-5. Its Python threads take "
         "turns on the GIL; on one core they hand it over without waking another core "
         "(docs/operations.md, CPU affinity). API workers and jobs keep every CPU.",
     )

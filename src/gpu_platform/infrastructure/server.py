@@ -291,9 +291,12 @@ def _stop_serving(
 
 def _follow_role(settings: Settings, plane: ControlPlane) -> FollowRole | None:
     """With `cpu_affinity = auto`, a replicated server's threads move to the leader's CPU
-    while it leads (adapters.outbound.cpu_affinity)."""
-    if settings.cpu_affinity != "auto" or not plane.replicated:
+    while it leads, and any server's off a crowded CPU (adapters.outbound.cpu_affinity)."""
+    if settings.cpu_affinity != "auto":
         return None
-    role = FollowRole(settings.server_id, lambda: plane.acting)
+    if plane.replicated:
+        role = FollowRole(settings.server_id, lambda: plane.acting)
+    else:  # the embedded server always leads
+        role = FollowRole(0, lambda: True)
     role.start()
     return role

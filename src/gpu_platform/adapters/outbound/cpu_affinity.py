@@ -18,7 +18,8 @@ leads and back when it stops. On a host shared by several servers the leader the
 of its own: the cluster's throughput is bound by the leader's core. The last CPU, not the
 first: CPU 0 is where a host's interrupts usually land, and on the 2-vCPU machine a leader on
 CPU 0 bound 832 to 993 jobs/s at 1,100 offered where one on CPU 1 bound 973 to 1,069
-(docs/performance.md, "A leader with a core of its own").
+(docs/performance.md, "A leader with a core of its own"). `FollowRole` also moves the
+server off a CPU other programs crowd (cpu_crowding.py): the kernel no longer can.
 
 `pin_process` records the mask the server started with in the environment (`UNPINNED_ENV`:
 CPU numbers, comma-separated), and what the server starts that should not share its core
@@ -35,7 +36,10 @@ import os
 import shutil
 import sys
 import threading
+import time
 from collections.abc import Callable
+
+from gpu_platform.adapters.outbound.cpu_crowding import Sample, crowded_move, read_sample
 
 __all__ = [
     "UNPINNED_ENV",
@@ -127,9 +131,12 @@ def pin_threads(cpus: set[int]) -> None:
 
 
 class FollowRole:
-    """With `auto`, a replicated server's threads on the leader's CPU while `leading()` says
-    it leads, on its follower CPU otherwise (`role_cpus`); checked every `every_s` seconds on a
-    thread of its own."""
+    """With `auto`, the server's threads on the leader's CPU while `leading()` says it leads,
+    on its follower CPU otherwise (`role_cpus`), checked every `every_s` seconds on a thread
+    of its own; and off a crowded CPU (cpu_crowding.py): every `crowd_every_s` seconds it
+    compares the CPUs' time, and after two crowded windows in a row moves the threads to the
+    idlest CPU that has room, then stays put for `settle_s` seconds. A follower never moves
+    to the leader's CPU; a change of role goes back to the role's CPU."""
 
     def __init__(
         self,
@@ -138,15 +145,22 @@ class FollowRole:
         *,
         allowed: set[int] | None = None,
         every_s: float = 0.1,
+        crowd_every_s: float = 1.0,
+        settle_s: float = 5.0,
+        sample: Callable[[], Sample] = read_sample,
     ) -> None:
         unpinned = os.environ.get(UNPINNED_ENV, "")
         self._allowed = allowed or {int(c) for c in unpinned.split(",") if c}
         self._server_id = server_id
         self._leading = leading
         self._every_s = every_s
+        self._crowd_every_s = crowd_every_s
+        self._settle_s = settle_s
+        self._sample = sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-role", daemon=True)
-        self.moves = 0  # how often the threads were moved
+        self.moves = 0  # how often the threads were moved (a change of role or a crowded CPU)
+        self.escapes = 0  # of those, moves off a crowded CPU
 
     def start(self) -> None:
         if self._allowed:
@@ -158,25 +172,57 @@ class FollowRole:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        was = False  # a replicated server starts on its follower CPU (`chosen_cpus`)
+        was = self._server_id == 0  # where `chosen_cpus` started this server
+        cpu = min(role_cpus(self._server_id, self._allowed, was))
+        last = time.monotonic()
+        quiet_until = last  # no move before then
+        before: Sample | None = None
+        crowded = 0  # crowded windows in a row
         while not self._stop.wait(self._every_s):
             try:
                 now = self._leading()
             except Exception:  # the server is stopping: keep the CPUs it has
                 log.debug("cpu_affinity: role unknown", exc_info=True)
                 continue
-            if now == was:
+            if now != was:
+                role_cpu = min(role_cpus(self._server_id, self._allowed, now))
+                if self._move(role_cpu, "leader" if now else "follower"):
+                    was, cpu = now, role_cpu
+                    quiet_until, before, crowded = time.monotonic() + self._settle_s, None, 0
                 continue
-            cpus = role_cpus(self._server_id, self._allowed, now)
+            if time.monotonic() - last < self._crowd_every_s:
+                continue
+            last = time.monotonic()
             try:
-                pin_threads(cpus)
-            except OSError as exc:  # a CPU went offline meanwhile: keep what we have
-                log.warning("cpu_affinity: could not move to CPU %s: %s", format_cpus(cpus), exc)
+                after = self._sample()
+            except (OSError, ValueError, IndexError):
+                log.debug("cpu_affinity: no CPU figures", exc_info=True)
                 continue
-            was = now
-            self.moves += 1
-            role = "leader" if now else "follower"
-            log.info("cpu_affinity: the %s's threads run on CPU %s", role, format_cpus(cpus))
+            target = None if before is None else self._escape(before, after, cpu, now)
+            before = after
+            crowded = crowded + 1 if target is not None else 0
+            if target is None or crowded < 2 or time.monotonic() < quiet_until:
+                continue
+            if self._move(target, f"CPU {cpu} was crowded; the server"):
+                self.escapes += 1
+                cpu, crowded, before = target, 0, None
+                quiet_until = time.monotonic() + self._settle_s
+
+    def _escape(self, before: Sample, after: Sample, cpu: int, leading: bool) -> int | None:
+        candidates = set(self._allowed)
+        if not leading and len(candidates) > 1:  # the leader's CPU stays the leader's
+            candidates -= role_cpus(self._server_id, self._allowed, True)
+        return crowded_move(before, after, cpu, candidates)
+
+    def _move(self, cpu: int, who: str) -> bool:
+        try:
+            pin_threads({cpu})
+        except OSError as exc:  # a CPU went offline meanwhile: keep what we have
+            log.warning("cpu_affinity: could not move to CPU %s: %s", cpu, exc)
+            return False
+        self.moves += 1
+        log.info("cpu_affinity: the %s's threads run on CPU %s", who, cpu)
+        return True
 
 
 def pin_process(spec: str, server_id: int) -> set[int] | None:
