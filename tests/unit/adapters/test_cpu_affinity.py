@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -197,14 +198,21 @@ print(json.dumps({"seen": seen, "late": late[0], "moves": role.moves}))
 """
 
 
+def run_with_two_cpus(script: str, why: str) -> dict[str, Any]:
+    """What `script` prints as JSON, run in a child (it pins itself); skipped, saying `why`
+    two CPUs are needed, when this process has one."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip(f"needs two CPUs {why}")
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    got: dict[str, Any] = json.loads(out.stdout)
+    return got
+
+
 def test_a_server_that_takes_the_lead_moves_every_thread_to_the_leaders_cpu_and_back() -> None:
     allowed = sorted(os.sched_getaffinity(0))
-    if len(allowed) < 2:
-        pytest.skip("needs two CPUs to tell the leader's from a follower's")
-    out = subprocess.run(
-        [sys.executable, "-c", _FOLLOW], capture_output=True, text=True, check=True, timeout=60
-    )
-    got = json.loads(out.stdout)
+    got = run_with_two_cpus(_FOLLOW, "to tell the leader's from a follower's")
     follower = [allowed[:-1][1 % len(allowed[:-1])]]
     assert got["seen"] == [follower, [allowed[-1]], follower]  # every thread, each time
     assert got["late"] == [allowed[-1]]  # a thread started while leading inherits it

@@ -3,12 +3,8 @@ FollowRole acting on it (cpu_crowding.py)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,6 +16,7 @@ from gpu_platform.adapters.outbound.cpu_crowding import (
     parse_proc_stat,
     read_sample,
 )
+from tests.unit.adapters.test_cpu_affinity import run_with_two_cpus
 
 _STAT = """cpu  300 0 100 900 50 0 10 0 0 0
 cpu0 100 0 50 500 20 0 5 0 0 0
@@ -133,10 +130,5 @@ print(json.dumps({"cpus": cpus, "escapes": role.escapes, "moves": role.moves}))
 
 def test_a_crowded_server_moves_every_thread_once_then_settles() -> None:
     allowed = sorted(os.sched_getaffinity(0))
-    if len(allowed) < 2:
-        pytest.skip("needs two CPUs to move between")
-    out = subprocess.run(
-        [sys.executable, "-c", _ESCAPE], capture_output=True, text=True, check=True, timeout=60
-    )
-    got = json.loads(out.stdout)
+    got = run_with_two_cpus(_ESCAPE, "to move between")
     assert got == {"cpus": [allowed[0]], "escapes": 1, "moves": 1}
