@@ -28,8 +28,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from gpu_platform.domain.consensus import elections, follower, leader
-from gpu_platform.domain.consensus.confchange import Changer, restore
+from gpu_platform.domain.consensus import configs, elections, follower, leader
+from gpu_platform.domain.consensus.confchange import restore
 from gpu_platform.domain.consensus.errors import (
     CompactedError,
     LogInvariantError,
@@ -397,77 +397,21 @@ class Raft:
                 last, last_term = log.last_index(), log.last_term()
                 self.send(Message(MT.PRE_VOTE, m.from_, self.id, m.term, last_term, last))
 
+    # ------------------------------------------------------------------ membership (configs.py)
     def restore(self, s: Snapshot) -> bool:
         """Install snapshot `s`; False if it is stale or not needed."""
-        meta = s.metadata
-        if meta.index <= self.raft_log.committed:
-            return False
-        if self.state is not _F:
-            self.become_follower(self.term + 1, NONE)  # defensive: never restore as leader
-            return False
-        cs = meta.conf_state
-        if self.id not in (*cs.voters, *cs.learners, *cs.voters_outgoing):
-            return False  # a snapshot of a configuration we are not part of
-        if self.raft_log.match_term(meta.index, meta.term):
-            # We already have the snapshot's last entry: just fast-forward the commit.
-            self.raft_log.commit_to(meta.index)
-            return False
-        self.raft_log.restore(s)
-        self.prs = ProgressTracker(self.prs.max_inflight)
-        cfg, prs = restore(cs, self.raft_log.last_index(), self.prs.max_inflight)
-        self.switch_to_config(cfg, prs)
-        return True
+        return configs.restore_snapshot(self, s)
 
-    # ------------------------------------------------------------------ membership
     def apply_conf_change(self, cc: ConfChange) -> ConfState:
         """Apply a committed configuration change; the resulting configuration."""
-        changer = Changer(
-            self.prs.config, self.prs.progress, self.raft_log.last_index(), self.prs.max_inflight
-        )
-        if cc.leave_joint():
-            cfg, prs = changer.leave_joint()
-        else:
-            joint, auto_leave = cc.enter_joint()
-            if joint:
-                cfg, prs = changer.enter_joint(auto_leave, cc.changes)
-            else:
-                cfg, prs = changer.simple(cc.changes)
-        return self.switch_to_config(cfg, prs)
+        return configs.apply_conf_change(self, cc)
 
     def switch_to_config(self, cfg: TrackerConfig, prs: dict[int, Progress]) -> ConfState:
-        self.prs.config = cfg
-        self.prs.progress = prs
-        cs = cfg.conf_state()
-        pr = prs.get(self.id)
-        self.is_learner = pr is not None and pr.is_learner
-        if (pr is None or self.is_learner) and self.state is _L:
-            leader.step_down_removed(self)
-            return cs
-        if self.state is not _L or not cs.voters:
-            return cs
-        if leader.maybe_commit(self):
-            leader.bcast_append(self)
-        else:
-            for i, _ in self.prs.visit():
-                if i != self.id:
-                    leader.maybe_send_append(self, i, send_if_empty=False)
-        if self.lead_transferee != NONE and self.lead_transferee not in cfg.voters.ids():
-            self.lead_transferee = NONE
-        return cs
+        return configs.switch_to_config(self, cfg, prs)
 
-    # ------------------------------------------------------------------ driver hooks
     def advance_applied(self, applied: int) -> None:
         """The application applied everything up to `applied` (called by RawNode.advance)."""
-        old = self.raft_log.applied
-        self.raft_log.applied_to(applied)
-        if (
-            self.prs.config.auto_leave
-            and old <= self.pending_conf_index <= applied
-            and self.state is _L
-        ):
-            # Leave the joint configuration automatically by proposing an empty change.
-            leader.append_entry(self, [Entry(0, 0, EntryType.CONF_CHANGE, ConfChange().encode())])
-            self.pending_conf_index = self.raft_log.last_index()
+        configs.advance_applied(self, applied)
 
     def check_invariants(self) -> None:
         self.raft_log.check_invariants()
