@@ -5,7 +5,8 @@ runs), so leftovers are found by that marker in /proc/PID/environ even after the
 reparented to init (daemons, `start_new_session=True`, orphaned grandchildren). Job cgroups
 still there at the end count as leftovers too when they belong to a data directory under this
 session's temporary base (the instance is a hash of the data directory), or were made
-straight under `gpu-platform/` during the session; so does an instance's own group (empty, left
+straight under `gpu-platform/` during the session, or are empty job groups of any instance
+made during the session (a data directory elsewhere, such as a short path under /tmp); so does an instance's own group (empty, left
 by a server that was killed), named with its data directory, which names the test.
 """
 
@@ -101,6 +102,30 @@ def job_cgroups(instances: set[str]) -> set[Path]:
     return found
 
 
+def empty_instance_job_groups() -> set[Path]:
+    """Job cgroups with no process in them under any instance group
+    (`gpu-platform/<instance>/<job>`): a test whose data directory lies outside the session's
+    base (a short Unix socket path under /tmp) has an instance this session cannot name. Only
+    empty ones: the groups of jobs other pytest-xdist workers still run are not leftovers,
+    and the empty group of a job that just ended is released within moments."""
+    return {
+        job
+        for top in [*CGROUP_ROOT.glob("*/gpu-platform"), CGROUP_ROOT / "gpu-platform"]
+        if top.is_dir()
+        for group in _subdirs(top)
+        if not group.name.startswith("j-")
+        for job in _subdirs(group)
+        if _no_tasks(job)
+    }
+
+
+def _no_tasks(group: Path) -> bool:
+    try:
+        return not (group / "tasks").read_text().strip()
+    except OSError:
+        return False  # gone meanwhile, or a hierarchy without a task list
+
+
 def session_instances(base: Path, depth: int = 4) -> dict[str, Path]:
     """Cgroup instances of every directory this session made under its temporary base, each
     with its directory."""
@@ -138,15 +163,22 @@ def no_leftovers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     for key, value in TEST_JOB_ENV.items():
         os.environ.setdefault(key, value)
     base = tmp_path_factory.getbasetemp()
-    before = job_cgroups(set())
+    before = job_cgroups(set()) | empty_instance_job_groups()
     yield
     me = os.getpid()
     deadline = time.monotonic() + SETTLE_S
     while (left := marked_processes(marker, exclude=me)) and time.monotonic() < deadline:
         time.sleep(0.2)
     instances = session_instances(base)
-    while (cgroups := job_cgroups(set(instances)) - before) and time.monotonic() < deadline:
+
+    def new_job_groups() -> set[Path]:
+        return (job_cgroups(set(instances)) | empty_instance_job_groups()) - before
+
+    while (cgroups := new_job_groups()) and time.monotonic() < deadline:
         time.sleep(0.2)
+    if cgroups:  # what stayed all along: another worker's groups come and go meanwhile
+        settled = new_job_groups()
+        cgroups = {g for g in cgroups if g in settled}
     for pid in left:  # clean up, so one leak does not poison the next run
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)

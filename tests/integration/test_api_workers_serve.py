@@ -46,8 +46,8 @@ def served() -> Iterator[Server]:
         server.start()
         try:
             yield server
-        finally:
-            server.stop(signal.SIGKILL)
+        finally:  # a graceful stop: it sweeps its jobs' cgroups (a killed one cannot)
+            server.stop(signal.SIGTERM)
 
 
 def test_serve_with_workers_answers_on_their_port_and_stops_them(served: Server) -> None:
