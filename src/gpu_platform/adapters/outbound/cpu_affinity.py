@@ -186,7 +186,7 @@ class FollowRole:
                 continue
             if now != was:
                 role_cpu = min(role_cpus(self._server_id, self._allowed, now))
-                if self._move(role_cpu, "leader" if now else "follower"):
+                if self._move(role_cpu, "it leads" if now else "it follows"):
                     was, cpu = now, role_cpu
                     quiet_until, before, crowded = time.monotonic() + self._settle_s, None, 0
                 continue
@@ -203,7 +203,7 @@ class FollowRole:
             crowded = crowded + 1 if target is not None else 0
             if target is None or crowded < 2 or time.monotonic() < quiet_until:
                 continue
-            if self._move(target, f"CPU {cpu} was crowded; the server"):
+            if self._move(target, f"others crowded CPU {cpu}"):
                 self.escapes += 1
                 cpu, crowded, before = target, 0, None
                 quiet_until = time.monotonic() + self._settle_s
@@ -214,14 +214,14 @@ class FollowRole:
             candidates -= role_cpus(self._server_id, self._allowed, True)
         return crowded_move(before, after, cpu, candidates)
 
-    def _move(self, cpu: int, who: str) -> bool:
+    def _move(self, cpu: int, why: str) -> bool:
         try:
             pin_threads({cpu})
         except OSError as exc:  # a CPU went offline meanwhile: keep what we have
             log.warning("cpu_affinity: could not move to CPU %s: %s", cpu, exc)
             return False
         self.moves += 1
-        log.info("cpu_affinity: the %s's threads run on CPU %s", who, cpu)
+        log.info("cpu_affinity: %s, so the server's threads run on CPU %s", why, cpu)
         return True
 
 
