@@ -194,7 +194,7 @@ def _point(
         {"offered_per_s": rate, "seconds": seconds, "nodes": nodes, "gpus": nodes * 8,
          "servers": 3, "api": "grpc", "submitters": SUBMITTERS, "raft_transport": RAFT_TRANSPORT,
          "api_workers": int(os.environ.get("GPU_PLATFORM_API_WORKERS") or 0),
-         "cpu_affinity": os.environ.get("GPU_PLATFORM_CPU_AFFINITY") or "off"},
+         "cpu_affinity": os.environ.get("GPU_PLATFORM_CPU_AFFINITY") or "auto"},
         bound_us or [BOUND_S * 1e6],  # none bound: at least the wait
         extra={
             "submit_p50_ms": _ms(submit_us, 50),

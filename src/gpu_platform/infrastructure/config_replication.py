@@ -91,13 +91,13 @@ class ReplicationSettings(BaseSettings):
         "CAP_SYS_NICE (or RLIMIT_NICE / RLIMIT_RTPRIO); refused, one warning and normal priority.",
     )
     cpu_affinity: str = Field(
-        "off",
-        description="The CPUs the server's threads run on: off (wherever the kernel puts "
-        "them), auto (one CPU of those the server may use, by role: the leader the last, a "
-        "follower one of the others by server_id; moved when the role changes, and off a CPU "
-        "other programs crowd) or a list such as 2 or 0,4-5. Its Python threads take "
-        "turns on the GIL; on one core they hand it over without waking another core "
-        "(docs/operations.md, CPU affinity). API workers and jobs keep every CPU.",
+        "auto",
+        description="The CPUs the server's threads run on: auto, the default (one CPU of "
+        "those the server may use, by role: the leader the last of the fastest, a follower one "
+        "of the others by server_id; moved when the role changes, and off a CPU other programs "
+        "crowd), off (wherever the kernel puts them) or a list such as 2 or 0,4-5. Its Python "
+        "threads take turns on the GIL; on one core they hand it over without waking another "
+        "core (docs/operations.md, CPU affinity). API workers and jobs keep every CPU.",
     )
     raft_snapshot_entries: int = Field(
         10_000, ge=0, description="Applied log entries between state snapshots (0 = never)."

@@ -15,9 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from gpu_platform.adapters.outbound import cpu_affinity
 from gpu_platform.adapters.outbound.cpu_affinity import (
     UNPINNED_ENV,
     chosen_cpus,
+    cpu_capacities,
     format_cpus,
     parse_cpus,
     role_cpus,
@@ -42,7 +44,10 @@ def test_a_bad_cpu_list_names_the_part(spec: str, part: str) -> None:
         parse_cpus(spec)
 
 
-def test_off_picks_nothing_auto_one_cpu_per_server_and_a_list_those_cpus() -> None:
+def test_off_picks_nothing_auto_one_cpu_per_server_and_a_list_those_cpus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cpu_affinity, "cpu_capacities", lambda cpus: {})  # cores alike
     allowed = {2, 3, 5}
     assert chosen_cpus("off", 1, allowed) is None
     picked = [chosen_cpus("auto", server_id, allowed) for server_id in (0, 1, 2, 3, 4)]
@@ -60,7 +65,7 @@ def test_the_setting_refuses_a_bad_list_naming_the_field() -> None:
         Settings(cpu_affinity="0,two")
     assert "'two' is not a CPU number or range" in str(info.value)
     assert Settings(cpu_affinity=" AUTO ").cpu_affinity == "auto"
-    assert Settings().cpu_affinity == "off"  # the default leaves the process as it is
+    assert Settings().cpu_affinity == "auto"  # the default: the server's threads on one CPU
 
 
 _PIN = """
@@ -169,10 +174,57 @@ def test_unpinned_leaves_argv_alone_when_not_pinned_or_the_program_is_missing(
 def test_the_leader_has_the_last_cpu_and_a_follower_another_when_there_is_one(
     allowed: set[int], server_id: int
 ) -> None:
-    leader, follower = role_cpus(server_id, allowed, True), role_cpus(server_id, allowed, False)
+    leader = role_cpus(server_id, allowed, True, capacity={})
+    follower = role_cpus(server_id, allowed, False, capacity={})
     assert leader == {max(allowed)}
     assert len(follower) == 1 and follower <= allowed
     assert (follower != leader) == (len(allowed) > 1)
+
+
+@given(st.dictionaries(st.integers(0, 31), st.sampled_from([512, 1024]), min_size=1, max_size=16))
+def test_where_cores_differ_the_leader_and_then_the_followers_take_the_fastest(
+    capacity: dict[int, int],
+) -> None:
+    allowed = set(capacity)
+    fastest = max(capacity.values())
+    leader = role_cpus(1, allowed, True, capacity=capacity)
+    assert leader == {max(cpu for cpu in allowed if capacity[cpu] == fastest)}
+    rest = allowed - leader
+    for server_id in (1, 2, 3):
+        (follower,) = role_cpus(server_id, allowed, False, capacity=capacity)
+        assert follower in (rest or leader)
+    if rest:  # the first follower gets the fastest core the leader left
+        (first,) = role_cpus(1, allowed, False, capacity=capacity)
+        assert capacity[first] == max(capacity[cpu] for cpu in rest)
+
+
+def _sysfs(root: Path, name: str, values: dict[int, str]) -> None:
+    for cpu, value in values.items():
+        (root / f"cpu{cpu}" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / f"cpu{cpu}" / name).write_text(value + "\n")
+
+
+def test_cpu_capacities_read_the_kernels_figures_and_are_empty_where_cores_are_alike(
+    tmp_path: Path,
+) -> None:
+    hybrid, alike, freq, unread = (tmp_path / n for n in ("hybrid", "alike", "freq", "unread"))
+    _sysfs(hybrid, "cpu_capacity", {0: "1024", 1: "1024", 2: "386", 3: "386"})
+    _sysfs(alike, "cpu_capacity", {0: "1024", 1: "1024"})
+    _sysfs(freq, "cpufreq/cpuinfo_max_freq", {0: "5400000", 1: "4200000"})  # no cpu_capacity
+    _sysfs(unread, "cpu_capacity", {0: "1024"})  # CPU 1 has none
+    assert cpu_capacities(frozenset({0, 1, 2, 3}), str(hybrid)) == {
+        0: 1024,
+        1: 1024,
+        2: 386,
+        3: 386,
+    }
+    assert cpu_capacities(frozenset({0, 1}), str(alike)) == {}
+    assert cpu_capacities(frozenset({0, 1}), str(freq)) == {0: 5400000, 1: 4200000}
+    assert cpu_capacities(frozenset({0, 1}), str(unread)) == {}
+    # a hybrid host: the leader on the last P-core, followers on the other P-core first
+    ranks = cpu_capacities(frozenset({0, 1, 2, 3}), str(hybrid))
+    assert role_cpus(0, {0, 1, 2, 3}, True, ranks) == {1}
+    assert [role_cpus(i, {0, 1, 2, 3}, False, ranks) for i in (1, 2, 3)] == [{0}, {2}, {3}]
 
 
 _FOLLOW = """

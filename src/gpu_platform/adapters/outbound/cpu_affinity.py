@@ -13,7 +13,8 @@ starts later, which inherit the mask) to the CPUs `spec` names: `auto` = one CPU
 this process may use, or a list such as `2` or `0,4-5`; `off` leaves the process as it is.
 With `auto` the last of those CPUs is the leader's (the embedded server, `server_id` 0,
 always leads) and a replicated server starts on one of the others, picked by `server_id` so
-that servers sharing a host spread out; `FollowRole` moves it to the leader's CPU while it
+that servers sharing a host spread out; on a host whose cores differ (P- and E-cores), the
+last of the fastest (`cpu_capacities`); `FollowRole` moves it to the leader's CPU while it
 leads and back when it stops. On a host shared by several servers the leader then has a core
 of its own: the cluster's throughput is bound by the leader's core. The last CPU, not the
 first: CPU 0 is where a host's interrupts usually land, and on the 2-vCPU machine a leader on
@@ -31,19 +32,22 @@ through `unpinned(argv)`, which sets the mask back before it executes the progra
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from gpu_platform.adapters.outbound.cpu_crowding import Sample, crowded_move, read_sample
 
 __all__ = [
     "UNPINNED_ENV",
     "FollowRole",
+    "cpu_capacities",
     "format_cpus",
     "parse_cpus",
     "pin_process",
@@ -111,14 +115,33 @@ def chosen_cpus(spec: str, server_id: int, allowed: set[int]) -> set[int] | None
     return wanted
 
 
-def role_cpus(server_id: int, allowed: set[int], leading: bool) -> set[int]:
-    """`auto`'s CPU for a server in its role: the leader the last of `allowed`, a follower
-    one of the others by `server_id` (the last too, when there is no other)."""
-    ordered = sorted(allowed)
-    rest = ordered[:-1]
+def role_cpus(
+    server_id: int, allowed: set[int], leading: bool, capacity: Mapping[int, int] | None = None
+) -> set[int]:
+    """`auto`'s CPU for a server in its role: the leader the last of the fastest of `allowed`,
+    a follower one of the others by `server_id`, fastest first (the leader's too, when there
+    is no other). `capacity` ranks the CPUs (default: `cpu_capacities`); on a host whose
+    CPUs are alike it is empty, and the order is the CPU numbers'."""
+    rank = cpu_capacities(frozenset(allowed)) if capacity is None else capacity
+    ordered = sorted(allowed, key=lambda cpu: (rank.get(cpu, 0), cpu))
+    rest = sorted(ordered[:-1], key=lambda cpu: (-rank.get(cpu, 0), cpu))
     if leading or not rest:
         return {ordered[-1]}
     return {rest[max(server_id - 1, 0) % len(rest)]}
+
+
+@functools.cache
+def cpu_capacities(cpus: frozenset[int], root: str = "/sys/devices/system/cpu") -> dict[int, int]:
+    """How fast each CPU of `cpus` is, where the host's CPUs differ (hybrid P- and E-cores,
+    big.LITTLE): the kernel's `cpu_capacity`, else `cpufreq/cpuinfo_max_freq`. Empty when
+    every CPU reads the same or one cannot be read: then no CPU is preferred."""
+    for name in ("cpu_capacity", "cpufreq/cpuinfo_max_freq"):
+        try:
+            found = {cpu: int(Path(root, f"cpu{cpu}", name).read_text()) for cpu in cpus}
+        except (OSError, ValueError):
+            continue
+        return found if len(set(found.values())) > 1 else {}
+    return {}
 
 
 def pin_threads(cpus: set[int]) -> None:
@@ -234,7 +257,8 @@ def pin_process(spec: str, server_id: int) -> set[int] | None:
         return None
     os.environ.setdefault(UNPINNED_ENV, ",".join(map(str, sorted(allowed))))
     pin_threads(cpus)  # threads started by imports, if any
-    log.info("cpu_affinity: the server's threads run on CPU %s", format_cpus(cpus))
+    # debug: the default does this on every start, and a refused start prints one line
+    log.debug("cpu_affinity: the server's threads run on CPU %s", format_cpus(cpus))
     return cpus
 
 
