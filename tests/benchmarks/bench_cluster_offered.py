@@ -32,7 +32,8 @@ submit → bound or submit p99 passes 1 s.
 Full: 128 nodes x 8 GPUs (1,024 GPUs), 100 → 2,000 jobs/s, 8 s a point. --quick: 32 nodes,
 100 → 1,000 jobs/s (steps of 100 to 500), 3 s a point (smoke, GPU_PLATFORM_BENCH_SMOKE=1:
 4 nodes, one 1 s point). `--rates 500,1000 --seconds 30 --nodes 128` runs chosen points (e.g.
-to profile the leader: its pid is printed); `--logs DIR` keeps the servers' logs (at level
+to profile the leader: its pid is printed); `--preload N` first runs N jobs (arrays) to the
+end, so that the points run on a large state (`params.preloaded`); `--logs DIR` keeps the servers' logs (at level
 info) there. Writes `cluster_offered.png` beside results.json when matplotlib exists.
 """
 
@@ -57,6 +58,7 @@ from gpu_platform.testing.cluster_procs import ReplicatedCluster, wait_until
 
 SUBMITTERS = 3
 BOUND_S = 20.0  # then how long the point's jobs have to complete
+PRELOAD = int(sys.argv[sys.argv.index("--preload") + 1]) if "--preload" in sys.argv else 0
 IDLE_S = 1.0 if os.environ.get("GPU_PLATFORM_BENCH_SMOKE") == "1" else 3.0  # leader CPU idle
 
 
@@ -115,6 +117,24 @@ def _cpu_by_role(c: ReplicatedCluster, lead: int, submitters: Submitters) -> dic
 def _completed(c: ReplicatedCluster, lead: int) -> int:
     status = c.client.get(c.url(lead) + "/v1/status", timeout=60).json()
     return int(status["jobs_by_state"].get("COMPLETED", 0))
+
+
+def _preload(c: ReplicatedCluster, lead: int, jobs: int) -> int:
+    """`--preload N`: N jobs as arrays of 1,000 over REST, run to the end before the first
+    point, so that the points run on a state that holds them (snapshots encode them all)."""
+    if not jobs:
+        return 0
+    t0, before = time.perf_counter(), _completed(c, lead)
+    for start in range(0, jobs, 1000):
+        body = {
+            "command": ["fake-exit", "0"],
+            "gpus": 1,
+            "array": f"0-{min(1000, jobs - start) - 1}",
+        }
+        c.client.post(c.url(lead) + "/v1/arrays", json=body, timeout=120).raise_for_status()
+    wait_until(lambda: _completed(c, lead) - before >= jobs, 1800, 0.5)
+    print(f"   preloaded {jobs} jobs in {time.perf_counter() - t0:.1f} s", flush=True)
+    return jobs
 
 
 def _terms(c: ReplicatedCluster) -> dict[int, Any]:
@@ -194,7 +214,8 @@ def _point(
         {"offered_per_s": rate, "seconds": seconds, "nodes": nodes, "gpus": nodes * 8,
          "servers": 3, "api": "grpc", "submitters": SUBMITTERS, "raft_transport": RAFT_TRANSPORT,
          "api_workers": int(os.environ.get("GPU_PLATFORM_API_WORKERS") or 0),
-         "cpu_affinity": os.environ.get("GPU_PLATFORM_CPU_AFFINITY") or "auto"},
+         "cpu_affinity": os.environ.get("GPU_PLATFORM_CPU_AFFINITY") or "auto",
+         **({"preloaded": PRELOAD} if PRELOAD else {})},
         bound_us or [BOUND_S * 1e6],  # none bound: at least the wait
         extra={
             "submit_p50_ms": _ms(submit_us, 50),
@@ -278,10 +299,10 @@ def _points(
     pid = c.servers[lead].pid
     print(f"   leader server-{lead} pid {pid}, {nodes} nodes connected, raft over {RAFT_TRANSPORT}",
           flush=True)  # fmt: skip
+    listed = _preload(c, lead, PRELOAD)
     idle0, _ = _proc_cpu_rss(pid)
     time.sleep(IDLE_S)
     idle_pct = round((_proc_cpu_rss(pid)[0] - idle0) / IDLE_S * 100, 1)
-    listed = 0
     for rate in rates:
         if c.wait_leader(timeout=120) != lead:  # an election meanwhile: go on with the new one
             lead = c.wait_leader(timeout=120)
