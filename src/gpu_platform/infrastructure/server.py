@@ -20,7 +20,7 @@ import uvicorn
 from gpu_platform.adapters.grpc_bind import PortUnavailable
 from gpu_platform.adapters.outbound.cpu_affinity import FollowRole, pin_process
 from gpu_platform.adapters.outbound.cpu_priority import raise_process_priority
-from gpu_platform.adapters.outbound.gc_pauses import freeze_startup_heap
+from gpu_platform.adapters.outbound.gc_pauses import CollectionWatch, freeze_startup_heap
 from gpu_platform.adapters.outbound.integrity import StorageError
 from gpu_platform.adapters.outbound.process_memory import limit_malloc_arenas
 from gpu_platform.adapters.outbound.storage import AuditChainBroken
@@ -258,6 +258,7 @@ def serve_settings(settings: Settings) -> None:
         )
         received: list[int] = []
         freeze_startup_heap()  # short GC pauses: a long one stalls the Raft threads (issue 21)
+        CollectionWatch().start()  # ... and a long one is logged
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda signum, _frame: received.append(signum))
         ReportingServer(  # it writes <data_dir>/ports.json once REST accepts connections

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpu_platform.adapters.outbound.gc_pauses import freeze_startup_heap
+from gpu_platform.adapters.outbound.gc_pauses import CollectionWatch, freeze_startup_heap
 
 
 class _Thing:
@@ -35,3 +35,48 @@ def test_objects_alive_at_startup_are_frozen_and_later_ones_are_still_collected(
     cycle.append(cycle)  # type: ignore[arg-type]
     del cycle
     assert gc.collect() >= 1  # garbage made after the freeze is still found
+
+
+def test_a_long_full_collection_is_logged_and_a_short_one_is_not(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    watch = CollectionWatch(warn_ms=0.0, refreeze_ms=None).start()
+    try:
+        with caplog.at_level("WARNING", logger="gpu_platform.adapters.outbound.gc_pauses"):
+            gc.collect(1)  # not a full one: not timed
+            assert watch.full == 0
+            gc.collect()
+            assert watch.full == 1 and watch.longest_ms > 0
+            assert "a full collection took" in caplog.text
+            caplog.clear()
+            watch.warn_ms = 60_000.0
+            gc.collect()
+            assert watch.full == 2 and caplog.text == ""
+    finally:
+        watch.stop()
+    gc.collect()
+    assert watch.full == 2  # stopped: no longer called
+
+
+def test_after_a_long_full_collection_what_survived_is_frozen_and_later_garbage_still_found(
+    frozen: None,
+) -> None:
+    survivor = _Thing()
+    watch = CollectionWatch(warn_ms=60_000.0, refreeze_ms=0.0).start()
+    try:
+        gc.collect()
+    finally:
+        watch.stop()
+    assert watch.refreezes == 1
+    tracked = {id(o) for o in gc.get_objects()}
+    assert id(survivor) not in tracked  # frozen: later collections do not walk it
+    cycle = [_Thing()]
+    cycle.append(cycle)  # type: ignore[arg-type]
+    del cycle
+    assert gc.collect() >= 1  # garbage made after the freeze is still found
+    quiet = CollectionWatch(warn_ms=60_000.0, refreeze_ms=60_000.0).start()
+    try:
+        gc.collect()
+    finally:
+        quiet.stop()
+    assert quiet.refreezes == 0  # a short collection freezes nothing
