@@ -33,8 +33,8 @@ Full: 128 nodes x 8 GPUs (1,024 GPUs), 100 → 2,000 jobs/s, 8 s a point. --quic
 100 → 1,000 jobs/s (steps of 100 to 500), 3 s a point (smoke, GPU_PLATFORM_BENCH_SMOKE=1:
 4 nodes, one 1 s point). `--rates 500,1000 --seconds 30 --nodes 128` runs chosen points (e.g.
 to profile the leader: its pid is printed); `--preload N` first runs N jobs (arrays) to the
-end, so that the points run on a large state (`params.preloaded`); `--logs DIR` keeps the servers' logs (at level
-info) there. Writes `cluster_offered.png` beside results.json when matplotlib exists.
+end, so that the points run on a large state (`params.preloaded`); `--logs DIR` keeps the
+servers' logs (at level info) there. Writes `cluster_offered.png` beside results.json when matplotlib exists.
 """
 
 from __future__ import annotations

@@ -263,7 +263,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 rows += _held_rows(server, 3 * n // 2, many)
     with _serve("1", api_workers=2) as server:  # the same held gRPC rows, behind two workers
         rows += _held_rows(server, 3 * n // 2, many, apis=("grpc",))
-    with _serve("1", cpu_affinity="off") as server:  # the default's, threads on any core
+    with _serve("1", cpu_affinity="off") as server:  # the same rows, threads on any core
         rows += _held_rows(server, 3 * n // 2, many)
     return rows
 

@@ -20,14 +20,12 @@ still freed by reference counting); the server's startup objects live as long as
 `CollectionWatch` times every full collection (`gc.callbacks`) and logs a warning for one
 longer than `warn_ms`. After one longer than `refreeze_ms` it freezes the heap again: the
 server's state (jobs, nodes) is long-lived too, and it grows. Measured on 3 servers at
-100,000 jobs (2 vCPUs): full collections took 300-615 ms each, collected nothing, came every
+100,000 jobs (2 vCPUs): full collections took 300-855 ms each, collected nothing, came every
 1-2 s while the state grew, and nearly every Raft tick more than 300 ms late was one of them
 (docs/performance.md, "A large state"). Right after a full collection, everything still alive
 survived it; frozen, later collections walk only what came after. What it costs is the same
 as at startup: a cycle among frozen objects that becomes garbage later is not collected (the
-state's jobs and nodes are frozen dataclasses and tuples, freed by reference counting). A
-server whose state grew large
-(100,000 jobs) shows here whether its Raft threads' late ticks were collections.
+state's jobs and nodes are frozen dataclasses and tuples, freed by reference counting).
 """
 
 from __future__ import annotations
