@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from itertools import combinations, combinations_with_replacement
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpu_platform.domain.model.gpu import Gpu, Vendor
@@ -140,14 +140,27 @@ def group(view: ClusterView, names: set[str]) -> NodeLevel:
 
 
 def node_value(view: ClusterView, slot: NodeSlot, free: list[int], cpu: int) -> float:
-    """The engine's blended value of one node state (test-side restatement)."""
+    """The engine's blended value of one node state (test-side restatement): F plus the
+    best-fit and CPU-stranding terms, which the key takes on the state after (absolute)."""
     model = view.class_model[slot.hw]
     shares = tuple(sorted(free, reverse=True))
-    frag = fragmentation(NodeShape(model, cpu, 1 << 62, shares), view.typical)
+    return fragmentation(NodeShape(model, cpu, 1 << 62, shares), view.typical) + _fit(
+        view, free, cpu
+    )
+
+
+def _fit(view: ClusterView, free: list[int], cpu: int) -> float:
     leftover = sum(free)
     best_fit = leftover / (view.max_gpus * 1000) + cpu / view.max_cpu
     need = CPU_STRAND_FRACTION * view.cpu_per_milli_gpu * leftover
-    return frag + BEST_FIT_WEIGHT * best_fit + CPU_STRAND_WEIGHT * max(0.0, need - cpu) / 1000
+    return BEST_FIT_WEIGHT * best_fit + CPU_STRAND_WEIGHT * max(0.0, need - cpu) / 1000
+
+
+def change(view: ClusterView, slot: NodeSlot, free: list[int], cpu: int) -> float:
+    """The key's value of moving `slot` to (free, cpu): F(after) - F(before) + the
+    best-fit and stranding terms of the state after (docs/placement.md, section 2)."""
+    before = node_value(view, slot, list(slot.free), slot.cpu_free)
+    return node_value(view, slot, free, cpu) - before + _fit(view, list(slot.free), slot.cpu_free)
 
 
 def evaluate(
@@ -174,8 +187,7 @@ def evaluate(
     j = 0.0
     for name in names:
         slot = view.slots[name]
-        j += node_value(view, slot, free[name], cpu[name])
-        j -= node_value(view, slot, list(slot.free), slot.cpu_free)
+        j += change(view, slot, free[name], cpu[name])
     return group(view, names), -tiers, j
 
 
@@ -241,6 +253,19 @@ def domain(view: ClusterView, nodes: set[str]) -> set[str]:
     return {n for n, s in view.slots.items() if key is None or s.labels.get(key) == labels[key]}
 
 
+def _four_cpu_node(name: str, n_gpus: int) -> Node:
+    gpus = tuple(Gpu(f"{name}-g{g}", g, name, Vendor.NVIDIA, "A", 16 << 30) for g in range(n_gpus))
+    numa = (NumaNode(0, (0, 1)), NumaNode(1, (2, 3)))
+    return Node(name, gpus, numa, 4, 64 << 30, labels=(("rack", "r1"),))
+
+
+# A case the test once got wrong: it took best fit as a change (after - before), which is
+# the same for every option, where the key takes the leftover after; n1 g0 then looked better.
+@example(
+    [_four_cpu_node("n0", 2), _four_cpu_node("n1", 3)],
+    [GpuRequest(gpus=1, gpu_milli=m) for m in (250, 500, 700)],
+    GpuRequest(gpus=1, gpu_milli=250, tasks=2),
+)
 @settings(max_examples=150, deadline=None)
 @given(clusters(), st.lists(task_shapes, max_size=4), gangs())
 def test_each_gang_task_is_the_single_task_optimum_given_the_tasks_before_it(
@@ -286,7 +311,5 @@ def _task_value(
     for p in s:
         after[p] -= request.gpu_milli
     cpu = slot.cpu_free - request.cpu_milli
-    value = node_value(view, slot, after, cpu) - node_value(
-        view, slot, list(slot.free), slot.cpu_free
-    )
+    value = change(view, slot, after, cpu)
     return tier_of(hw, s)[0], value
