@@ -18,8 +18,10 @@ Snapshots are canonical JSON (sorted keys, no spaces): `{"v": 1, "applied_index"
 log produce identical bytes. `restore(b"")` is the empty cluster. The nodes and jobs are
 encoded one at a time (same bytes as one `json.dumps`), and `snapshot_chunks` hands the pieces
 over as they are made, so that a storage writes them out instead of holding the whole: at
-100,000 jobs the snapshot is ~80 MiB, and holding it (let alone every job's dict) would double
-the leader's memory while it snapshots (issue 21).
+100,000 jobs the snapshot is ~80 MiB, and holding every job's dict as well would double the
+leader's memory while it snapshots (issue 21). Each job's and node's bytes are kept from one
+snapshot to the next and reused while it is the same object (`snapshot_encoding`): a snapshot
+then encodes only what changed since the last one.
 
 A replica that encoded an entry itself (the leader that proposed it) applies the command it
 encoded instead of decoding the bytes again (the codec round-trips exactly:
@@ -35,10 +37,17 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpu_platform.application.snapshot_encoding import (
+    EncodedItems,
+    Fields,
+    Items,
+    canonical,
+    pieces,
+)
 from gpu_platform.domain.cluster_codec import (
     decode_command,
     decode_state,
@@ -81,42 +90,6 @@ def _decode(data: bytes) -> tuple[str, Command]:
     return command_id, decode_command(envelope["cmd"])
 
 
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
-def _canonical(value: object) -> bytes:
-    return _ENCODER.encode(value).encode()  # `json.dumps` with these options, encoder reused
-
-
-class _Fields(dict[str, Any]):
-    """A dict `_pieces` encodes key by key (so that a `_Lazy` value inside stays lazy)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Lazy:
-    """A JSON array whose items are turned into JSON values one at a time by `encode`."""
-
-    items: Iterable[Any]
-    encode: Callable[[Any], Any]
-
-
-def _pieces(value: object) -> Iterator[bytes]:
-    """`_canonical(value)` in pieces whose concatenation is the same bytes."""
-    if isinstance(value, _Lazy):
-        yield b"["
-        for n, item in enumerate(value.items):
-            yield b"," + _canonical(value.encode(item)) if n else _canonical(value.encode(item))
-        yield b"]"
-    elif isinstance(value, _Fields):
-        yield b"{"
-        for n, key in enumerate(sorted(value)):
-            yield (b"," if n else b"") + _canonical(key) + b":"
-            yield from _pieces(value[key])
-        yield b"}"
-    else:
-        yield _canonical(value)
-
-
 class ClusterReplica:
     """Implements the Raft `StateMachine` protocol over a `ClusterState` (module docstring)."""
 
@@ -137,12 +110,14 @@ class ClusterReplica:
         self.applied_index = 0
         self._seen: OrderedDict[str, Applied] = OrderedDict()
         self._proposed: dict[bytes, tuple[str, Command]] = {}  # encoded here, not applied yet
+        self._jobs = EncodedItems(job_to_dict, lambda job: job.id)  # kept between snapshots
+        self._nodes = EncodedItems(encode_node, lambda node: node.name)
 
     def encode(self, command: Command, command_id: str) -> bytes:
         """The log entry for `command`; `command_id` identifies it across retries."""
         if not command_id:
             raise ValueError("command_id must be non-empty")
-        data = _canonical({"id": command_id, "cmd": encode_command(command)})
+        data = canonical({"id": command_id, "cmd": encode_command(command)})
         proposed = self._proposed
         if len(proposed) >= _KEEP_PROPOSED:
             proposed.clear()  # entries whose apply never came here: they are decoded if it does
@@ -191,18 +166,28 @@ class ClusterReplica:
         by one). Holds `lock` until exhausted or closed: consume it on one thread."""
         with self.lock:
             head, nodes, jobs = encode_state_but_jobs(self.state)
-            record = _Fields(
+            record = Fields(
                 v=SNAPSHOT_VERSION,
                 applied_index=self.applied_index,
-                state=_Fields(head, nodes=_Lazy(nodes, encode_node), jobs=_Lazy(jobs, job_to_dict)),
-                seen=_Lazy(self._seen, str),
+                state=Fields(
+                    head,
+                    nodes=Items(nodes, self._nodes.bytes_of),
+                    jobs=Items(jobs, self._jobs.bytes_of),
+                ),
+                seen=Items(self._seen),
             )
-            yield from _pieces(record)
+            self._jobs.begin()
+            self._nodes.begin()
+            yield from pieces(record)
+            self._jobs.end()
+            self._nodes.end()
 
     def restore(self, data: bytes) -> None:
         """Replace the state with snapshot `data` (b"": the empty cluster); raises ValueError
         on a snapshot this version cannot read."""
         with self.lock:
+            self._jobs.clear()
+            self._nodes.clear()
             if not data:
                 self.state = ClusterState.empty(self.policy)
                 self.applied_index = 0
