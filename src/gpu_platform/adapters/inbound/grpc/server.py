@@ -214,7 +214,7 @@ class GrpcServer:
             interceptors.append(MetricsInterceptor(api_metrics))
         if tracer_provider is not None:
             interceptors.append(TracingInterceptor(tracer_provider))
-        interceptors.append(AuthInterceptor(access))
+        interceptors.append(AuthInterceptor(access, certificates=tls is not None))
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers),
             interceptors=interceptors,
