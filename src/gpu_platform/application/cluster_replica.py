@@ -19,9 +19,9 @@ log produce identical bytes. `restore(b"")` is the empty cluster. The nodes and 
 encoded one at a time (same bytes as one `json.dumps`), and `snapshot_chunks` hands the pieces
 over as they are made, so that a storage writes them out instead of holding the whole: at
 100,000 jobs the snapshot is ~80 MiB, and holding every job's dict as well would double the
-leader's memory while it snapshots (issue 21). Each job's and node's bytes are kept from one
-snapshot to the next and reused while it is the same object (`snapshot_encoding`): a snapshot
-then encodes only what changed since the last one.
+leader's memory while it snapshots (issue 21). The bytes of runs of jobs (and nodes) are kept
+compressed from one snapshot to the next and reused while they are the same objects
+(`snapshot_encoding`): a snapshot then encodes mostly what changed since the last one.
 
 A replica that encoded an entry itself (the leader that proposed it) applies the command it
 encoded instead of decoding the bytes again (the codec round-trips exactly:
@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpu_platform.application.snapshot_encoding import (
-    EncodedItems,
+    EncodedSegments,
     Fields,
     Items,
     canonical,
@@ -110,8 +110,8 @@ class ClusterReplica:
         self.applied_index = 0
         self._seen: OrderedDict[str, Applied] = OrderedDict()
         self._proposed: dict[bytes, tuple[str, Command]] = {}  # encoded here, not applied yet
-        self._jobs = EncodedItems(job_to_dict, lambda job: job.id)  # kept between snapshots
-        self._nodes = EncodedItems(encode_node, lambda node: node.name)
+        self._jobs = EncodedSegments(job_to_dict)  # kept between snapshots
+        self._nodes = EncodedSegments(encode_node, size=16)
 
     def encode(self, command: Command, command_id: str) -> bytes:
         """The log entry for `command`; `command_id` identifies it across retries."""
@@ -171,16 +171,12 @@ class ClusterReplica:
                 applied_index=self.applied_index,
                 state=Fields(
                     head,
-                    nodes=Items(nodes, self._nodes.bytes_of),
-                    jobs=Items(jobs, self._jobs.bytes_of),
+                    nodes=Items(nodes, self._nodes),
+                    jobs=Items(jobs, self._jobs),
                 ),
                 seen=Items(self._seen),
             )
-            self._jobs.begin()
-            self._nodes.begin()
             yield from pieces(record)
-            self._jobs.end()
-            self._nodes.end()
 
     def restore(self, data: bytes) -> None:
         """Replace the state with snapshot `data` (b"": the empty cluster); raises ValueError

@@ -1,5 +1,5 @@
-"""Snapshot pieces: the same bytes as one canonical dump, and an item's bytes reused only
-while it is the same object."""
+"""Snapshot pieces: the same bytes as one canonical dump, and a segment's bytes reused only
+while its items are the same objects in the same order."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, replace
 
 from gpu_platform.application.snapshot_encoding import (
-    EncodedItems,
+    EncodedSegments,
     Fields,
     Items,
     canonical,
@@ -21,56 +21,51 @@ class Thing:
     size: int
 
 
-def _encoded() -> EncodedItems:
-    return EncodedItems(lambda t: {"name": t.name, "size": t.size}, lambda t: t.name)
+def _segments(size: int = 2) -> EncodedSegments:
+    return EncodedSegments(lambda t: {"name": t.name, "size": t.size}, size=size)
 
 
-def test_pieces_join_to_one_canonical_dump_with_batched_and_encoded_arrays() -> None:
-    cache = _encoded()
+def _dump(things: list[Thing]) -> list[dict[str, object]]:
+    return [{"name": t.name, "size": t.size} for t in things]
+
+
+def test_pieces_join_to_one_canonical_dump_with_segmented_and_plain_arrays() -> None:
     things = [Thing(f"t{i}", i) for i in range(5)]
-    ids = [f"id-{i}" for i in range(10_000)]  # more than one batch
-    record = Fields(b=2, a=Fields(x=Items(things, cache.bytes_of), y=Items(ids)), c=Items([]))
+    ids = [f"id-{i}" for i in range(3_000)]  # more than one batch
+    record = Fields(b=2, a=Fields(x=Items(things, _segments()), y=Items(ids)), c=Items([]))
     joined = b"".join(pieces(record))
-    expected = {"b": 2, "a": {"x": [{"name": t.name, "size": t.size} for t in things], "y": ids}}
-    assert joined == canonical(expected | {"c": []})
-    assert json.loads(joined)["a"]["y"] == ids
+    assert joined == canonical({"b": 2, "a": {"x": _dump(things), "y": ids}, "c": []})
 
 
-def test_an_unchanged_item_is_not_encoded_again_and_a_replaced_one_is() -> None:
-    cache = _encoded()
+def test_a_segment_of_the_same_objects_is_not_encoded_again_and_a_changed_one_is() -> None:
+    segments = _segments()
+    things = [Thing("a", 1), Thing("b", 2), Thing("c", 3)]  # segments [a, b], [c]
+
+    def snapshot() -> bytes:
+        return b"".join(pieces(Items(things, segments)))
+
+    assert snapshot() == canonical(_dump(things))
+    assert segments.encoded == 3
+    assert snapshot() == canonical(_dump(things))
+    assert segments.encoded == 3  # all reused
+    things[1] = replace(things[1], size=20)  # an equal name, another object: [a, b] again
+    assert json.loads(snapshot())[1] == {"name": "b", "size": 20}
+    assert segments.encoded == 5
+    del things[0]  # everything after moves: [b, c] is a new segment
+    assert snapshot() == canonical(_dump(things))
+    assert segments.encoded == 7
+
+
+def test_a_snapshot_abandoned_half_way_keeps_what_was_kept_and_clear_forgets_all() -> None:
+    segments = _segments()
     things = [Thing("a", 1), Thing("b", 2), Thing("c", 3)]
-
-    def snapshot(items: list[Thing]) -> bytes:
-        cache.begin()
-        out = b"".join(pieces(Items(items, cache.bytes_of)))
-        cache.end()
-        return out
-
-    first = snapshot(things)
-    assert cache.encoded == 3
-    assert snapshot(things) == first
-    assert cache.encoded == 3
-    things[1] = replace(things[1], size=20)  # an equal name, another object
-    assert json.loads(snapshot(things))[1] == {"name": "b", "size": 20}
-    assert cache.encoded == 4
-
-
-def test_an_item_left_out_of_a_snapshot_is_forgotten_and_clear_forgets_all() -> None:
-    cache = _encoded()
-    a, b = Thing("a", 1), Thing("b", 2)
-    cache.begin()
-    cache.bytes_of(a)
-    cache.bytes_of(b)
-    cache.end()
-    cache.begin()
-    cache.bytes_of(a)
-    cache.end()
-    cache.begin()
-    cache.bytes_of(b)  # dropped by the snapshot before: encoded again
-    cache.end()
-    assert cache.encoded == 3
-    cache.clear()
-    cache.begin()
-    cache.bytes_of(b)
-    cache.end()
-    assert cache.encoded == 4
+    b"".join(pieces(Items(things, segments)))
+    things[2] = replace(things[2], size=30)
+    half = segments.pieces(things)
+    next(half)
+    half.close()
+    assert b"".join(pieces(Items(things, segments))) == canonical(_dump(things))
+    assert segments.encoded == 4  # [a, b] reused, [c] encoded again
+    segments.clear()
+    b"".join(pieces(Items(things, segments)))
+    assert segments.encoded == 7
