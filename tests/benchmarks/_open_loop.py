@@ -2,8 +2,9 @@
 
 `Submitters(count)` starts `count` processes (this file run as a script), once: their imports
 cost CPU, so not inside a point. `offer(targets, rate, seconds, started)` runs one point: job
-i is due at t0 + i/rate and is sent by process i mod count at that time (asyncio + grpc.aio),
-whatever happened to earlier ones; each job's due, sent and acknowledged times come back.
+i is due at t0 + i/rate and is sent by process i mod count at that time (asyncio: grpc.aio, or
+`_Http` for targets written `http:HOST:PORT`), whatever happened to earlier ones; each job's
+due, sent and acknowledged times come back.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ async def _submit_share(stubs: list[Any], rate: float, n: int, me: int, of: int,
     from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
 
     request = pb.SubmitJobRequest(command=COMMAND, gpus=1)
+    rest = isinstance(stubs[0], _Http)
     done: list[tuple[str, float, float, float]] = []  # id, due, sent, acknowledged
     state = {"in_flight": 0, "errors": 0, "refused": 0, "target": 0, "moved": 0}
     first_error: list[str] = []
@@ -39,19 +41,22 @@ async def _submit_share(stubs: list[Any], rate: float, n: int, me: int, of: int,
         sent = time.time()
         target = state["target"]
         try:
-            job = await stubs[target].SubmitJob(request, timeout=30)
+            if rest:
+                job_id = await stubs[target].submit()
+            else:
+                job_id = (await stubs[target].SubmitJob(request, timeout=30)).id
         except Exception as exc:  # counted: the row shows it
             state["errors"] += 1
             if not first_error:
                 first_error.append(f"{type(exc).__name__}: {exc}"[:200])
-            unavailable = isinstance(exc, grpc.aio.AioRpcError) and (
-                exc.code() == grpc.StatusCode.UNAVAILABLE
+            unavailable = isinstance(exc, OSError) or (  # REST: the connection refused
+                isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.UNAVAILABLE
             )
             if unavailable and state["target"] == target:  # try the next server
                 state["target"] = (target + 1) % len(stubs)
                 state["moved"] += 1
         else:
-            done.append((job.id, due, sent, time.time()))
+            done.append((job_id, due, sent, time.time()))
         finally:
             state["in_flight"] -= 1
 
@@ -82,9 +87,51 @@ async def _submit_share(stubs: list[Any], rate: float, n: int, me: int, of: int,
     }
 
 
+class _Http:
+    """POST /v1/jobs over kept-alive HTTP/1.1 connections, one request at a time on each, as
+    many connections as submits in flight. The job's id comes back; an answer other than 201
+    raises (counted as an error by the caller)."""
+
+    BODY = json.dumps({"command": COMMAND, "gpus": 1}).encode()
+
+    def __init__(self, target: str) -> None:
+        self.host, port = target.rsplit(":", 1)
+        self.port = int(port)
+        self.idle: list[tuple[Any, Any]] = []
+        head = (
+            f"POST /v1/jobs HTTP/1.1\r\nHost: {target}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(self.BODY)}\r\n\r\n"
+        )
+        self.request = head.encode() + self.BODY
+
+    async def submit(self) -> str:
+        while self.idle:  # a kept connection the server closed meanwhile answers nothing
+            reader, writer = self.idle.pop()
+            writer.write(self.request)
+            status = await reader.readline()
+            if status:
+                return await self._answer(reader, writer, status)
+            writer.close()
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        writer.write(self.request)
+        return await self._answer(reader, writer, await reader.readline())
+
+    async def _answer(self, reader: Any, writer: Any, status: bytes) -> str:
+        length = 0
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        body = await reader.readexactly(length)
+        self.idle.append((reader, writer))
+        if not status.startswith(b"HTTP/1.1 201"):
+            raise RuntimeError(f"{status.decode().strip()}: {body[:200]!r}")
+        return str(json.loads(body)["id"])
+
+
 async def _submitter(me: int, of: int) -> None:
-    """A submitter process: per stdin line `leader,other,... rate n t0` (gRPC targets), its
-    share of the point as one JSON line (`ready` first, once imported)."""
+    """A submitter process: per stdin line `leader,other,... rate n t0` (gRPC targets, or
+    `http:HOST:PORT` ones), its share of the point as one JSON line (`ready` first, once
+    imported)."""
     import grpc
 
     from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
@@ -96,6 +143,9 @@ async def _submitter(me: int, of: int) -> None:
         targets, rate, n, t0 = line.split()
         stubs = []
         for target in targets.split(","):
+            if target.startswith("http:"):
+                stubs.append(_Http(target[5:]))
+                continue
             if target not in channels:  # connect before t0
                 channels[target] = grpc.aio.insecure_channel(target)
                 await asyncio.wait_for(channels[target].channel_ready(), 60)

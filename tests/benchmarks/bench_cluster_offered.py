@@ -6,11 +6,15 @@
 `fake-exit 0` on one GPU: it ends at the swarm's next tick, so GPUs free up as jobs arrive.
 
 Open loop: at each offered rate, job i is due at t0 + i/rate whatever happened to the earlier
-ones, and is submitted over gRPC to the leader at its due time by one of `SUBMITTERS` separate
-processes (`_open_loop.py`: asyncio + grpc.aio, job i from process i mod SUBMITTERS), so one
-client process is not the bound; after a "not the leader" refusal a submitter sends to the
-next server. Each submitter reports, per job, when it was due, sent and acknowledged:
-`send_late_p99_ms` is how late the clients sent (the client keeps up when it stays small).
+ones, and is submitted to the leader at its due time by one of `SUBMITTERS` separate
+processes (`_open_loop.py`: asyncio, job i from process i mod SUBMITTERS), so one client
+process is not the bound; after a "not the leader" refusal (gRPC) or a refused connection
+(REST) a submitter sends to the next server. Each submitter reports, per job, when it was
+due, sent and acknowledged: `send_late_p99_ms` is how late the clients sent (the client keeps
+up when it stays small). Two curves on one cluster, one per API (`params.api`): gRPC
+(grpc.aio's client) and REST (`POST /v1/jobs` over kept-alive HTTP/1.1 connections, a
+minimal client: httpx would cost the 2-vCPU machine more than the server's share).
+`GPU_PLATFORM_BENCH_API=grpc` (or `rest`) runs one.
 
 Per rate, row `cluster.offered_to_bound` (params: offered_per_s, nodes, GPUs):
 * p50/p99: submit → bound, the leader's bind time minus its submit time (both from the job's
@@ -57,6 +61,8 @@ from bench_control_plane_scale import RAFT_TRANSPORT, _elections, _proc_cpu_rss,
 from gpu_platform.testing.cluster_procs import ReplicatedCluster, wait_until
 
 SUBMITTERS = 3
+# which API the submitters use, each a curve of its own on one cluster: gRPC, then REST
+APIS = tuple(os.environ.get("GPU_PLATFORM_BENCH_API", "grpc,rest").split(","))
 BOUND_S = 20.0  # then how long the point's jobs have to complete
 PRELOAD = int(sys.argv[sys.argv.index("--preload") + 1]) if "--preload" in sys.argv else 0
 IDLE_S = 1.0 if os.environ.get("GPU_PLATFORM_BENCH_SMOKE") == "1" else 3.0  # leader CPU idle
@@ -174,11 +180,14 @@ def _point(
     rate: float,
     seconds: float,
     listed: int,
+    api: str,
 ) -> dict[str, Any]:
-    """One offered rate on the running cluster; `listed`: jobs submitted before this point."""
+    """One offered rate on the running cluster over `api` (grpc, rest); `listed`: jobs
+    submitted before this point."""
     pid = c.servers[lead].pid
-    others = [f"127.0.0.1:{c.grpc[i]}" for i in c.alive() if i != lead]
-    target = ",".join([f"127.0.0.1:{c.grpc[lead]}", *others])
+    ports, scheme = (c.http, "http:") if api == "rest" else (c.grpc, "")
+    others = [f"{scheme}127.0.0.1:{ports[i]}" for i in c.alive() if i != lead]
+    target = ",".join([f"{scheme}127.0.0.1:{ports[lead]}", *others])
     terms0 = _terms(c)
     before = _completed(c, lead)
     at: dict[str, Any] = {}
@@ -212,7 +221,7 @@ def _point(
     row = result(
         "cluster.offered_to_bound",
         {"offered_per_s": rate, "seconds": seconds, "nodes": nodes, "gpus": nodes * 8,
-         "servers": 3, "api": "grpc", "submitters": SUBMITTERS, "raft_transport": RAFT_TRANSPORT,
+         "servers": 3, "api": api, "submitters": SUBMITTERS, "raft_transport": RAFT_TRANSPORT,
          "api_workers": int(os.environ.get("GPU_PLATFORM_API_WORKERS") or 0),
          "cpu_affinity": os.environ.get("GPU_PLATFORM_CPU_AFFINITY") or "auto",
          **({"preloaded": PRELOAD} if PRELOAD else {})},
@@ -261,7 +270,7 @@ def _point(
 def _print(row: dict[str, Any]) -> None:
     e = row["extra"]
     print(
-        f"   offered {row['params']['offered_per_s']:>5}/s  bound {row['ops_per_s']:>7}/s  "
+        f"   {row['params']['api']:<4} offered {row['params']['offered_per_s']:>5}/s  bound {row['ops_per_s']:>7}/s  "
         f"submit->bound p50 {row['p50_us'] / 1000:7.1f} p99 {row['p99_us'] / 1000:7.1f} ms  "
         f"submit p50 {e['submit_p50_ms']:6.1f} p99 {e['submit_p99_ms']:7.1f} ms  "
         f"late p99 {e['send_late_p99_ms']:6.1f} ms  cpu {e['leader_cpu_ms_per_job']:5.2f} ms/job "
@@ -303,23 +312,24 @@ def _points(
     idle0, _ = _proc_cpu_rss(pid)
     time.sleep(IDLE_S)
     idle_pct = round((_proc_cpu_rss(pid)[0] - idle0) / IDLE_S * 100, 1)
-    for rate in rates:
-        if c.wait_leader(timeout=120) != lead:  # an election meanwhile: go on with the new one
-            lead = c.wait_leader(timeout=120)
-            print(f"   the leader is now server-{lead} pid {c.servers[lead].pid}", flush=True)
-        row = _point(c, submitters, lead, nodes, rate, seconds, listed)
-        e = row["extra"]
-        e["leader_idle_cpu_pct"] = idle_pct
-        # less what the leader burns idle over the same window (agents' heartbeats)
-        idle_ms = idle_pct / 100 * e["leader_cpu_window_s"] * 1e3
-        e["leader_cpu_ms_per_job_net"] = round(
-            e["leader_cpu_ms_per_job"] - idle_ms / max(e["submitted"], 1), 3
-        )
-        listed += row["extra"]["submitted"]
-        rows.append(row)
-        _print(row)
-        if row["extra"]["saturated"]:
-            break
+    for api in APIS:  # each API's curve up to its saturation
+        for rate in rates:
+            if c.wait_leader(timeout=120) != lead:  # an election meanwhile: the new one
+                lead = c.wait_leader(timeout=120)
+                print(f"   the leader is now server-{lead} pid {c.servers[lead].pid}", flush=True)
+            row = _point(c, submitters, lead, nodes, rate, seconds, listed, api)
+            e = row["extra"]
+            e["leader_idle_cpu_pct"] = idle_pct
+            # less what the leader burns idle over the same window (agents' heartbeats)
+            idle_ms = idle_pct / 100 * e["leader_cpu_window_s"] * 1e3
+            e["leader_cpu_ms_per_job_net"] = round(
+                e["leader_cpu_ms_per_job"] - idle_ms / max(e["submitted"], 1), 3
+            )
+            listed += row["extra"]["submitted"]
+            rows.append(row)
+            _print(row)
+            if row["extra"]["saturated"]:
+                break
     return rows
 
 
@@ -347,20 +357,21 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     """Submit → bound and submit latency (p50, p99) against the offered rate, log-log."""
     with loglog_figure(
         path,
-        xlabel="offered load (jobs/s, open loop, gRPC to the leader)",
+        xlabel="offered load (jobs/s, open loop, to the leader)",
         ylabel="latency (ms)",
         title="3 servers, simulated agents: latency against offered load (shaded: saturated)",
     ) as ax:
-        x = [r["params"]["offered_per_s"] for r in rows]
-        for key, style, label in (("p50_us", "o-", "p50"), ("p99_us", "s--", "p99")):
-            ys = [r[key] / 1000 for r in rows]
-            ax.plot(x, ys, style, color="tab:blue", label=f"submit → bound {label}")
-        for key, style, label in (("submit_p50_ms", "o-", "p50"), ("submit_p99_ms", "s--", "p99")):
-            ys = [r["extra"][key] for r in rows]
-            ax.plot(x, ys, style, color="tab:green", label=f"submit {label}")
-        sat = [r for r in rows if r["extra"]["saturated"]]
-        if sat:
-            ax.axvline(sat[0]["params"]["offered_per_s"], color="tab:red", alpha=0.25, lw=6)
+        for api, color in (("grpc", "tab:blue"), ("rest", "tab:green")):
+            mine = [r for r in rows if r["params"]["api"] == api]
+            x = [r["params"]["offered_per_s"] for r in mine]
+            for key, style, label in (("p50_us", "o-", "p50"), ("p99_us", "s--", "p99")):
+                ys = [r[key] / 1000 for r in mine]
+                ax.plot(x, ys, style, color=color, label=f"{api}: submit → bound {label}")
+            ys = [r["extra"]["submit_p99_ms"] for r in mine]
+            ax.plot(x, ys, "^:", color=color, label=f"{api}: submit p99")
+            sat = [r for r in mine if r["extra"]["saturated"]]
+            if sat:
+                ax.axvline(sat[0]["params"]["offered_per_s"], color=color, alpha=0.2, lw=6)
         ax.axhline(250, color="tab:red", ls=":", label="issue 21: p99 ≤ 250 ms at 500/s")
 
 

@@ -7,7 +7,9 @@
 Each node is a simulated profile node running jobs on `FakeJobRunner` (held to the JobRunner
 contract): `fake-exit CODE` ends at the next tick, `fake-forever` runs until stopped. All
 streams share one event loop and one worker pool, so 128 nodes cost a few threads. Used by
-the control-plane scale benchmark; prints `ready` once every agent is connected. `--ramp N`
+the control-plane scale benchmark; prints `ready` once every agent is connected. It logs as
+`gpu-platform agent` does, at `GPU_PLATFORM_LOG_LEVEL` in `GPU_PLATFORM_LOG_FORMAT` (unset:
+info, auto), so a benchmark that runs its servers at `warning` runs its agents so too. `--ramp N`
 dials N agents at a time, the next N once those are welcomed (or after 30 s): a thousand
 agents dialling at once on a loaded machine wait past their welcome timeout and dial again,
 over and over.
@@ -26,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from gpu_platform.adapters.inbound.agent_client import AgentClient
 from gpu_platform.adapters.outbound.sim.profiles import profile_node
 from gpu_platform.application.agent import Agent
+from gpu_platform.infrastructure.logging import configure_logging
 from gpu_platform.testing.fakes import FakeJobRunner
 
 __all__ = ["main"]
@@ -42,6 +45,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     servers = [s for s in args.servers.split(",") if s]
     token = os.environ.get("GPU_PLATFORM_CLUSTER_TOKEN")  # the cluster's (ReplicatedCluster's)
+    level = os.environ.get("GPU_PLATFORM_LOG_LEVEL", "info")
+    configure_logging(level, os.environ.get("GPU_PLATFORM_LOG_FORMAT", "auto"))  # type: ignore[arg-type]
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, name="swarm-loop", daemon=True).start()
     pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="swarm")
