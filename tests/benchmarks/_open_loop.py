@@ -105,10 +105,13 @@ class _Http:
         self.request = head.encode() + self.BODY
 
     async def submit(self) -> str:
-        while self.idle:  # a kept connection the server closed meanwhile answers nothing
+        while self.idle:  # a kept connection the server closed meanwhile: EOF or a reset
             reader, writer = self.idle.pop()
             writer.write(self.request)
-            status = await reader.readline()
+            try:
+                status = await reader.readline()
+            except ConnectionError:
+                status = b""
             if status:
                 return await self._answer(reader, writer, status)
             writer.close()
