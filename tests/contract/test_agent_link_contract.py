@@ -1,7 +1,8 @@
-"""One suite for the agent's two links to a server's `AgentHub`: the gRPC stream
-(`AgentClient` to `AgentGrpcServer` on loopback) and the in-process link the default server's
-own agent uses (`AgentClient` with a `LocalAgentLink`). Real hubs, agents, clients and gRPC
-servers; the node's runner is the in-memory `FakeJobRunner`."""
+"""One suite for the agent's three links to a server's `AgentHub`: the gRPC stream
+(`AgentClient` to `AgentGrpcServer` on loopback), the framed TCP stream (`AgentClient` with
+`transport="tcp"` to `AgentTcpServer`: `agent_transport = tcp`) and the in-process link the
+default server's own agent uses (`AgentClient` with a `LocalAgentLink`). Real hubs, agents,
+clients and servers; the node's runner is the in-memory `FakeJobRunner`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from gpu_platform.adapters.inbound.agent_client import AgentClient
+from gpu_platform.adapters.inbound.agent_tcp_server import AgentTcpServer
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.adapters.inbound.local_agent_link import LocalAgentLink
 from gpu_platform.application.agent import Agent
@@ -54,7 +56,7 @@ class _Lease:
 class _Server:
     hub: AgentHub
     listener: _Listener
-    grpc: AgentGrpcServer
+    grpc: AgentGrpcServer | AgentTcpServer  # the servers' agent API, on the rig's transport
 
     @property
     def address(self) -> str:
@@ -70,6 +72,7 @@ class Rig:
     runner: FakeJobRunner
     lease: _Lease
     client: AgentClient
+    transport: str  # the servers' (gRPC for the in-process link's other server)
 
 
 def _wait(cond: Callable[[], bool], timeout: float = 15.0) -> None:
@@ -85,15 +88,17 @@ def _spec(job_id: str, node: str, argv: tuple[str, ...] = ("fake-forever",)) -> 
     return LaunchSpec(job_id, 1, 1, argv, (), (), (), node=node)
 
 
-@pytest.fixture(params=["grpc", "in-process"])
+@pytest.fixture(params=["grpc", "tcp", "in-process"])
 def rig(request: pytest.FixtureRequest, inventory: Inventory) -> Iterator[Rig]:
-    """Two servers (a hub each, served over gRPC); the agent's own server is the first, over
-    the link under test."""
+    """Two servers (a hub each, served over gRPC, or framed TCP for the tcp link); the agent's
+    own server is the first, over the link under test."""
     servers = []
+    transport = "tcp" if request.param == "tcp" else "grpc"
+    kind = AgentTcpServer if transport == "tcp" else AgentGrpcServer
     for _ in range(2):
         hub, listener = AgentHub(), _Listener()
         hub.attach(listener)
-        grpc_server = AgentGrpcServer(hub, "127.0.0.1", 0, heartbeat_s=HEARTBEAT_S, lease_s=LEASE_S)
+        grpc_server = kind(hub, "127.0.0.1", 0, heartbeat_s=HEARTBEAT_S, lease_s=LEASE_S)
         grpc_server.start()
         servers.append(_Server(hub, listener, grpc_server))
     runner, lease = FakeJobRunner(), _Lease()
@@ -105,10 +110,10 @@ def rig(request: pytest.FixtureRequest, inventory: Inventory) -> Iterator[Rig]:
         local = LocalAgentLink(
             own.hub, target, heartbeat_s=HEARTBEAT_S, lease_s=LEASE_S, claims=own.grpc
         )
-    client = AgentClient(agent, [target], backoff_max_s=0.2, local=local)
+    client = AgentClient(agent, [target], backoff_max_s=0.2, local=local, transport=transport)
     client.start()
     try:
-        yield Rig(request.param, target, servers, agent, runner, lease, client)
+        yield Rig(request.param, target, servers, agent, runner, lease, client, transport)
     finally:
         client.stop()
         for server in servers:
@@ -181,7 +186,7 @@ def test_a_server_that_does_not_lead_sends_the_agent_to_the_leader_it_names(
     _connected(rig, own)
     own.listener.leader = other.address
     own.hub.step_down(other.address)
-    _connected(rig, other)  # over gRPC, whichever link the agent's own server had
+    _connected(rig, other)  # over the servers' transport, whichever link its own server had
     assert rig.client.connected_to == other.address
     assert rig.agent.node.name not in own.hub.ready_nodes()
     other.listener.leader = ""
@@ -266,7 +271,7 @@ def test_a_second_agent_cannot_take_the_node_while_the_first_holds_it(rig: Rig) 
     own = rig.servers[0]
     _connected(rig, own)
     other = Agent(rig.agent.node, FakeJobRunner())  # another agent process, the same node
-    second = AgentClient(other, [own.address], backoff_max_s=0.2)
+    second = AgentClient(other, [own.address], backoff_max_s=0.2, transport=rig.transport)
     second.start()
     try:
         _wait(lambda: own.grpc.gate.refused >= 1)

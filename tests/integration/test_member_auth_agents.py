@@ -1,4 +1,5 @@
-"""Only members of this cluster register agents (issue 20, item 3), over real gRPC on loopback.
+"""Only members of this cluster register agents (issue 20, item 3), over real gRPC on loopback
+(and over the framed TCP streams, `agent_transport = tcp`: the same gate).
 
 A rogue agent without the token (impersonating a real node, or inventing one) never registers,
 never receives a job or its secret environment, and is audited. A second agent process that
@@ -21,8 +22,10 @@ from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
 from gpu_platform.adapters.cluster_identity import TOKEN_METADATA
 from gpu_platform.adapters.inbound.agent_client import AgentClient
+from gpu_platform.adapters.inbound.agent_tcp_server import AGENT_ALPN, AgentTcpServer
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.adapters.outbound.sim import default_node
+from gpu_platform.adapters.tcp_security import client_context
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.agent import Agent
 from gpu_platform.application.agent_hub import AgentHub
@@ -43,14 +46,19 @@ def _node(name: str) -> Node:
 
 
 class Site:
-    """An agents' server (real gRPC) over a hub whose control plane accepts every agent."""
+    """An agents' server (real gRPC, or framed TCP) over a hub whose control plane accepts
+    every agent."""
 
-    def __init__(self, tls: TlsFiles | None = None, heartbeat_s: float = 2.0) -> None:
+    def __init__(
+        self, tls: TlsFiles | None = None, heartbeat_s: float = 2.0, transport: str = "grpc"
+    ) -> None:
         self.audit: list[AuditRecord] = []
         self.listener = AcceptingListener()
         self.hub = AgentHub()
         self.hub.attach(self.listener)
-        self.server = AgentGrpcServer(
+        self.transport = transport
+        kind = AgentTcpServer if transport == "tcp" else AgentGrpcServer
+        self.server = kind(
             self.hub,
             "127.0.0.1",
             0,
@@ -63,11 +71,19 @@ class Site:
         self.address = f"127.0.0.1:{self.server.port}"
         self._clients: list[tuple[AgentClient, Agent]] = []
 
-    def agent(self, node: str, token: str | None) -> tuple[AgentClient, FakeJobRunner]:
+    def agent(
+        self, node: str, token: str | None, tls: TlsFiles | None = None
+    ) -> tuple[AgentClient, FakeJobRunner]:
         runner = FakeJobRunner()
         agent = Agent(_node(node), runner)
         client = AgentClient(
-            agent, [self.address], token=token, backoff_initial_s=0.05, backoff_max_s=0.2
+            agent,
+            [self.address],
+            token=token,
+            backoff_initial_s=0.05,
+            backoff_max_s=0.2,
+            transport=self.transport,
+            tls=None if tls is None else client_context(tls, AGENT_ALPN),
         )
         agent.start()
         client.start()
@@ -89,9 +105,9 @@ class Site:
         self.server.stop(0.1)
 
 
-@pytest.fixture
-def site() -> Iterator[Site]:
-    s = Site()
+@pytest.fixture(params=["grpc", "tcp"])
+def site(request: pytest.FixtureRequest) -> Iterator[Site]:
+    s = Site(transport=request.param)
     yield s
     s.close()
 
@@ -257,3 +273,46 @@ def test_a_node_whose_agent_fell_silent_may_be_claimed_by_a_new_agent_process() 
         for a in opened:
             a.close()
         site.close()
+
+
+@pytest.fixture(scope="module")
+def mtls_tcp_site(pki: MemberPki) -> Iterator[Site]:
+    s = Site(tls=pki.tls("server", "1"), transport="tcp")
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize(
+    ("who", "admitted"),
+    [
+        (("agent", "node-t"), True),
+        (("server", "1"), False),
+        (("client", "alice"), False),
+        (("agent", "node-u"), False),
+        (("plain", "node-t"), False),
+    ],
+    ids=["its-own-agent-cert", "server-cert", "cli-user-cert", "other-nodes-cert", "no-member"],
+)
+def test_over_tcp_with_mtls_only_an_agent_certificate_naming_the_node_registers_it(
+    pki: MemberPki, mtls_tcp_site: Site, who: tuple[str, str], admitted: bool
+) -> None:
+    """The framed transport's gate is the gRPC one: the agent (a real `AgentClient` over
+    TLS) registers with its own certificate; with any other it is refused and audited."""
+    role, name = who
+    tls = pki.plain(name) if role == "plain" else pki.tls(role, name)
+    site = mtls_tcp_site
+    before = len(site.refusals())
+    client, _ = site.agent("node-t", TOKEN, tls=tls)
+    try:
+        if admitted:
+            assert wait_for(lambda: "node-t" in site.hub.ready_nodes())
+            assert len(site.refusals()) == before
+        else:
+            assert wait_for(lambda: len(site.refusals()) > before)
+            refusal = site.refusals()[before]
+            assert refusal.actor.startswith("agent node-t")
+            assert refusal.outcome.startswith("refused: its certificate")
+            assert client.streams == 0
+    finally:
+        client.stop()
+        assert wait_for(lambda: "node-t" not in site.hub.ready_nodes())

@@ -42,7 +42,7 @@ from gpu_platform.infrastructure.wiring_node import (
     select_discovery,
     select_health,
 )
-from gpu_platform.infrastructure.wiring_servers import tls_files
+from gpu_platform.infrastructure.wiring_servers import agent_transport, tls_files
 from gpu_platform.ports.outbound.gpu_discovery import GpuTelemetry
 
 __all__ = ["run_agent"]
@@ -78,12 +78,7 @@ def run_agent(options: AgentOptions) -> None:
         lease=getattr(runner, "fence", None),
     )
     tls = tls_files(settings)
-    client = AgentClient(
-        agent,
-        options.servers,
-        credentials=tls.grpc_channel_credentials() if tls is not None else None,
-        token=token,
-    )
+    client = AgentClient(agent, options.servers, token=token, **agent_transport(settings, tls))
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())

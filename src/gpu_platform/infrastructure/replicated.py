@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from gpu_platform.adapters.cluster_identity import cluster_id
 from gpu_platform.adapters.inbound.agent_client import AgentClient
+from gpu_platform.adapters.inbound.agent_tcp_server import AgentTcpServer
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.adapters.inbound.local_agent_link import LocalAgentLink
 from gpu_platform.adapters.outbound.cpu_priority import RealtimeThreadPriority
@@ -37,6 +38,7 @@ from gpu_platform.domain.model.audit import AuditRecord
 from gpu_platform.domain.model.node import Inventory, Node
 from gpu_platform.infrastructure.cluster_token import cluster_token
 from gpu_platform.infrastructure.config import ConfigError, Settings
+from gpu_platform.infrastructure.wiring_servers import agent_transport
 from gpu_platform.ports.outbound.gpu_reset import GpuReset
 from gpu_platform.ports.outbound.health_monitor import FaultInjector, HealthMonitor
 from gpu_platform.ports.outbound.job_runner import JobRunner
@@ -164,11 +166,12 @@ def running_agent_server(
     hub: JobRunner,
     tls: TlsFiles | None,
     audit: Callable[[AuditRecord], None] | None = None,
-) -> Iterator[AgentGrpcServer | None]:
+) -> Iterator[AgentGrpcServer | AgentTcpServer | None]:
     if settings.server_id == 0 or not isinstance(hub, AgentHub):
         yield None
         return
-    server = AgentGrpcServer(
+    kind = AgentTcpServer if settings.agent_transport == "tcp" else AgentGrpcServer
+    server = kind(
         hub,
         settings.host,
         settings.agent_port,
@@ -219,7 +222,7 @@ def running_local_agent(
     inventory: Inventory,
     runner: JobRunner,
     monitors: tuple[HealthMonitor, ...],
-    agent_server: AgentGrpcServer | None,
+    agent_server: AgentGrpcServer | AgentTcpServer | None,
     tls: TlsFiles | None,
     *,
     gpu_reset: GpuReset | None = None,
@@ -248,9 +251,9 @@ def running_local_agent(
     client = AgentClient(
         agent,
         [own],
-        credentials=tls.grpc_channel_credentials() if tls is not None else None,
         token=cluster_token(settings, server=True),
         local=link,
+        **agent_transport(settings, tls),
     )
     agent.start()
     client.start()

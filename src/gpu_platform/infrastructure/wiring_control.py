@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import partial
 
+from gpu_platform.adapters.inbound.agent_tcp_server import AgentTcpServer
 from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
 from gpu_platform.adapters.outbound.observability import OtelJobTracer
 from gpu_platform.adapters.outbound.serving.replica_probes import ReplicaProbes
@@ -165,7 +166,7 @@ def _running_control_plane(
     tracer: OtelJobTracer,
     quota_store: QuotaStore,
     replication: RaftReplication | None,
-    agent_server: AgentGrpcServer | None,
+    agent_server: AgentGrpcServer | AgentTcpServer | None,
 ) -> Iterator[ControlPlane]:
     addresses = ("", "", "")
     local_node = None
@@ -216,7 +217,7 @@ def _local_agent(
     settings: Settings,
     inventory: Inventory,
     health: HealthParts,
-    agent_server: AgentGrpcServer | None,
+    agent_server: AgentGrpcServer | AgentTcpServer | None,
     tls: TlsFiles | None,
     runner: JobRunner | None,
 ) -> Iterator[Agent | None]:

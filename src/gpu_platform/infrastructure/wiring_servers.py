@@ -6,15 +6,18 @@ gRPC server and the gateway on its own port.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from fastapi import FastAPI
 from opentelemetry.sdk.trace import TracerProvider
 
+from gpu_platform.adapters.inbound.agent_tcp_server import AGENT_ALPN
 from gpu_platform.adapters.inbound.grpc import GrpcServer
 from gpu_platform.adapters.inbound.rest import create_app
 from gpu_platform.adapters.inbound.web import Site, install_dashboard
 from gpu_platform.adapters.inbound.web.session import WebAuth
 from gpu_platform.adapters.outbound.observability.event_hub import EventHub
+from gpu_platform.adapters.tcp_security import client_context
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.admission import AdmissionControl
 from gpu_platform.application.auth import AccessControl
@@ -33,6 +36,7 @@ from gpu_platform.ports.inbound.model_routes import ModelRoutes
 from gpu_platform.ports.outbound.gpu_discovery import GpuDiscovery, GpuTelemetry
 
 __all__ = [
+    "agent_transport",
     "tls_files",
 ]
 
@@ -50,6 +54,15 @@ def tls_files(settings: Settings) -> TlsFiles | None:
         if path is not None and not path.is_file():
             raise ConfigError(f"{name}: {path} is not a readable file")
     return TlsFiles(cert, key, ca)
+
+
+def agent_transport(settings: Settings, tls: TlsFiles | None) -> dict[str, Any]:
+    """`AgentClient`'s transport arguments for `settings.agent_transport` (TLS: `tls`)."""
+    if settings.agent_transport == "tcp":
+        context = None if tls is None else client_context(tls, AGENT_ALPN)
+        return {"transport": "tcp", "tls": context}
+    credentials = None if tls is None else tls.grpc_channel_credentials()
+    return {"transport": "grpc", "credentials": credentials}
 
 
 def _rest_app(

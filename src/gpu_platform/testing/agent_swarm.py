@@ -9,7 +9,8 @@ contract): `fake-exit CODE` ends at the next tick, `fake-forever` runs until sto
 streams share one event loop and one worker pool, so 128 nodes cost a few threads. Used by
 the control-plane scale benchmark; prints `ready` once every agent is connected. It logs as
 `gpu-platform agent` does, at `GPU_PLATFORM_LOG_LEVEL` in `GPU_PLATFORM_LOG_FORMAT` (unset:
-info, auto), so a benchmark that runs its servers at `warning` runs its agents so too. `--ramp N`
+info, auto), so a benchmark that runs its servers at `warning` runs its agents so too; and
+over `GPU_PLATFORM_AGENT_TRANSPORT` (grpc unless set), the servers' `agent_transport`. `--ramp N`
 dials N agents at a time, the next N once those are welcomed (or after 30 s): a thousand
 agents dialling at once on a loaded machine wait past their welcome timeout and dial again,
 over and over.
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     servers = [s for s in args.servers.split(",") if s]
     token = os.environ.get("GPU_PLATFORM_CLUSTER_TOKEN")  # the cluster's (ReplicatedCluster's)
+    transport = os.environ.get("GPU_PLATFORM_AGENT_TRANSPORT", "grpc")  # as the servers'
     level = os.environ.get("GPU_PLATFORM_LOG_LEVEL", "info")
     configure_logging(level, os.environ.get("GPU_PLATFORM_LOG_FORMAT", "auto"))  # type: ignore[arg-type]
     loop = asyncio.new_event_loop()
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     for n in range(1, args.nodes + 1):
         runner = FakeJobRunner()
         agent = Agent(profile_node(args.profile, f"{args.prefix}{n}"), runner)
-        client = AgentClient(agent, servers, loop=loop, pool=pool, token=token)
+        client = AgentClient(agent, servers, loop=loop, pool=pool, token=token, transport=transport)
         runners.append(runner)
         clients.append(client)
     done = threading.Event()

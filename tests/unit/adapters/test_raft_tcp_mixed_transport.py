@@ -20,7 +20,7 @@ from gpu_platform.adapters.outbound.raft_tcp.mismatch import (
     TransportMismatch,
     is_grpc_answer,
 )
-from gpu_platform.adapters.outbound.raft_tcp.security import ALPN, client_context
+from gpu_platform.adapters.tcp_security import ALPN, client_context
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.domain.consensus import Message, MessageType
 from gpu_platform.testing.member_pki import MemberPki

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from gpu_platform.adapters.outbound.raft_tcp import TcpRaftTransport
-from gpu_platform.adapters.outbound.raft_tcp.security import client_context
 from gpu_platform.adapters.outbound.raft_tcp.transport import DIRECT_ENTRIES
 from gpu_platform.adapters.outbound.raft_tcp.wire import (
     MAX_FRAME,
@@ -27,6 +26,7 @@ from gpu_platform.adapters.outbound.raft_tcp.wire import (
     encode_hello,
     read_answer,
 )
+from gpu_platform.adapters.tcp_security import client_context
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.domain.consensus import Message, MessageType
 from gpu_platform.domain.model.audit import AuditRecord

@@ -7,7 +7,9 @@ agent finds a new leader well within its lease. While a stream is up it
 sends a heartbeat every interval the server asked for (Welcome) and renews the agent's lease
 from the sending time of each heartbeat the leader acknowledges; forwards the agent's exits and
 findings, and carries out the leader's launches, stops, log reads, GPU resets and fault
-scripts (blocking agent calls run on a small pool, never on the event loop). When the stream
+scripts (blocking agent calls run on a small pool, never on the event loop). The stream is a
+gRPC call, or with `transport="tcp"` a framed connection (`FramedCall`, the servers'
+`agent_transport = tcp`): the same messages and rules on both. When the stream
 breaks, it backs off (`backoff_initial_s` doubling up to `backoff_max_s`) and dials again; the
 agent's unacknowledged exits go out again in the next hello.
 """
@@ -18,6 +20,7 @@ import asyncio
 import contextlib
 import itertools
 import secrets
+import ssl
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -37,6 +40,7 @@ from gpu_platform.adapters.agent_wire.codec import (
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
 from gpu_platform.adapters.cluster_identity import TOKEN_METADATA
+from gpu_platform.adapters.inbound.agent_tcp_call import FramedCall
 from gpu_platform.adapters.inbound.grpc.agent_service import (
     KEEPALIVE_CLIENT_OPTIONS,
     LEADER_METADATA,
@@ -60,7 +64,7 @@ SILENT_BEATS = 3
 class _Silence:
     """Abandons a stream on which the server has said nothing for `limit_s` seconds."""
 
-    def __init__(self, call: grpc.aio.StreamStreamCall, limit_s: float) -> None:
+    def __init__(self, call: grpc.aio.StreamStreamCall | FramedCall, limit_s: float) -> None:
         self._call = call
         self.limit_s = limit_s
         self.heard = time.monotonic()
@@ -102,13 +106,21 @@ class AgentClient:
         pool: ThreadPoolExecutor | None = None,
         token: str | None = None,
         local: LocalAgentLink | None = None,
+        transport: str = "grpc",
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         """`loop`/`pool`: run on a shared event loop (already running on its own thread) and
         worker pool instead of owning them — many simulated agents in one process. `local`:
-        this process's own server, reached without gRPC at `local.target`."""
+        this process's own server, reached without gRPC at `local.target`. `transport`: grpc
+        (`credentials` for TLS) or tcp (`tls`, a client context: `tcp_security`)."""
         if not servers:
             raise ValueError("servers: at least one host:port is needed")
+        if transport not in ("grpc", "tcp"):
+            raise ValueError(f"transport: grpc or tcp, not {transport!r}")
         self._agent = agent
+        self._transport = transport
+        self._tls = tls
+        self._token = token
         self._metadata = ((TOKEN_METADATA, token),) if token else ()
         self.instance = secrets.token_hex(8)  # sent in every hello (agent.proto Hello.instance)
         self._servers = list(servers)
@@ -215,13 +227,27 @@ class AgentClient:
             log.warning("agent refused", server=target, error=str(exc))
         return ""
 
-    async def _stream(self, target: str) -> None:
+    def _call(
+        self,
+        stack: contextlib.AsyncExitStack,
+        target: str,
+        requests: AsyncIterator[pb.AgentMessage],
+    ) -> grpc.aio.StreamStreamCall | FramedCall:
+        """The stream to `target` on this client's transport (the unix socket without TLS)."""
+        local = target.startswith("unix:")
+        if self._transport == "tcp":
+            return FramedCall(target, requests, token=self._token, tls=None if local else self._tls)
         options = [("grpc.max_receive_message_length", 64 << 20), *KEEPALIVE_CLIENT_OPTIONS]
-        if self._credentials is not None and not target.startswith("unix:"):
+        if self._credentials is not None and not local:
             channel = grpc.aio.secure_channel(target, self._credentials, options=options)
         else:
             channel = grpc.aio.insecure_channel(target, options=options)
-        async with channel:
+        stack.push_async_exit(channel)
+        stub = pb_grpc.AgentServiceStub(channel)  # type: ignore[no-untyped-call]
+        return stub.Connect(requests, metadata=self._metadata)
+
+    async def _stream(self, target: str) -> None:
+        async with contextlib.AsyncExitStack() as stack:
             outbox: asyncio.Queue[pb.AgentMessage | None] = asyncio.Queue()
             hello_sent = time.monotonic()  # the leader's welcome means it heard us after this
             lease_s = 0.0
@@ -260,8 +286,7 @@ class AgentClient:
                     if end:
                         return
 
-            stub = pb_grpc.AgentServiceStub(channel)  # type: ignore[no-untyped-call]
-            call = stub.Connect(requests(), metadata=self._metadata)
+            call = self._call(stack, target, requests())
             beat: asyncio.Task[None] | None = None
             work: set[asyncio.Future[None]] = set()  # launches, log reads, resets in flight
             keep = _keeper(work)  # each is dropped from `work` once done

@@ -52,6 +52,7 @@ __all__ = [
     "KEEPALIVE_SERVER_OPTIONS",
     "LEADER_METADATA",
     "AgentGrpcServer",
+    "AgentServicer",
 ]
 
 LEADER_METADATA = "gpu-platform-leader"
@@ -75,7 +76,10 @@ KEEPALIVE_SERVER_OPTIONS = [
 log = structlog.get_logger(__name__)
 
 
-class _Servicer(pb_grpc.AgentServiceServicer):
+class AgentServicer(pb_grpc.AgentServiceServicer):
+    """One agent stream's conversation, on a gRPC call or on a framed TCP connection
+    (`agent_tcp_server`, which hands it a context with the same methods)."""
+
     def __init__(
         self,
         hub: AgentHub,
@@ -279,7 +283,7 @@ class AgentGrpcServer:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-msg")
         mtls = tls is not None and tls.ca is not None
         self.gate = MemberGate("agent", "agent", token=token, mtls=mtls, audit=audit)
-        self._servicer = _Servicer(hub, self._pool, server_id, heartbeat_s, lease_s, self.gate)
+        self._servicer = AgentServicer(hub, self._pool, server_id, heartbeat_s, lease_s, self.gate)
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._server: grpc.aio.Server | None = None

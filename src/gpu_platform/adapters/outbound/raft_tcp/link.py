@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 import structlog
 
 from gpu_platform.adapters.outbound.raft_tcp.mismatch import TransportMismatch, negotiated_h2
-from gpu_platform.adapters.outbound.raft_tcp.security import tune
 from gpu_platform.adapters.outbound.raft_tcp.wire import (
     MAX_FRAME,
     GrpcPeer,
@@ -43,6 +42,7 @@ from gpu_platform.adapters.outbound.raft_tcp.wire import (
     encode_hello,
     read_answer,
 )
+from gpu_platform.adapters.tcp_security import tune
 from gpu_platform.domain.consensus import Message, MessageType
 
 __all__ = ["LinkConfig", "LinkStats", "PeerLink", "split_address"]

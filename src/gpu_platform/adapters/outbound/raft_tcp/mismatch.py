@@ -10,7 +10,8 @@ recognises the other side by its first bytes, both ways:
 * dialing: a gRPC server's first frame is an HTTP/2 SETTINGS frame (9-byte header, type 0x04,
   stream 0), where a TCP peer answers the hello (`wire.read_answer` raises `GrpcPeer`).
 
-With TLS, the handshake has already agreed on HTTP/2 by ALPN (`security`; `negotiated_h2`).
+With TLS, the handshake has already agreed on HTTP/2 by ALPN (`adapters.tcp_security`;
+`negotiated_h2`).
 Either way the connection is closed (the dialing side keeps retrying: the operator may fix the
 peer) and `TransportMismatch` logs one warning per peer address per `WINDOW` seconds, naming
 the address and the fix, rather than one per reconnect.

@@ -39,12 +39,6 @@ from gpu_platform.adapters.outbound.raft_tcp.link import (
     split_address,
 )
 from gpu_platform.adapters.outbound.raft_tcp.mismatch import TransportMismatch, negotiated_h2
-from gpu_platform.adapters.outbound.raft_tcp.security import (
-    SocketCallContext,
-    client_context,
-    server_context,
-    tune,
-)
 from gpu_platform.adapters.outbound.raft_tcp.wire import (
     GrpcPeer,
     WireError,
@@ -53,6 +47,12 @@ from gpu_platform.adapters.outbound.raft_tcp.wire import (
     encode_frame,
     read_frame,
     read_hello,
+)
+from gpu_platform.adapters.tcp_security import (
+    SocketCallContext,
+    client_context,
+    server_context,
+    tune,
 )
 from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.domain.consensus import Message, MessageType

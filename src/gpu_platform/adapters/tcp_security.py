@@ -1,16 +1,19 @@
-"""TLS and admission for the TCP Raft transport, with the gRPC transport's rules.
+"""TLS and admission for the TCP transports (Raft's, and the agents' framed streams), with
+the gRPC transports' rules.
 
 * `server_context` / `client_context`: Python `ssl` contexts from the same `TlsFiles` as gRPC's
   credentials — with `ca` set, the receiver requires a client certificate chaining to it
   (mTLS) and the sender trusts only it; the sender checks the receiver's name against its
   certificate (as gRPC does) and OpenSSL's purpose checks refuse a certificate without
-  serverAuth (an agent's or a user's) on the receiving end. Both offer ALPN `ALPN` then `h2`,
-  the receiver preferring `ALPN`: two TCP peers agree on `ALPN` (or on nothing, with a peer
-  from before ALPN), while a gRPC peer (which needs `h2` to complete the handshake) agrees on
-  `h2` and is then recognised as one (`mismatch`) instead of failing the handshake unnamed.
+  serverAuth (an agent's or a user's) on the receiving end. Both offer ALPN `alpn` (Raft's
+  `ALPN` unless told) then `h2`, the receiver preferring `alpn`: two TCP peers agree on it (or
+  on nothing, with a peer from before ALPN), while a gRPC peer (which needs `h2` to complete
+  the handshake) agrees on `h2` and is then recognised as one instead of failing the
+  handshake unnamed.
 * `SocketCallContext`: what `MemberGate` reads of a gRPC call (`auth_context()`, `peer()`,
-  `invocation_metadata()`), taken from an accepted socket and the hello's token, so a TCP
-  connection is admitted, refused, logged and audited by the very same gate.
+  `invocation_metadata()`), taken from an accepted socket (or an asyncio stream's
+  `ssl.SSLObject`) and the hello's token, so a TCP connection is admitted, refused, logged
+  and audited by the very same gate.
 """
 
 from __future__ import annotations
@@ -30,24 +33,24 @@ __all__ = ["ALPN", "SocketCallContext", "client_context", "server_context", "tun
 ALPN = "gpu-platform-raft"
 
 
-def _load(ctx: ssl.SSLContext, tls: TlsFiles) -> ssl.SSLContext:
+def _load(ctx: ssl.SSLContext, tls: TlsFiles, alpn: str) -> ssl.SSLContext:
     tls._read()  # a missing file fails here, naming it
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(tls.cert, tls.key)
-    ctx.set_alpn_protocols([ALPN, "h2"])
+    ctx.set_alpn_protocols([alpn, "h2"])
     return ctx
 
 
-def server_context(tls: TlsFiles) -> ssl.SSLContext:
-    ctx = _load(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), tls)
+def server_context(tls: TlsFiles, alpn: str = ALPN) -> ssl.SSLContext:
+    ctx = _load(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), tls, alpn)
     if tls.ca is not None:
         ctx.load_verify_locations(cafile=str(tls.ca))
         ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
 
 
-def client_context(tls: TlsFiles) -> ssl.SSLContext:
-    ctx = _load(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), tls)
+def client_context(tls: TlsFiles, alpn: str = ALPN) -> ssl.SSLContext:
+    ctx = _load(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), tls, alpn)
     if tls.ca is not None:
         ctx.load_verify_locations(cafile=str(tls.ca))
     else:
@@ -74,7 +77,9 @@ def tune(sock: socket.socket) -> None:
 class SocketCallContext:
     """An accepted connection seen as the gRPC call context `MemberGate` expects."""
 
-    def __init__(self, sock: socket.socket, peer: str, token: str | None) -> None:
+    def __init__(
+        self, sock: socket.socket | ssl.SSLObject | None, peer: str, token: str | None
+    ) -> None:
         self._sock = sock
         self._peer = peer
         self._token = token
@@ -87,7 +92,7 @@ class SocketCallContext:
 
     def auth_context(self) -> dict[str, list[bytes]]:
         sock = self._sock
-        if not isinstance(sock, ssl.SSLSocket):
+        if not isinstance(sock, ssl.SSLSocket | ssl.SSLObject):
             return {}
         der = sock.getpeercert(binary_form=True)
         if not der:
