@@ -224,7 +224,7 @@ def _point(
          "servers": 3, "api": api, "submitters": SUBMITTERS, "raft_transport": RAFT_TRANSPORT,
          "api_workers": int(os.environ.get("GPU_PLATFORM_API_WORKERS") or 0),
          "cpu_affinity": os.environ.get("GPU_PLATFORM_CPU_AFFINITY") or "auto",
-         "agent_transport": os.environ.get("GPU_PLATFORM_AGENT_TRANSPORT") or "grpc",
+         "agent_transport": os.environ.get("GPU_PLATFORM_AGENT_TRANSPORT") or "tcp",
          **({"preloaded": PRELOAD} if PRELOAD else {})},
         bound_us or [BOUND_S * 1e6],  # none bound: at least the wait
         extra={

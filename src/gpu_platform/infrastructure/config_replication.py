@@ -103,11 +103,11 @@ class ReplicationSettings(BaseSettings):
         10_000, ge=0, description="Applied log entries between state snapshots (0 = never)."
     )
     agent_transport: Literal["grpc", "tcp"] = Field(
-        "grpc",
-        description="How agents' streams travel to the leader: grpc (grpcio streams, the "
-        "default) or tcp (the same messages as length-prefixed frames on plain sockets or "
-        "TLS: less CPU per message on both ends; docs/agents.md). Same TLS, token and member "
-        "rules; every server and agent of a cluster must use the same one.",
+        "tcp",
+        description="How agents' streams travel to the leader: tcp (the default: the "
+        "agent protocol's messages as length-prefixed frames on plain sockets or TLS, less "
+        "CPU per message on both ends) or grpc (grpcio streams). docs/replication.md. Same "
+        "TLS, token and member rules; every server and agent of a cluster must use the same one.",
     )
     agent_heartbeat_seconds: float = Field(
         1.0, gt=0, description="How often agents send a heartbeat on their stream."

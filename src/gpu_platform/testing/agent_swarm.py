@@ -10,7 +10,7 @@ streams share one event loop and one worker pool, so 128 nodes cost a few thread
 the control-plane scale benchmark; prints `ready` once every agent is connected. It logs as
 `gpu-platform agent` does, at `GPU_PLATFORM_LOG_LEVEL` in `GPU_PLATFORM_LOG_FORMAT` (unset:
 info, auto), so a benchmark that runs its servers at `warning` runs its agents so too; and
-over `GPU_PLATFORM_AGENT_TRANSPORT` (grpc unless set), the servers' `agent_transport`. `--ramp N`
+over `GPU_PLATFORM_AGENT_TRANSPORT` (tcp unless set), the servers' `agent_transport`. `--ramp N`
 dials N agents at a time, the next N once those are welcomed (or after 30 s): a thousand
 agents dialling at once on a loaded machine wait past their welcome timeout and dial again,
 over and over.
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     servers = [s for s in args.servers.split(",") if s]
     token = os.environ.get("GPU_PLATFORM_CLUSTER_TOKEN")  # the cluster's (ReplicatedCluster's)
-    transport = os.environ.get("GPU_PLATFORM_AGENT_TRANSPORT", "grpc")  # as the servers'
+    transport = os.environ.get("GPU_PLATFORM_AGENT_TRANSPORT", "tcp")  # as the servers'
     level = os.environ.get("GPU_PLATFORM_LOG_LEVEL", "info")
     configure_logging(level, os.environ.get("GPU_PLATFORM_LOG_FORMAT", "auto"))  # type: ignore[arg-type]
     loop = asyncio.new_event_loop()

@@ -1,8 +1,9 @@
-"""`agent_transport = tcp` end to end: 3 `serve` servers and 2 `agent` processes on loopback,
-every one of them with GPU_PLATFORM_AGENT_TRANSPORT=tcp (real processes, framed TCP streams,
-TCP Raft, real SQLite). Jobs and a gang run on the agents; after a kill -9 of the leader the
-agents follow the redirect to the new one, which runs the next job; a SIGSTOPped agent's job is
-fenced and run elsewhere. Every wait is generous; nothing asserts on time."""
+"""`agent_transport = grpc` end to end (the default is tcp, which every other process test
+runs over): 3 `serve` servers and 2 `agent` processes on loopback, every one of them with
+GPU_PLATFORM_AGENT_TRANSPORT=grpc (real processes, gRPC agent streams, TCP Raft, real SQLite).
+Jobs and a gang run on the agents; after a kill -9 of the leader the agents follow the
+redirect to the new one, which runs the next job; a SIGSTOPped agent's job is fenced and run
+elsewhere. Every wait is generous; nothing asserts on time."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.timeout(600)
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ReplicatedCluster]:
     c = ReplicatedCluster(
-        tmp_path, servers=3, agents=2, env={"GPU_PLATFORM_AGENT_TRANSPORT": "tcp"}
+        tmp_path, servers=3, agents=2, env={"GPU_PLATFORM_AGENT_TRANSPORT": "grpc"}
     ).start()
     try:
         c.wait_ready(timeout=WAIT)
@@ -39,13 +40,13 @@ def _state(c: ReplicatedCluster, job_id: str) -> str:
     return str(c.job(job_id)["state"])
 
 
-def test_jobs_gangs_and_a_leader_kill_over_framed_agent_streams(cluster: ReplicatedCluster) -> None:
+def test_jobs_gangs_and_a_leader_kill_over_grpc_agent_streams(cluster: ReplicatedCluster) -> None:
     c = cluster
     lead = c.wait_leader()
     assert c.agents_connected(lead) == set(c.nodes)
     with socket.create_connection(("127.0.0.1", c.agent_ports[lead]), timeout=10) as sock:
-        sock.sendall(MAGIC + frame(b"{}"))  # the agents' port speaks the framed protocol
-        assert sock.recv(len(MAGIC)) == MAGIC
+        sock.sendall(MAGIC + frame(b"{}"))  # the agents' port is gRPC's: no framed answer
+        assert sock.recv(len(MAGIC)) != MAGIC
     job = c.submit(["sh", "-c", "echo visible=$CUDA_VISIBLE_DEVICES"], gpus=2)
     assert wait_until(lambda: _state(c, job["id"]) == "COMPLETED", WAIT)
     logs = c.client.get(c.url(lead) + f"/v1/jobs/{job['id']}/logs")  # read from the agent
@@ -85,6 +86,6 @@ def test_a_stopped_agent_s_job_is_fenced_and_runs_elsewhere(cluster: ReplicatedC
         assert _node_state(c, first) == "DOWN"
     finally:
         c.signal_agent(first, signal.SIGCONT)
-    # awake again: its stale attempt is gone and it says hello over its framed stream
+    # awake again: its stale attempt is gone and it says hello over its gRPC stream
     assert wait_until(lambda: not _children(agent_pid), WAIT), _children(agent_pid)
     assert wait_until(lambda: first in c.agents_connected(c.wait_leader()), WAIT)
