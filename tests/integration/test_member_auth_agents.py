@@ -11,6 +11,9 @@ refused (and audited).
 
 from __future__ import annotations
 
+import json
+import socket
+import struct
 import threading
 from collections.abc import Iterator
 
@@ -18,6 +21,7 @@ import grpc
 import pytest
 
 from gpu_platform.adapters.agent_wire.codec import node_to_json
+from gpu_platform.adapters.agent_wire.framed import MAGIC, MESSAGE, frame, parse_trailer
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
 from gpu_platform.adapters.agent_wire.v1 import agent_pb2_grpc as pb_grpc
 from gpu_platform.adapters.cluster_identity import TOKEN_METADATA
@@ -195,6 +199,47 @@ class RawAgent:
         self._done.set()
         self._call.cancel()
         self._channel.close()
+
+
+class RawFramedAgent:
+    """`RawAgent` on the framed TCP transport (`agent_transport = tcp`): MAGIC, the token, a
+    hello; the answer is the welcome (OK) or the trailer's code and details."""
+
+    def __init__(self, address: str, node: str, tls: TlsFiles | None, token: str = TOKEN) -> None:
+        host, _, port = address.rpartition(":")
+        raw = socket.create_connection((host, int(port)), timeout=20)
+        context = None if tls is None else client_context(tls, AGENT_ALPN)
+        self._sock = raw if context is None else context.wrap_socket(raw, server_hostname=host)
+        self.details = ""
+        hello = pb.Hello(
+            node=node, node_json=node_to_json(_node(node)), version="1", instance="raw"
+        )
+        opening = json.dumps({"token": token}).encode()
+        message = pb.AgentMessage(hello=hello).SerializeToString()
+        self._sock.sendall(MAGIC + frame(opening) + frame(message))
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self._sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    def answer(self) -> grpc.StatusCode:
+        assert self._read(len(MAGIC)) == MAGIC
+        (length,) = struct.unpack(">I", self._read(4))
+        payload = self._read(length)
+        if payload[:1] == bytes([MESSAGE]):
+            assert pb.ServerMessage.FromString(payload[1:]).WhichOneof("kind") == "welcome"
+            return grpc.StatusCode.OK
+        trailer = parse_trailer(payload[1:])
+        self.details = trailer.details
+        return grpc.StatusCode[trailer.code]
+
+    def close(self) -> None:
+        self._sock.close()
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import pytest
 
 from gpu_platform.testing.cluster_procs import ReplicatedCluster, wait_until
 from gpu_platform.testing.member_pki import MemberPki
-from tests.integration.test_member_auth_agents import RawAgent
+from tests.integration.test_member_auth_agents import RawFramedAgent
 
 WAIT = 90.0
 
@@ -75,7 +75,7 @@ def test_members_run_jobs_and_an_agent_with_a_users_certificate_is_refused_and_a
     assert wait_until(lambda: c.job(job["id"])["state"] == "COMPLETED", WAIT)
 
     lead = c.wait_leader()
-    rogue = RawAgent(
+    rogue = RawFramedAgent(  # the agents' port speaks the default agent_transport, tcp
         f"127.0.0.1:{c.agent_ports[lead]}",
         "node-9",
         c.pki.tls("client", "alice"),
