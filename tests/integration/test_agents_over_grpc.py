@@ -7,7 +7,6 @@ elsewhere. Every wait is generous; nothing asserts on time."""
 
 from __future__ import annotations
 
-import signal
 import socket
 import sys
 from collections.abc import Iterator
@@ -18,7 +17,12 @@ import pytest
 from gpu_platform.adapters.agent_wire.framed import MAGIC, frame
 from gpu_platform.testing.cluster_procs import ReplicatedCluster, wait_until
 from tests.integration.test_gang_processes import RENDEZVOUS
-from tests.integration.test_replicated_cluster import _children, _node_state, _running
+from tests.integration.test_replicated_cluster import (
+    running_cluster,
+)
+from tests.integration.test_replicated_cluster import (
+    test_a_stopped_agent_s_jobs_run_elsewhere as stopped_agent_s_jobs_run_elsewhere,
+)
 
 WAIT = 90.0
 pytestmark = pytest.mark.timeout(600)
@@ -26,14 +30,8 @@ pytestmark = pytest.mark.timeout(600)
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ReplicatedCluster]:
-    c = ReplicatedCluster(
-        tmp_path, servers=3, agents=2, env={"GPU_PLATFORM_AGENT_TRANSPORT": "grpc"}
-    ).start()
-    try:
-        c.wait_ready(timeout=WAIT)
+    with running_cluster(tmp_path, {"GPU_PLATFORM_AGENT_TRANSPORT": "grpc"}) as c:
         yield c
-    finally:
-        c.close()
 
 
 def _state(c: ReplicatedCluster, job_id: str) -> str:
@@ -66,26 +64,4 @@ def test_jobs_gangs_and_a_leader_kill_over_grpc_agent_streams(cluster: Replicate
 
 
 def test_a_stopped_agent_s_job_is_fenced_and_runs_elsewhere(cluster: ReplicatedCluster) -> None:
-    c = cluster
-    job = c.submit(["sleep", "600"], gpus=8)  # a whole dgx-a100 node
-    assert wait_until(lambda: _state(c, job["id"]) == "RUNNING", WAIT)
-    first = c.job(job["id"])["allocation"]["node"]
-    agent_pid = c.agents[first].pid
-    assert wait_until(lambda: bool(_children(agent_pid)), WAIT)
-    tasks = _children(agent_pid)
-    c.signal_agent(first, signal.SIGSTOP)
-    try:
-
-        def moved() -> bool:
-            j = c.job(job["id"])
-            alloc = j["allocation"]
-            return j["state"] == "RUNNING" and alloc is not None and alloc["node"] != first
-
-        assert wait_until(moved, WAIT), c.job(job["id"])
-        assert not [p for p in tasks if _running(p)], "two attempts of one job ran at once"
-        assert _node_state(c, first) == "DOWN"
-    finally:
-        c.signal_agent(first, signal.SIGCONT)
-    # awake again: its stale attempt is gone and it says hello over its gRPC stream
-    assert wait_until(lambda: not _children(agent_pid), WAIT), _children(agent_pid)
-    assert wait_until(lambda: first in c.agents_connected(c.wait_leader()), WAIT)
+    stopped_agent_s_jobs_run_elsewhere(cluster)  # test_replicated_cluster's, on gRPC streams

@@ -6,6 +6,7 @@ Every wait is generous (a shared 2-core machine) and nothing asserts on time.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import sys
@@ -32,14 +33,21 @@ WAIT = 90.0
 pytestmark = pytest.mark.timeout(600)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[ReplicatedCluster]:
-    c = ReplicatedCluster(tmp_path, servers=3, agents=2).start()
+@contextlib.contextmanager
+def running_cluster(root: Path, env: dict[str, str] | None = None) -> Iterator[ReplicatedCluster]:
+    """3 servers and 2 agents, ready; closed on the way out."""
+    c = ReplicatedCluster(root, servers=3, agents=2, env=env).start()
     try:
         c.wait_ready(timeout=WAIT)
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ReplicatedCluster]:
+    with running_cluster(tmp_path) as c:
+        yield c
 
 
 def _state(c: ReplicatedCluster, job_id: str) -> str:

@@ -16,9 +16,7 @@ import contextlib
 import json
 import os
 import socket
-import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -40,13 +38,10 @@ from gpu_platform.adapters.agent_wire.v1 import agent_pb2 as pb
 from gpu_platform.adapters.inbound.grpc.agent_service import (
     AGENT_MAX_MESSAGE_BYTES,
     LEADER_METADATA,
-    AgentServicer,
+    AgentServerBase,
 )
-from gpu_platform.adapters.member_gate import MemberGate
 from gpu_platform.adapters.tcp_security import SocketCallContext, server_context, tune
-from gpu_platform.adapters.tls import TlsFiles
 from gpu_platform.application.agent_hub import AgentHub
-from gpu_platform.domain.model.audit import AuditRecord
 
 __all__ = ["AGENT_ALPN", "AgentTcpServer"]
 
@@ -95,67 +90,18 @@ def _peer(writer: asyncio.StreamWriter, unix: Path | None) -> str:
     return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
 
 
-class AgentTcpServer:
+class AgentTcpServer(AgentServerBase):
     """Serves the agents' framed streams on `host:port` from its own event-loop thread (and,
     for an agent in the same process when TLS is on, on a unix socket only this user can
     open). Same constructor and methods as `AgentGrpcServer`."""
 
-    def __init__(
-        self,
-        hub: AgentHub,
-        host: str,
-        port: int,
-        *,
-        server_id: int = 0,
-        heartbeat_s: float = 2.0,
-        lease_s: float = 0.0,
-        token: str | None = None,
-        tls: TlsFiles | None = None,
-        workers: int = 16,
-        local_socket: Path | None = None,
-        audit: Callable[[AuditRecord], None] | None = None,
-    ) -> None:
-        self.hub = hub
-        self._host = host
-        self.port = port
-        self._socket = local_socket
-        self._ssl = None if tls is None else server_context(tls, AGENT_ALPN)
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-msg")
-        mtls = tls is not None and tls.ca is not None
-        self.gate = MemberGate("agent", "agent", token=token, mtls=mtls, audit=audit)
-        self._servicer = AgentServicer(hub, self._pool, server_id, heartbeat_s, lease_s, self.gate)
-        self._loop = asyncio.new_event_loop()
-        self._thread: threading.Thread | None = None
+    THREAD = "agent-tcp"
+
+    def __init__(self, hub: AgentHub, host: str, port: int, **options: Any) -> None:
+        super().__init__(hub, host, port, **options)
+        self._ssl = None if self._tls is None else server_context(self._tls, AGENT_ALPN)
         self._servers: list[asyncio.Server] = []
         self._streams: set[asyncio.Task[Any]] = set()
-
-    def claim(self, node: str, identity: str, session: Any) -> str | None:
-        """Hold `node` for an in-process link's `session` (as `AgentGrpcServer.claim`)."""
-        return self._servicer.claim(node, identity, session)
-
-    def release(self, session: Any) -> None:
-        self._servicer._release(session)
-
-    def start(self) -> None:
-        started = threading.Event()
-        errors: list[BaseException] = []
-
-        def run() -> None:
-            asyncio.set_event_loop(self._loop)
-            try:
-                self._loop.run_until_complete(self._astart())
-            except BaseException as exc:
-                errors.append(exc)
-                started.set()
-                return
-            started.set()
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name="agent-tcp", daemon=True)
-        self._thread.start()
-        started.wait(30)
-        if errors:
-            raise errors[0]
 
     async def _astart(self) -> None:
         try:
@@ -239,20 +185,10 @@ class AgentTcpServer:
             await stream.aclose()
         return Trailer("OK", "", context.leader)
 
-    def stop(self, grace_s: float = 1.0) -> None:
-        if self._thread is None:
-            return
-
-        async def halt() -> None:
-            for server in self._servers:
-                server.close()
-            for task in list(self._streams):
-                task.cancel()
-            if self._streams:
-                await asyncio.wait(list(self._streams), timeout=grace_s)
-
-        with contextlib.suppress(RuntimeError, TimeoutError):
-            asyncio.run_coroutine_threadsafe(halt(), self._loop).result(timeout=grace_s + 10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    async def _halt(self, grace_s: float) -> None:
+        for server in self._servers:
+            server.close()
+        for task in list(self._streams):
+            task.cancel()
+        if self._streams:
+            await asyncio.wait(list(self._streams), timeout=grace_s)

@@ -52,6 +52,7 @@ __all__ = [
     "KEEPALIVE_SERVER_OPTIONS",
     "LEADER_METADATA",
     "AgentGrpcServer",
+    "AgentServerBase",
     "AgentServicer",
 ]
 
@@ -252,9 +253,15 @@ def _beat(hub: AgentHub, session: StreamSession, seq: int) -> None:
         session.send_heartbeat_ack(seq)
 
 
-class AgentGrpcServer:
-    """Serves AgentService on `host:port` from its own event-loop thread (and, for an agent in
-    the same process when TLS is on, on a unix socket only this user can open)."""
+class AgentServerBase:
+    """What both agent servers share (`AgentGrpcServer`, `agent_tcp_server.AgentTcpServer`):
+    the servicer and its gate, its worker pool, and an event loop on a thread of its own.
+    Admits members only (adapters.member_gate): the cluster `token`; with mTLS (`tls.ca`) an
+    agent certificate naming the node; a node held by a live stream of another agent
+    (certificate or agent process; live: it spoke within three heartbeat intervals) is
+    refused. `audit` records refusals."""
+
+    THREAD = "agent-server"
 
     def __init__(
         self,
@@ -271,13 +278,9 @@ class AgentGrpcServer:
         local_socket: Path | None = None,
         audit: Callable[[AuditRecord], None] | None = None,
     ) -> None:
-        """Admits members only (adapters.member_gate): the cluster `token`; with mTLS
-        (`tls.ca`) an agent certificate naming the node; a node held by a live stream of
-        another agent (certificate or agent process; live: it spoke within three heartbeat
-        intervals) is refused. `audit` records refusals."""
-        self._hub = hub
         self.hub = hub  # the in-process agent's link reaches it directly (`claim`, `release`)
-        self._address = f"{host}:{port}"
+        self._host = host
+        self.port = port
         self._socket = local_socket  # also on this unix socket (mode 0600), without TLS
         self._tls = tls
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-msg")
@@ -286,8 +289,6 @@ class AgentGrpcServer:
         self._servicer = AgentServicer(hub, self._pool, server_id, heartbeat_s, lease_s, self.gate)
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
-        self._server: grpc.aio.Server | None = None
-        self.port = port
 
     def claim(self, node: str, identity: str, session: Any) -> str | None:
         """Hold `node` for an in-process link's `session`, as a stream's hello does (the same
@@ -312,17 +313,41 @@ class AgentGrpcServer:
             started.set()
             self._loop.run_forever()
 
-        self._thread = threading.Thread(target=run, name="agent-grpc", daemon=True)
+        self._thread = threading.Thread(target=run, name=self.THREAD, daemon=True)
         self._thread.start()
         started.wait(30)
         if errors:
             raise errors[0]
 
     async def _astart(self) -> None:
+        raise NotImplementedError
+
+    async def _halt(self, grace_s: float) -> None:
+        raise NotImplementedError
+
+    def stop(self, grace_s: float = 1.0) -> None:
+        if self._thread is None:
+            return
+        with contextlib.suppress(RuntimeError, TimeoutError):
+            halting = asyncio.run_coroutine_threadsafe(self._halt(grace_s), self._loop)
+            halting.result(timeout=grace_s + 10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class AgentGrpcServer(AgentServerBase):
+    """Serves AgentService on `host:port` from its own event-loop thread (and, for an agent in
+    the same process when TLS is on, on a unix socket only this user can open)."""
+
+    THREAD = "agent-grpc"
+    _server: grpc.aio.Server | None = None
+
+    async def _astart(self) -> None:
         server = grpc.aio.server(options=[*KEEPALIVE_SERVER_OPTIONS, NO_PORT_REUSE])
         pb_grpc.add_AgentServiceServicer_to_server(self._servicer, server)  # type: ignore[no-untyped-call]
         creds = None if self._tls is None else self._tls.grpc_server_credentials()
-        self.port = bind_port(server, self._address, "agent API", creds)
+        self.port = bind_port(server, f"{self._host}:{self.port}", "agent API", creds)
         if self._socket is not None:
             self._socket.unlink(missing_ok=True)  # left by a killed server
             server.add_insecure_port(f"unix:{self._socket}")
@@ -331,17 +356,6 @@ class AgentGrpcServer:
             os.chmod(self._socket, 0o600)
         self._server = server
 
-    def stop(self, grace_s: float = 1.0) -> None:
-        if self._thread is None:
-            return
-        server = self._server
-
-        async def halt() -> None:
-            if server is not None:
-                await server.stop(grace_s)
-
-        with contextlib.suppress(RuntimeError):
-            asyncio.run_coroutine_threadsafe(halt(), self._loop).result(timeout=grace_s + 10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    async def _halt(self, grace_s: float) -> None:
+        if self._server is not None:
+            await self._server.stop(grace_s)
