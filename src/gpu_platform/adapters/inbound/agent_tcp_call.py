@@ -105,7 +105,7 @@ class FramedCall:
         return reader
 
     async def _send(self, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(ConnectionError):
+        with contextlib.suppress(OSError):  # broken: the receiving side raises UNAVAILABLE
             async for msg in self._requests:
                 writer.write(frame(msg.SerializeToString()))
                 if writer.transport.get_write_buffer_size() > _HIGH_WATER:
