@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from gpu_platform.adapters.cluster_identity import cluster_id
 from gpu_platform.adapters.inbound.agent_client import AgentClient
 from gpu_platform.adapters.inbound.agent_tcp_server import AgentTcpServer
-from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
+from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer, AgentServerBase
 from gpu_platform.adapters.inbound.local_agent_link import LocalAgentLink
 from gpu_platform.adapters.outbound.cpu_priority import RealtimeThreadPriority
 from gpu_platform.adapters.outbound.observability import PrometheusRaftMetrics
@@ -166,7 +166,7 @@ def running_agent_server(
     hub: JobRunner,
     tls: TlsFiles | None,
     audit: Callable[[AuditRecord], None] | None = None,
-) -> Iterator[AgentGrpcServer | AgentTcpServer | None]:
+) -> Iterator[AgentServerBase | None]:
     if settings.server_id == 0 or not isinstance(hub, AgentHub):
         yield None
         return
@@ -222,7 +222,7 @@ def running_local_agent(
     inventory: Inventory,
     runner: JobRunner,
     monitors: tuple[HealthMonitor, ...],
-    agent_server: AgentGrpcServer | AgentTcpServer | None,
+    agent_server: AgentServerBase | None,
     tls: TlsFiles | None,
     *,
     gpu_reset: GpuReset | None = None,

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import partial
 
-from gpu_platform.adapters.inbound.agent_tcp_server import AgentTcpServer
-from gpu_platform.adapters.inbound.grpc.agent_service import AgentGrpcServer
+from gpu_platform.adapters.inbound.grpc.agent_service import AgentServerBase
 from gpu_platform.adapters.outbound.observability import OtelJobTracer
 from gpu_platform.adapters.outbound.serving.replica_probes import ReplicaProbes
 from gpu_platform.adapters.outbound.sim.agent_injector import AgentRoutedInjector
@@ -166,7 +165,7 @@ def _running_control_plane(
     tracer: OtelJobTracer,
     quota_store: QuotaStore,
     replication: RaftReplication | None,
-    agent_server: AgentGrpcServer | AgentTcpServer | None,
+    agent_server: AgentServerBase | None,
 ) -> Iterator[ControlPlane]:
     addresses = ("", "", "")
     local_node = None
@@ -217,7 +216,7 @@ def _local_agent(
     settings: Settings,
     inventory: Inventory,
     health: HealthParts,
-    agent_server: AgentGrpcServer | AgentTcpServer | None,
+    agent_server: AgentServerBase | None,
     tls: TlsFiles | None,
     runner: JobRunner | None,
 ) -> Iterator[Agent | None]:
