@@ -67,7 +67,11 @@ class CheckedTransport(InMemoryRaftTransport):
             early = m.type is MessageType.APP and m.term == hs.term
             if m.entries and m.entries[-1].index > self.storage.last_index() and not early:
                 self.violations.append(f"sent entry {m.entries[-1].index} before persisting")
-            if m.type is MessageType.VOTE_RESP and not m.reject and hs.vote != m.to:
+            # a grant must be durable in its term; one whose term the node has already left
+            # in the same Ready (a higher term persisted) can never be given twice: it is
+            # safe (seen once under load, a transfer's campaign and a newer one in one Ready)
+            granted = m.type is MessageType.VOTE_RESP and not m.reject
+            if granted and hs.term == m.term and hs.vote != m.to:
                 self.violations.append(f"granted a vote to {m.to} before persisting it")
         super().send(messages)
 
