@@ -145,33 +145,36 @@ def cluster(platform: str, docker_address: str) -> Iterator[list[str]]:
                        capture_output=True, check=False, timeout=300)  # fmt: skip
         Path(REPO / ".pytest_cache").mkdir(exist_ok=True)
         (REPO / ".pytest_cache" / "compose.log").write_text(logs.stdout + logs.stderr)
+        print(logs.stdout[-20000:], logs.stderr[-2000:])  # shown by pytest when the test fails
 
 
 def test_the_compose_cluster_elects_a_leader_and_runs_a_job_on_an_agent(
     cluster: list[str],
 ) -> None:
-    status: dict[str, Any] = {}
+    status: dict[str, dict[str, Any]] = {}
 
-    def led() -> bool:  # one server leads and both agents stream to it
-        nonlocal status
+    def led() -> bool:  # all three servers answer, one leads and both agents stream to it
         for url in cluster:
             try:
-                status = httpx.get(f"{url}/v1/cluster", timeout=3).json()
-            except httpx.HTTPError:
-                continue
-            if status.get("role") == "leader" and len(status.get("agents", {})) == 2:
-                return True
-        return False
+                status[url] = httpx.get(f"{url}/v1/cluster", timeout=3).json()
+            except httpx.HTTPError as e:
+                status[url] = {"error": repr(e)}
+        leaders = [s for s in status.values() if s.get("role") == "leader"]
+        answered = all("error" not in s for s in status.values())
+        return answered and len(leaders) == 1 and len(leaders[0].get("agents", {})) == 2
 
     assert wait_for(led, timeout=180), status
     body = {"command": ["sh", "-c", "echo rank $RANK on $CUDA_VISIBLE_DEVICES"], "gpus": 2}
     deadline = time.monotonic() + 60
+    reply: httpx.Response | None = None
     while True:  # any server takes it: a follower redirects to the leader
-        reply = httpx.post(f"{cluster[2]}/v1/jobs", json=body, timeout=10, follow_redirects=True)
-        if reply.status_code == 201 or time.monotonic() > deadline:
+        with contextlib.suppress(httpx.TransportError):
+            reply = httpx.post(f"{cluster[2]}/v1/jobs", json=body, timeout=10,
+                               follow_redirects=True)  # fmt: skip
+        if (reply is not None and reply.status_code == 201) or time.monotonic() > deadline:
             break
         time.sleep(1)
-    assert reply.status_code == 201, reply.text
+    assert reply is not None and reply.status_code == 201, reply and reply.text
     job = completed(cluster[0], reply.json()["id"])
     assert job["state"] == "COMPLETED", job["reason"]
     assert job["allocation"]["node"] in ("node-1", "node-2")
