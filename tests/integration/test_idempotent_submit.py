@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -58,6 +59,38 @@ def test_grpc_request_ids_deduplicate_like_the_rest_header(
             jobs.SubmitJob(pb.SubmitJobRequest(command=["true"], request_id="a b"), timeout=10)
         assert bad.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert len(named(server, "grpc-once")) == 1
+
+
+def test_concurrent_grpc_submits_with_shared_keys_make_one_job_per_key(
+    server_factory: Callable[..., Server],
+) -> None:
+    """40 gRPC submits at once, 32 of them over 8 keys: 8 jobs, each caller answered with its
+    key's job; the 8 with an invalid key fail alone."""
+    import grpc
+
+    from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2 as pb
+    from gpu_platform.adapters.inbound.grpc.v1 import gpu_platform_pb2_grpc as pb_grpc
+
+    server = server_factory()
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+        jobs = pb_grpc.JobServiceStub(channel)
+
+        def submit(i: int) -> str:
+            key = f"k-{i % 8}" if i % 5 else "a b"  # every fifth call's key is invalid
+            req = pb.SubmitJobRequest(command=["true"], name=f"together-{i % 8}", request_id=key)
+            try:
+                return str(jobs.SubmitJob(req, timeout=20).id)
+            except grpc.RpcError as exc:
+                return str(exc.code())
+
+        with ThreadPoolExecutor(40) as pool:
+            ids = list(pool.map(submit, range(40)))
+    good = {i: ids[i] for i in range(40) if i % 5}
+    assert [ids[i] for i in range(0, 40, 5)] == [str(grpc.StatusCode.INVALID_ARGUMENT)] * 8
+    assert all(ids[i] == good[min(j for j in good if j % 8 == i % 8)] for i in good)
+    assert len(set(good.values())) == 8
+    for n in range(8):
+        assert len(named(server, f"together-{n}")) == 1
 
 
 class _LoseFirstAnswer(BaseHTTPRequestHandler):
