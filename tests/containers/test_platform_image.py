@@ -157,7 +157,7 @@ def test_the_compose_cluster_elects_a_leader_and_runs_a_job_on_an_agent(
         for url in cluster:
             try:
                 status[url] = httpx.get(f"{url}/v1/cluster", timeout=3).json()
-            except httpx.HTTPError as e:
+            except (httpx.HTTPError, ValueError) as e:  # not up yet, or not JSON yet
                 status[url] = {"error": repr(e)}
         leaders = [s for s in status.values() if s.get("role") == "leader"]
         answered = all("error" not in s for s in status.values())
